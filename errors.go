@@ -1,0 +1,205 @@
+package interlock
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Code is a stable, machine-readable error code that an agent can branch on.
+type Code string
+
+// Client-side codes: the same input fails the same way, so the caller must
+// change the input, the configuration or ask a human.
+const (
+	CodeValidationFailed     Code = "VALIDATION_FAILED"
+	CodeNotFound             Code = "NOT_FOUND"
+	CodePermissionDenied     Code = "PERMISSION_DENIED"
+	CodeAuthInvalid          Code = "AUTH_INVALID"
+	CodeScopeRejected        Code = "SCOPE_REJECTED"
+	CodeToolNotAllowed       Code = "TOOL_NOT_ALLOWED"
+	CodeRateLimited          Code = "RATE_LIMITED"
+	CodeDryRunPreview        Code = "DRY_RUN_PREVIEW"
+	CodeConfirmationRequired Code = "CONFIRMATION_REQUIRED"
+	CodeConsentTokenInvalid  Code = "CONSENT_TOKEN_INVALID"
+	CodeConsentTokenExpired  Code = "CONSENT_TOKEN_EXPIRED"
+	CodeConsentTokenMismatch Code = "CONSENT_TOKEN_MISMATCH"
+	CodeApprovalPending      Code = "APPROVAL_PENDING"
+	CodeDeclined             Code = "DECLINED"
+	CodeCancelled            Code = "CANCELLED"
+)
+
+// Server-side codes: transient failures where a later retry may succeed.
+const (
+	CodeUpstreamError       Code = "UPSTREAM_ERROR"
+	CodeUpstreamTimeout     Code = "UPSTREAM_TIMEOUT"
+	CodeUpstreamUnavailable Code = "UPSTREAM_UNAVAILABLE"
+	CodeCircuitOpen         Code = "CIRCUIT_OPEN"
+	CodeBulkheadFull        Code = "BULKHEAD_FULL"
+	CodeInternal            Code = "INTERNAL_ERROR"
+)
+
+// retriable says, for every code, whether a naive retry might succeed. It is
+// the one place that decides; an [Error] cannot contradict it.
+var retriable = map[Code]bool{
+	CodeValidationFailed:     false,
+	CodeNotFound:             false,
+	CodePermissionDenied:     false,
+	CodeAuthInvalid:          false,
+	CodeScopeRejected:        false,
+	CodeToolNotAllowed:       false,
+	CodeRateLimited:          true,
+	CodeDryRunPreview:        false,
+	CodeConfirmationRequired: false,
+	CodeConsentTokenInvalid:  false,
+	CodeConsentTokenExpired:  false,
+	CodeConsentTokenMismatch: false,
+	CodeApprovalPending:      true,
+	CodeDeclined:             false,
+	CodeCancelled:            true,
+	CodeUpstreamError:        true,
+	CodeUpstreamTimeout:      true,
+	CodeUpstreamUnavailable:  true,
+	CodeCircuitOpen:          true,
+	CodeBulkheadFull:         true,
+	CodeInternal:             false,
+}
+
+// Codes returns every code interlock can put on the wire.
+func Codes() []Code {
+	out := make([]Code, 0, len(retriable))
+	for c := range retriable {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Retriable reports whether a naive retry of a call that failed with code c
+// might succeed. Unknown codes are not retriable.
+func (c Code) Retriable() bool { return retriable[c] }
+
+// ValidationIssue names one argument that failed validation.
+type ValidationIssue struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+// Error is the structured error a client sees. Code, Message and Hint are
+// always set on the wire; the other fields appear when they help the caller
+// act.
+type Error struct {
+	Code    Code
+	Message string
+	// Hint is the imperative next step for the agent: the fix, not the
+	// diagnosis.
+	Hint string
+
+	RetryAfterMS       int64
+	SuggestedTool      string
+	MissingPermissions []string
+	ValidationIssues   []ValidationIssue
+	// Preview holds the redacted arguments of a call that did not run.
+	Preview map[string]any
+	Summary string
+
+	// Err is the cause, for logs and errors.Is; it never reaches the client.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with the given code, recovery hint and formatted
+// message.
+func Errorf(code Code, hint, format string, args ...any) *Error {
+	return &Error{Code: code, Hint: hint, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, "" for a nil
+// error and CodeInternal for any other error.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// Body is the JSON object a client receives as structuredContent, and as a
+// text block, for a failed call.
+type Body struct {
+	Code               Code              `json:"code"`
+	Retriable          bool              `json:"retriable"`
+	Message            string            `json:"message"`
+	RecoveryHint       string            `json:"recovery_hint"`
+	RetryAfterMS       int64             `json:"retry_after_ms,omitempty"`
+	SuggestedTool      string            `json:"suggested_tool,omitempty"`
+	MissingPermissions []string          `json:"missing_permissions,omitempty"`
+	ValidationIssues   []ValidationIssue `json:"validation_issues,omitempty"`
+	Preview            map[string]any    `json:"preview,omitempty"`
+	Summary            string            `json:"summary,omitempty"`
+}
+
+const internalHint = "Do not retry this call; report the failure to the interlock operator, who will find the cause in the gateway's log."
+
+// BodyOf returns the wire body for err. Any error that is not an *Error
+// becomes INTERNAL_ERROR with a fixed message, so no internal text leaks.
+func BodyOf(err error) Body {
+	var e *Error
+	if !errors.As(err, &e) {
+		return Body{
+			Code:         CodeInternal,
+			Message:      "interlock failed to handle this call because of an internal error.",
+			RecoveryHint: internalHint,
+		}
+	}
+	b := Body{
+		Code:               e.Code,
+		Retriable:          e.Code.Retriable(),
+		Message:            e.Message,
+		RecoveryHint:       e.Hint,
+		RetryAfterMS:       e.RetryAfterMS,
+		SuggestedTool:      e.SuggestedTool,
+		MissingPermissions: e.MissingPermissions,
+		ValidationIssues:   e.ValidationIssues,
+		Preview:            e.Preview,
+		Summary:            e.Summary,
+	}
+	if _, known := retriable[e.Code]; !known {
+		b.Code, b.Retriable = CodeInternal, false
+	}
+	if b.RecoveryHint == "" {
+		b.RecoveryHint = internalHint
+	}
+	return b
+}
+
+// Result turns any error into the tool result the client sees: isError set,
+// the body as structuredContent and the same JSON as a text block. It is the
+// single conversion point from Go errors to the wire.
+func Result(err error) *mcp.CallToolResult {
+	body := BodyOf(err)
+	text, mErr := json.Marshal(body)
+	if mErr != nil {
+		// A preview that cannot be encoded must not hide the error itself.
+		body.Preview = nil
+		text, _ = json.Marshal(body)
+	}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		StructuredContent: json.RawMessage(text),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+	}
+}

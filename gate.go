@@ -1,0 +1,253 @@
+package interlock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxArgumentBytes is the largest raw argument object the gate reads
+// unless configured otherwise.
+const DefaultMaxArgumentBytes = 1 << 20
+
+// DryRunFromEnv reads the operator key from getenv (os.Getenv when nil).
+// Dry run stays on unless MCP_DRY_RUN is the literal string "false": "0",
+// "no", "FALSE" and typos all keep it on.
+func DryRunFromEnv(getenv func(string) string) bool {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return getenv("MCP_DRY_RUN") != "false"
+}
+
+// GateOptions configure a [Gate]. The zero value is ready to use.
+type GateOptions struct {
+	// Getenv reads the environment for the operator key; os.Getenv when nil.
+	Getenv func(string) string
+	// MaxArgumentBytes bounds the raw arguments of one call;
+	// DefaultMaxArgumentBytes when zero.
+	MaxArgumentBytes int
+	// Logger receives one record per decision; slog.Default() when nil.
+	Logger *slog.Logger
+	// Identify says who makes a call; [DefaultIdentify] when nil.
+	Identify func(context.Context, *mcp.CallToolRequest) Identity
+}
+
+// Gate is the one decision path every tool call takes, in the library and in
+// the gateway alike.
+type Gate struct {
+	policy   Policy
+	dryRun   bool
+	maxBytes int
+	log      *slog.Logger
+	identify func(context.Context, *mcp.CallToolRequest) Identity
+}
+
+// NewGate returns a gate that decides with p. It reads the operator key once,
+// here: a running gate never changes its mind about dry run.
+func NewGate(p Policy, opts *GateOptions) *Gate {
+	if opts == nil {
+		opts = &GateOptions{}
+	}
+	g := &Gate{
+		policy:   p,
+		dryRun:   DryRunFromEnv(opts.Getenv),
+		maxBytes: opts.MaxArgumentBytes,
+		log:      opts.Logger,
+		identify: opts.Identify,
+	}
+	if g.maxBytes <= 0 {
+		g.maxBytes = DefaultMaxArgumentBytes
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.identify == nil {
+		g.identify = DefaultIdentify
+	}
+	return g
+}
+
+// DryRun reports whether the operator key keeps every gated call from running.
+func (g *Gate) DryRun() bool { return g.dryRun }
+
+// Policy returns the policy the gate decides with.
+func (g *Gate) Policy() Policy { return g.policy }
+
+// Identify says who makes the call in req.
+func (g *Gate) Identify(ctx context.Context, req *mcp.CallToolRequest) Identity {
+	return g.identify(ctx, req)
+}
+
+var osUser = sync.OnceValue(func() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if name := os.Getenv("USER"); name != "" {
+		return name
+	}
+	return "local"
+})
+
+// TenantLocal is the tenant of callers on the local machine (stdio, or HTTP
+// without authentication).
+const TenantLocal = "local"
+
+// DefaultIdentify takes the identity from the bearer token the transport
+// verified (its UserID, and its Extra["tenant"]); without one the caller is
+// the operating-system user in tenant "local", as on stdio.
+func DefaultIdentify(_ context.Context, req *mcp.CallToolRequest) Identity {
+	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
+		ti := req.Extra.TokenInfo
+		id := Identity{Principal: ti.UserID, Tenant: TenantLocal}
+		if t, ok := ti.Extra["tenant"].(string); ok && t != "" {
+			id.Tenant = t
+		}
+		return id
+	}
+	return Identity{Principal: osUser(), Tenant: TenantLocal}
+}
+
+// Tool is a tool as the gate sees it: its name, where it lives, its
+// effective hints and its compiled input schema.
+type Tool struct {
+	Name string
+	// Upstream names the server the tool belongs to; empty in the library.
+	Upstream string
+	Hints    Hints
+	schema   *jsonschema.Resolved
+}
+
+// NewTool compiles the input schema (any form the SDK accepts) of a tool the
+// gate will guard.
+func NewTool(name, upstream string, h Hints, inputSchema any) (*Tool, error) {
+	s, err := resolveSchema(inputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", name, err)
+	}
+	return &Tool{Name: name, Upstream: upstream, Hints: h, schema: s}, nil
+}
+
+// Runner executes a call that the gate let through, with the business
+// arguments only.
+type Runner func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error)
+
+// Call sends one call through the gate: it splits off the meta-arguments,
+// validates the rest, decides, applies the operator key and the mode, and
+// runs the tool only if every key the decision demands is present. The
+// result of a call that ran is returned untouched; every refusal or failure
+// is a structured error result.
+func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, run Runner) *mcp.CallToolResult {
+	res, d, err := g.call(ctx, t, id, raw, run)
+	outcome := "executed"
+	if err != nil {
+		outcome = string(ErrorCode(err))
+		res = Result(err)
+	}
+	level := slog.LevelInfo
+	if ErrorCode(err) == CodeInternal {
+		level = slog.LevelError
+	}
+	if g.log.Enabled(ctx, level) {
+		attrs := []slog.Attr{
+			slog.String("tool", t.Name),
+			slog.String("principal", id.Principal),
+			slog.String("tenant", id.Tenant),
+			slog.String("mode", string(d.Mode)),
+			slog.String("outcome", outcome),
+		}
+		if d.Rule != "" {
+			attrs = append(attrs, slog.String("rule", d.Rule))
+		}
+		if t.Upstream != "" {
+			attrs = append(attrs, slog.String("upstream", t.Upstream))
+		}
+		if level == slog.LevelError {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		g.log.LogAttrs(ctx, level, "tool call", attrs...)
+	}
+	return res
+}
+
+func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, run Runner) (*mcp.CallToolResult, Decision, error) {
+	var d Decision
+	if len(raw) > g.maxBytes {
+		return nil, d, &Error{
+			Code:             CodeValidationFailed,
+			Message:          fmt.Sprintf("The arguments are %d bytes; this gateway accepts at most %d.", len(raw), g.maxBytes),
+			Hint:             "Send smaller arguments, for example by splitting the work into several calls.",
+			ValidationIssues: []ValidationIssue{{Path: "", Message: "arguments too large", Code: "too_large"}},
+		}
+	}
+	p, err := splitArgs(raw)
+	if err != nil {
+		return nil, d, err
+	}
+	if err := validateArgs(t.Name, t.schema, p.args); err != nil {
+		return nil, d, err
+	}
+	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args, Confirm: p.confirm}
+	d, err = g.policy.Decide(ctx, c)
+	if err != nil {
+		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
+	}
+	switch d.Mode {
+	case ModeAllow:
+	case ModeDeny:
+		return nil, d, &Error{
+			Code:    CodeToolNotAllowed,
+			Message: fmt.Sprintf("Policy does not allow %s%s.", t.Name, ruleClause(d.Rule)),
+			Hint:    "Do not retry this tool; tell the user it is not allowed here, or ask the operator to change the policy.",
+		}
+	case ModeFlag:
+		if err := g.flag(c, d); err != nil {
+			return nil, d, err
+		}
+	default:
+		return nil, d, fmt.Errorf("decision for %s has unimplemented mode %q", t.Name, d.Mode)
+	}
+	res, err := g.run(ctx, run, p.raw)
+	return res, d, err
+}
+
+func ruleClause(rule string) string {
+	if rule == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (rule %q)", rule)
+}
+
+// run executes the tool. A panicking handler becomes INTERNAL_ERROR rather
+// than taking the server down with it.
+func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("tool handler panicked: %v", r)
+		}
+	}()
+	res, err = run(ctx, args)
+	if err == nil && res == nil {
+		res = &mcp.CallToolResult{Content: []mcp.Content{}}
+	}
+	return res, err
+}
+
+// preview returns the call's arguments as a client may see them.
+func (g *Gate) preview(c *Call) map[string]any {
+	return Redact(c.Args, g.policy.IsSecret)
+}
+
+func summaryOr(d Decision, c *Call) string {
+	if d.Summary != "" {
+		return d.Summary
+	}
+	return fmt.Sprintf("Call %s with the arguments shown in preview.", c.Tool)
+}

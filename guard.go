@@ -1,0 +1,168 @@
+package interlock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// confirmSchema describes __confirm in the input schema of a tool that may
+// demand it, so models learn the meta-argument from tools/list.
+var confirmSchema = map[string]any{
+	"type": "boolean",
+	"description": "Meta-argument read by interlock, never passed to the tool: set true only after the user has " +
+		"explicitly agreed to this exact call. A dry-run preview is returned until the operator also enables execution.",
+}
+
+// Advertise returns a copy of t as clients should see it behind the gate:
+// every hint stated explicitly (h, the hints as the policy sees them), and
+// the meta-arguments that the tool's possible modes accept added to its
+// input schema.
+func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, error) {
+	out := *t
+	title := t.Title
+	if t.Annotations != nil && t.Annotations.Title != "" {
+		title = t.Annotations.Title
+	}
+	out.Annotations = h.Annotations(title)
+	if !slices.Contains(g.policy.ToolModes(t.Name, upstream, h), ModeFlag) {
+		return &out, nil
+	}
+	var schema map[string]any
+	b, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: encoding input schema: %w", t.Name, err)
+	}
+	if err := json.Unmarshal(b, &schema); err != nil || schema == nil {
+		return nil, fmt.Errorf("tool %q: input schema is not a JSON object", t.Name)
+	}
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props[MetaConfirm] = confirmSchema
+	schema["properties"] = props
+	out.InputSchema = schema
+	return &out, nil
+}
+
+// Guard returns a handler that sends every call of t through the gate and
+// calls h only when the decision lets it run. h sees the arguments without
+// meta-arguments.
+func (g *Gate) Guard(t *mcp.Tool, h mcp.ToolHandler) (mcp.ToolHandler, error) {
+	gt, err := NewTool(t.Name, "", HintsOf(t.Annotations), t.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	return g.handler(gt, h), nil
+}
+
+func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.Call(ctx, gt, g.identify(ctx, req), req.Params.Arguments, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			params := *req.Params
+			params.Arguments = args
+			inner := *req
+			inner.Params = &params
+			return h(ctx, &inner)
+		}), nil
+	}
+}
+
+// AddTool adds t to s behind the gate: the counterpart of [mcp.Server.AddTool].
+// Like the SDK, it panics when the tool cannot be registered (a missing or
+// invalid input schema), a programming error.
+func (g *Gate) AddTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) {
+	guarded, err := g.Guard(t, h)
+	if err != nil {
+		panic(fmt.Sprintf("interlock: AddTool: %v", err))
+	}
+	adv, err := g.Advertise(t, "", HintsOf(t.Annotations))
+	if err != nil {
+		panic(fmt.Sprintf("interlock: AddTool: %v", err))
+	}
+	s.AddTool(adv, guarded)
+}
+
+// AddTool adds a typed tool handler to s behind the gate: the counterpart of
+// [mcp.AddTool], with the same schema inference from In and Out.
+//
+// Errors returned by h reach the client as structured results: an [*Error]
+// as it is, any other error as INTERNAL_ERROR without its text. A result
+// with IsError set is passed on untouched, structuredContent included.
+func AddTool[In, Out any](s *mcp.Server, g *Gate, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	tt := *t
+	if tt.InputSchema == nil {
+		if reflect.TypeFor[In]() == reflect.TypeFor[any]() {
+			tt.InputSchema = &jsonschema.Schema{Type: "object"}
+		} else {
+			schema, err := jsonschema.For[In](nil)
+			if err != nil {
+				panic(fmt.Sprintf("interlock: AddTool %q: input schema: %v", t.Name, err))
+			}
+			tt.InputSchema = schema
+		}
+	}
+	var output *jsonschema.Resolved
+	if tt.OutputSchema == nil && reflect.TypeFor[Out]() != reflect.TypeFor[any]() {
+		schema, err := jsonschema.For[Out](nil)
+		if err != nil {
+			panic(fmt.Sprintf("interlock: AddTool %q: output schema: %v", t.Name, err))
+		}
+		tt.OutputSchema = schema
+	}
+	if tt.OutputSchema != nil {
+		r, err := resolveSchema(tt.OutputSchema)
+		if err != nil {
+			panic(fmt.Sprintf("interlock: AddTool %q: output schema: %v", t.Name, err))
+		}
+		output = r
+	}
+	g.AddTool(s, &tt, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in In
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return nil, &Error{
+				Code:    CodeValidationFailed,
+				Message: fmt.Sprintf("The arguments do not fit %s.", t.Name),
+				Hint:    fmt.Sprintf("Call %s with arguments that match its input schema.", t.Name),
+				Err:     err,
+			}
+		}
+		res, out, err := h(ctx, req, in)
+		if err != nil {
+			return nil, err
+		}
+		if res != nil && res.IsError {
+			return res, nil
+		}
+		if res == nil {
+			res = &mcp.CallToolResult{}
+		}
+		if reflect.TypeFor[Out]() == reflect.TypeFor[any]() && any(out) == nil {
+			return res, nil
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("encoding output of %s: %w", t.Name, err)
+		}
+		if output != nil {
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				return nil, fmt.Errorf("decoding output of %s: %w", t.Name, err)
+			}
+			if err := output.Validate(v); err != nil {
+				return nil, fmt.Errorf("output of %s does not match its schema: %w", t.Name, err)
+			}
+		}
+		res.StructuredContent = json.RawMessage(b)
+		if res.Content == nil {
+			res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
+		}
+		return res, nil
+	})
+}

@@ -1,0 +1,155 @@
+package interlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Mode is what a decision demands before a call may run.
+type Mode string
+
+// The modes interlock implements.
+const (
+	// ModeAllow lets the call through with no per-call key (read-only tools).
+	ModeAllow Mode = "allow"
+	// ModeDeny refuses the call: TOOL_NOT_ALLOWED.
+	ModeDeny Mode = "deny"
+	// ModeFlag demands the agent's __confirm: true on top of the operator key.
+	ModeFlag Mode = "flag"
+)
+
+// Modes lists every implemented mode, in order of strictness.
+var Modes = []Mode{ModeAllow, ModeFlag, ModeDeny}
+
+// ParseMode reads a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	names := make([]string, len(Modes))
+	for i, m := range Modes {
+		names[i] = string(m)
+	}
+	return "", fmt.Errorf("unknown mode %q: use one of %s", s, strings.Join(names, ", "))
+}
+
+// Gated reports whether m puts a call behind a key (every mode but allow and
+// deny: deny never runs, so there is nothing to confirm).
+func (m Mode) Gated() bool { return m != ModeAllow && m != ModeDeny }
+
+// Decision is the policy's answer for one call.
+type Decision struct {
+	// Rule names the rule that decided; empty when the default applied.
+	Rule string
+	Mode Mode
+	// Summary is a human-readable line about what the call will do, rendered
+	// only for calls that do not simply run.
+	Summary string
+}
+
+// Policy decides what each call needs. The policy package implements it from
+// a YAML file; [ByAnnotations] is the smallest useful policy.
+type Policy interface {
+	// Decide returns the decision for c.
+	Decide(ctx context.Context, c *Call) (Decision, error)
+	// ToolModes returns every mode Decide may choose for calls of the tool,
+	// whatever the arguments, so the tool can advertise the meta-arguments it
+	// accepts.
+	ToolModes(tool, upstream string, h Hints) []Mode
+	// IsSecret reports whether an argument with this name must never appear
+	// in previews or logs.
+	IsSecret(name string) bool
+}
+
+// ByAnnotations is a policy that reads only a tool's hints: read-only tools
+// are allowed, every other tool, unannotated ones included, gets Mode
+// (ModeFlag when empty).
+type ByAnnotations struct {
+	Mode Mode
+}
+
+func (p ByAnnotations) mode(h Hints) Mode {
+	if h.ReadOnly {
+		return ModeAllow
+	}
+	if p.Mode == "" {
+		return ModeFlag
+	}
+	return p.Mode
+}
+
+// Decide implements [Policy].
+func (p ByAnnotations) Decide(_ context.Context, c *Call) (Decision, error) {
+	return Decision{Mode: p.mode(c.Hints)}, nil
+}
+
+// ToolModes implements [Policy].
+func (p ByAnnotations) ToolModes(_, _ string, h Hints) []Mode { return []Mode{p.mode(h)} }
+
+// IsSecret implements [Policy] with the default secret names.
+func (ByAnnotations) IsSecret(name string) bool { return IsSecretName(name, nil) }
+
+// DefaultSecretNames are the argument names whose values never appear in
+// previews or logs, whatever the policy adds. A name matches when, compared
+// without case, dashes or underscores, it equals or ends with one of these.
+var DefaultSecretNames = []string{"password", "token", "secret", "api_key", "authorization"}
+
+func normalizeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' {
+			return -1
+		}
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
+}
+
+// IsSecretName reports whether an argument name is secret under the default
+// names plus extra.
+func IsSecretName(name string, extra []string) bool {
+	n := normalizeName(name)
+	for _, lists := range [2][]string{DefaultSecretNames, extra} {
+		for _, s := range lists {
+			if strings.HasSuffix(n, normalizeName(s)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Redacted is the value that stands in for a secret.
+const Redacted = "[REDACTED]"
+
+// Redact returns a deep copy of args in which the value of every argument
+// whose name isSecret reports is replaced by [Redacted], at any depth.
+func Redact(args map[string]any, isSecret func(string) bool) map[string]any {
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		if isSecret(k) {
+			out[k] = Redacted
+			continue
+		}
+		out[k] = redactValue(v, isSecret)
+	}
+	return out
+}
+
+func redactValue(v any, isSecret func(string) bool) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return Redact(v, isSecret)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = redactValue(e, isSecret)
+		}
+		return out
+	}
+	return v
+}

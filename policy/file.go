@@ -1,0 +1,269 @@
+// Package policy reads interlock's configuration file: the upstream servers
+// the gateway fronts, the API keys it accepts, and the rules that decide what
+// each tool call needs.
+//
+// # Loading
+//
+// The file is YAML. Unknown fields are errors, every error names the file and
+// line, and everything that can be checked before a call arrives is checked at
+// load: modes, tool-name globs, CEL conditions (compiled once) and summary
+// templates (parsed once). A file that loads is a policy that can run.
+//
+// # Deciding
+//
+// Rules are tried in order and the first that matches decides. A rule matches
+// on the tool name (globs), the upstream, the tool's hints and an optional CEL
+// condition over tool, upstream, args, principal and tenant. With no matching
+// rule a read-only tool is allowed and every other tool, unannotated ones
+// included, gets default_mode.
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// File is a loaded configuration file.
+type File struct {
+	// Path is where the file came from, for messages.
+	Path string `yaml:"-"`
+	// DefaultMode applies to every tool that is not read-only when no rule
+	// matches. It must be a gated mode or deny; flag when absent.
+	DefaultMode interlock.Mode `yaml:"default_mode"`
+	// MaxArgumentBytes bounds one call's raw arguments.
+	MaxArgumentBytes int `yaml:"max_argument_bytes"`
+	// Redact adds argument names to interlock.DefaultSecretNames.
+	Redact    []string    `yaml:"redact"`
+	Upstreams []*Upstream `yaml:"upstreams"`
+	Auth      Auth        `yaml:"auth"`
+	Rules     []*Rule     `yaml:"rules"`
+
+	// Log receives warnings while deciding, such as a condition that could
+	// not be evaluated; nil discards them.
+	Log *slog.Logger `yaml:"-"`
+}
+
+// Upstream is an MCP server the gateway starts as a child and talks to over
+// stdio.
+type Upstream struct {
+	Name string `yaml:"name"`
+	// Command is the program and its arguments.
+	Command []string `yaml:"command"`
+	// Env adds variables to the child's environment; ${VAR} in a value is
+	// read from the gateway's environment at load.
+	Env map[string]string `yaml:"env"`
+	// Dir is the child's working directory.
+	Dir string `yaml:"dir"`
+	// Prefix is put before each of this upstream's tool names, to resolve two
+	// upstreams that expose the same name.
+	Prefix string `yaml:"prefix"`
+
+	Line int `yaml:"-"`
+}
+
+// Auth configures HTTP authentication.
+type Auth struct {
+	Keys []*Key `yaml:"keys"`
+}
+
+// Key is a static API key, sent as "Authorization: Bearer <key>". Only its
+// SHA-256 is stored.
+type Key struct {
+	SHA256    string `yaml:"sha256"`
+	Principal string `yaml:"principal"`
+	Tenant    string `yaml:"tenant"`
+
+	Line int `yaml:"-"`
+}
+
+// DefaultTenant is the tenant of an API key that names none.
+const DefaultTenant = "default"
+
+func (u *Upstream) UnmarshalYAML(n *yaml.Node) error {
+	type plain Upstream
+	u.Line = n.Line
+	return n.Load((*plain)(u), yaml.WithKnownFields())
+}
+
+func (k *Key) UnmarshalYAML(n *yaml.Node) error {
+	type plain Key
+	k.Line = n.Line
+	return n.Load((*plain)(k), yaml.WithKnownFields())
+}
+
+// LoadError is one problem in a configuration file.
+type LoadError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e LoadError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// LoadErrors are all the problems found in one file, in file order.
+type LoadErrors []LoadError
+
+func (es LoadErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Load reads and checks the configuration file at name.
+func Load(name string) (*File, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	return Parse(name, data, os.LookupEnv)
+}
+
+var (
+	toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	envVarRE   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+)
+
+// Parse reads and checks a configuration file's contents; name is used in
+// messages and lookupEnv expands ${VAR} in upstream environments.
+func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	f := &File{Path: name}
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := yaml.Load(data, f, yaml.WithKnownFields()); err != nil {
+			return nil, yamlErrors(name, err)
+		}
+	}
+	var errs LoadErrors
+	add := func(line int, format string, args ...any) {
+		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
+	}
+	if f.DefaultMode == "" {
+		f.DefaultMode = interlock.ModeFlag
+	} else if m, err := interlock.ParseMode(string(f.DefaultMode)); err != nil {
+		add(0, "default_mode: %v", err)
+	} else if m == interlock.ModeAllow {
+		add(0, "default_mode: allow would let every unannotated tool run unconfirmed; use flag or deny")
+	}
+	if f.MaxArgumentBytes < 0 {
+		add(0, "max_argument_bytes must be positive")
+	} else if f.MaxArgumentBytes == 0 {
+		f.MaxArgumentBytes = interlock.DefaultMaxArgumentBytes
+	}
+
+	names := map[string]int{}
+	for _, u := range f.Upstreams {
+		switch {
+		case u.Name == "":
+			add(u.Line, "upstream has no name: add name: <short name>")
+		case names[u.Name] != 0:
+			add(u.Line, "upstream %q is already defined on line %d", u.Name, names[u.Name])
+		default:
+			names[u.Name] = u.Line
+		}
+		if len(u.Command) == 0 || u.Command[0] == "" {
+			add(u.Line, "upstream %q has no command: add command: [program, arg…]", u.Name)
+		}
+		if !toolNameRE.MatchString(u.Prefix) {
+			add(u.Line, "upstream %q: prefix %q may only use letters, digits, '_', '-' and '.'", u.Name, u.Prefix)
+		}
+		for k, v := range u.Env {
+			expanded, missing := expandEnv(v, lookupEnv)
+			if missing != "" {
+				add(u.Line, "upstream %q: env %s refers to ${%s}, which is not set in interlock's environment", u.Name, k, missing)
+			}
+			u.Env[k] = expanded
+		}
+	}
+
+	hashes := map[string]int{}
+	for _, k := range f.Auth.Keys {
+		k.SHA256 = strings.ToLower(strings.TrimSpace(k.SHA256))
+		if !sha256RE.MatchString(k.SHA256) {
+			add(k.Line, "auth key: sha256 must be 64 hex digits (the SHA-256 of the key; `interlock key` makes one)")
+		} else if hashes[k.SHA256] != 0 {
+			add(k.Line, "auth key: the same key is already listed on line %d", hashes[k.SHA256])
+		} else {
+			hashes[k.SHA256] = k.Line
+		}
+		if k.Principal == "" {
+			add(k.Line, "auth key: principal is required: name who uses this key")
+		}
+		if k.Tenant == "" {
+			k.Tenant = DefaultTenant
+		}
+	}
+
+	ruleNames := map[string]int{}
+	for _, r := range f.Rules {
+		if r.Name != "" {
+			if line, dup := ruleNames[r.Name]; dup {
+				add(r.Line, "rule %q is already defined on line %d", r.Name, line)
+			}
+			ruleNames[r.Name] = r.Line
+		}
+		for _, msg := range r.compile() {
+			add(r.Line, "%s", msg)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return f, nil
+}
+
+func expandEnv(s string, lookupEnv func(string) (string, bool)) (string, string) {
+	var missing string
+	out := envVarRE.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-1]
+		v, ok := lookupEnv(name)
+		if !ok && missing == "" {
+			missing = name
+		}
+		return v
+	})
+	return out, missing
+}
+
+// yamlErrors turns a YAML library error into file:line messages.
+func yamlErrors(name string, err error) error {
+	var les *yaml.LoadErrors
+	if errors.As(err, &les) {
+		out := make(LoadErrors, 0, len(les.Errors))
+		for _, e := range les.Errors {
+			out = append(out, LoadError{File: name, Line: e.Mark.Line, Msg: strings.TrimPrefix(e.Message, "yaml: ")})
+		}
+		return out
+	}
+	var le *yaml.LoadError
+	if errors.As(err, &le) {
+		msg := le.Message
+		if le.ContextMsg != "" {
+			msg = le.ContextMsg + ": " + msg
+		}
+		return LoadErrors{{File: name, Line: le.Mark.Line, Msg: msg}}
+	}
+	return LoadErrors{{File: name, Msg: err.Error()}}
+}
+
+// validGlob reports whether pattern is a valid tool-name glob.
+func validGlob(pattern string) bool {
+	_, err := path.Match(pattern, "")
+	return err == nil
+}

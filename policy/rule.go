@@ -1,0 +1,287 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"text/template"
+
+	"cel.dev/cel-go/cel"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// Rule decides the mode of the calls it matches.
+type Rule struct {
+	// Name identifies the rule in logs and errors.
+	Name  string `yaml:"name"`
+	Match Match  `yaml:"match"`
+	// When is a CEL expression over tool, upstream, args, principal and
+	// tenant; the rule applies only when it is true.
+	When string         `yaml:"when"`
+	Mode interlock.Mode `yaml:"mode"`
+	// Summary is a Go text/template over .tool, .args, .principal and
+	// .tenant: what the call will do, in words for a human.
+	Summary string `yaml:"summary"`
+	// Annotations override the hints that the matched tools advertise and
+	// that later rules match on.
+	Annotations map[string]bool `yaml:"annotations"`
+
+	Line int `yaml:"-"`
+
+	program  cel.Program
+	summary  *template.Template
+	override func(interlock.Hints) interlock.Hints
+}
+
+// Match selects tools by name, upstream and hints. Every field that is set
+// must match.
+type Match struct {
+	// Tools are globs (path.Match syntax) over the tool name as clients see it.
+	Tools    []string `yaml:"tools"`
+	Upstream string   `yaml:"upstream"`
+	// Annotations are hints the tool must have, after the specification's
+	// defaults and earlier overrides: readOnlyHint, destructiveHint,
+	// idempotentHint, openWorldHint.
+	Annotations map[string]bool `yaml:"annotations"`
+}
+
+func (r *Rule) UnmarshalYAML(n *yaml.Node) error {
+	type plain Rule
+	r.Line = n.Line
+	return n.Load((*plain)(r), yaml.WithKnownFields())
+}
+
+var hintNames = []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+
+func hintField(h *interlock.Hints, name string) *bool {
+	switch name {
+	case "readOnlyHint":
+		return &h.ReadOnly
+	case "destructiveHint":
+		return &h.Destructive
+	case "idempotentHint":
+		return &h.Idempotent
+	case "openWorldHint":
+		return &h.OpenWorld
+	}
+	return nil
+}
+
+var celEnv = func() *cel.Env {
+	env, err := cel.NewEnv(
+		cel.Variable("tool", cel.StringType),
+		cel.Variable("upstream", cel.StringType),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("principal", cel.StringType),
+		cel.Variable("tenant", cel.StringType),
+	)
+	if err != nil {
+		panic(err)
+	}
+	return env
+}()
+
+// compile checks the rule and prepares its condition and template. It
+// returns every problem found, each naming the rule.
+func (r *Rule) compile() []string {
+	var errs []string
+	label := "rule"
+	if r.Name != "" {
+		label = fmt.Sprintf("rule %q", r.Name)
+	} else {
+		errs = append(errs, "rule has no name: add name: <what it is for>")
+	}
+	fail := func(format string, args ...any) {
+		errs = append(errs, label+": "+fmt.Sprintf(format, args...))
+	}
+	if r.Mode == "" {
+		fail("mode is required: use one of %s", modeNames())
+	} else if _, err := interlock.ParseMode(string(r.Mode)); err != nil {
+		fail("%v", err)
+	}
+	for _, g := range r.Match.Tools {
+		if !validGlob(g) {
+			fail("tool glob %q is malformed", g)
+		}
+	}
+	for _, hints := range []map[string]bool{r.Match.Annotations, r.Annotations} {
+		for name := range hints {
+			if hintField(&interlock.Hints{}, name) == nil {
+				fail("unknown annotation %q: use %s", name, strings.Join(hintNames, ", "))
+			}
+		}
+	}
+	if len(r.Annotations) > 0 {
+		set := r.Annotations
+		r.override = func(h interlock.Hints) interlock.Hints {
+			for name, v := range set {
+				*hintField(&h, name) = v
+			}
+			return h
+		}
+	}
+	if r.When != "" {
+		ast, iss := celEnv.Compile(r.When)
+		if iss.Err() != nil {
+			fail("when: %v", strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+		} else if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+			fail("when must be a boolean expression, not %s", ast.OutputType())
+		} else if prg, err := celEnv.Program(ast); err != nil {
+			fail("when: %v", err)
+		} else {
+			r.program = prg
+		}
+	}
+	if r.Summary != "" {
+		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.Summary)
+		if err != nil {
+			fail("summary: %v", err)
+		} else {
+			r.summary = t
+		}
+	}
+	return errs
+}
+
+func modeNames() string {
+	names := make([]string, len(interlock.Modes))
+	for i, m := range interlock.Modes {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
+}
+
+// matchesTool reports whether the rule's static match (everything but the
+// condition) selects the tool.
+func (r *Rule) matchesTool(tool, upstream string, h interlock.Hints) bool {
+	if r.Match.Upstream != "" && r.Match.Upstream != upstream {
+		return false
+	}
+	if len(r.Match.Tools) > 0 {
+		found := false
+		for _, g := range r.Match.Tools {
+			if ok, _ := path.Match(g, tool); ok {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	for name, want := range r.Match.Annotations {
+		if *hintField(&h, name) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// holds evaluates the rule's condition for c. A condition that cannot be
+// evaluated (a missing argument, a type mismatch) never loosens the gate: it
+// holds for a rule that restricts and fails for a rule that allows.
+func (r *Rule) holds(c *interlock.Call) (bool, error) {
+	if r.program == nil {
+		return true, nil
+	}
+	out, _, err := r.program.Eval(map[string]any{
+		"tool":      c.Tool,
+		"upstream":  c.Upstream,
+		"args":      c.Args,
+		"principal": c.Principal,
+		"tenant":    c.Tenant,
+	})
+	if err != nil {
+		return r.Mode != interlock.ModeAllow, fmt.Errorf("rule %q: evaluating when: %w", r.Name, err)
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return r.Mode != interlock.ModeAllow, fmt.Errorf("rule %q: when gave %v, not a boolean", r.Name, out.Value())
+	}
+	return b, nil
+}
+
+// render fills the rule's summary template for c; "" when it has none or
+// it cannot be filled (a missing argument), so the gate's generic summary
+// stands in.
+func (r *Rule) render(c *interlock.Call) string {
+	if r.summary == nil {
+		return ""
+	}
+	var b strings.Builder
+	err := r.summary.Execute(&b, map[string]any{
+		"tool":      c.Tool,
+		"upstream":  c.Upstream,
+		"args":      c.Args,
+		"principal": c.Principal,
+		"tenant":    c.Tenant,
+	})
+	if err != nil {
+		return ""
+	}
+	return b.String()
+}
+
+// Hints returns a tool's hints as the policy sees them: h with the
+// overrides of the first rule that matches the tool and overrides any.
+func (f *File) Hints(tool, upstream string, h interlock.Hints) interlock.Hints {
+	for _, r := range f.Rules {
+		if r.override != nil && r.matchesTool(tool, upstream, h) {
+			return r.override(h)
+		}
+	}
+	return h
+}
+
+func (f *File) defaultMode(h interlock.Hints) interlock.Mode {
+	if h.ReadOnly {
+		return interlock.ModeAllow
+	}
+	return f.DefaultMode
+}
+
+// Decide implements interlock.Policy. The call's hints are expected to be
+// the ones [File.Hints] returns.
+func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision, error) {
+	for _, r := range f.Rules {
+		if !r.matchesTool(c.Tool, c.Upstream, c.Hints) {
+			continue
+		}
+		ok, err := r.holds(c)
+		if err != nil && f.Log != nil {
+			f.Log.Warn("policy condition failed; the restrictive reading applies", "rule", r.Name, "tool", c.Tool, "error", err)
+		}
+		if !ok {
+			continue
+		}
+		d := interlock.Decision{Rule: r.Name, Mode: r.Mode}
+		if d.Mode != interlock.ModeAllow {
+			d.Summary = r.render(c)
+		}
+		return d, nil
+	}
+	return interlock.Decision{Mode: f.defaultMode(c.Hints)}, nil
+}
+
+// ToolModes implements interlock.Policy: the modes of every rule that may
+// match the tool, up to the first that matches without a condition, or the
+// default.
+func (f *File) ToolModes(tool, upstream string, h interlock.Hints) []interlock.Mode {
+	var modes []interlock.Mode
+	for _, r := range f.Rules {
+		if !r.matchesTool(tool, upstream, h) {
+			continue
+		}
+		modes = append(modes, r.Mode)
+		if r.program == nil {
+			return modes
+		}
+	}
+	return append(modes, f.defaultMode(h))
+}
+
+// IsSecret implements interlock.Policy.
+func (f *File) IsSecret(name string) bool { return interlock.IsSecretName(name, f.Redact) }

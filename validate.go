@@ -1,0 +1,149 @@
+package interlock
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// resolveSchema compiles a tool's input schema, given in any of the forms the
+// SDK accepts (a *jsonschema.Schema, a map, raw JSON).
+func resolveSchema(schema any) (*jsonschema.Resolved, error) {
+	if schema == nil {
+		return nil, nil
+	}
+	s, ok := schema.(*jsonschema.Schema)
+	if !ok {
+		b, err := json.Marshal(schema)
+		if err != nil {
+			return nil, fmt.Errorf("encoding input schema: %w", err)
+		}
+		s = new(jsonschema.Schema)
+		if err := json.Unmarshal(b, s); err != nil {
+			return nil, fmt.Errorf("reading input schema: %w", err)
+		}
+	}
+	r, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: false})
+	if err != nil {
+		return nil, fmt.Errorf("resolving input schema: %w", err)
+	}
+	return r, nil
+}
+
+// validateArgs checks args against the tool's schema and reports the first
+// problem as VALIDATION_FAILED naming the argument's path.
+func validateArgs(tool string, s *jsonschema.Resolved, args map[string]any) error {
+	if s == nil {
+		return nil
+	}
+	err := s.Validate(args)
+	if err == nil {
+		return nil
+	}
+	issue := issueOf(err.Error())
+	where := issue.Path
+	if where == "" {
+		where = "the arguments"
+	}
+	return &Error{
+		Code:             CodeValidationFailed,
+		Message:          fmt.Sprintf("Invalid arguments for %s: %s %s.", tool, where, issue.Message),
+		Hint:             fmt.Sprintf("Fix %s: it %s. Then call %s again.", where, issue.Message, tool),
+		ValidationIssues: []ValidationIssue{issue},
+		Err:              err,
+	}
+}
+
+// issueOf turns a jsonschema-go validation message such as
+//
+//	validating root: validating /properties/n: validating /properties/n/properties/a: type: q has type "string", want "integer"
+//
+// into a path in argument terms ("n.a"), a message and a short code.
+func issueOf(msg string) ValidationIssue {
+	msg = strings.TrimPrefix(msg, "validating root: ")
+	schemaPath := ""
+	for strings.HasPrefix(msg, "validating /") {
+		i := strings.Index(msg, ": ")
+		if i < 0 {
+			break
+		}
+		schemaPath = msg[len("validating "):i]
+		msg = msg[i+2:]
+	}
+	path := argumentPath(schemaPath)
+	code := "invalid"
+	if i := strings.Index(msg, ": "); i > 0 && !strings.ContainsAny(msg[:i], " \"") {
+		code, msg = msg[:i], msg[i+2:]
+	}
+	join := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch {
+	case code == "required":
+		if names := quotedNames(msg); len(names) > 0 {
+			return ValidationIssue{Path: join(names[0]), Message: "is required", Code: "required"}
+		}
+	case strings.HasPrefix(msg, "unexpected additional properties"):
+		if names := quotedNames(msg); len(names) > 0 {
+			return ValidationIssue{Path: join(names[0]), Message: "is not an argument of this tool; remove it", Code: "additional_properties"}
+		}
+	case code == "type":
+		// "q has type "string", want "integer""
+		if i := strings.Index(msg, " has type "); i >= 0 {
+			rest := msg[i+len(" has type "):]
+			if j := strings.Index(rest, ", want "); j >= 0 {
+				return ValidationIssue{Path: path, Message: fmt.Sprintf("must be of type %s, not %s", strings.Trim(rest[j+len(", want "):], `"`), strings.Trim(rest[:j], `"`)), Code: "type"}
+			}
+		}
+	}
+	return ValidationIssue{Path: path, Message: "is invalid: " + msg, Code: code}
+}
+
+// argumentPath maps a schema location (/properties/a/items/properties/b) to an
+// argument path (a[].b).
+func argumentPath(schemaPath string) string {
+	var b strings.Builder
+	parts := strings.Split(strings.Trim(schemaPath, "/"), "/")
+	for i := 0; i < len(parts); i++ {
+		switch parts[i] {
+		case "properties":
+			if i+1 < len(parts) {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(parts[i+1])
+				i++
+			}
+		case "items", "additionalItems":
+			b.WriteString("[]")
+		case "prefixItems":
+			if i+1 < len(parts) {
+				b.WriteString("[" + parts[i+1] + "]")
+				i++
+			}
+		}
+	}
+	return b.String()
+}
+
+// quotedNames returns the double-quoted strings in s, in order.
+func quotedNames(s string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(s, '"')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(s[i+1:], '"')
+		if j < 0 {
+			return out
+		}
+		out = append(out, s[i+1:i+1+j])
+		s = s[i+j+2:]
+	}
+}
