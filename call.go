@@ -38,7 +38,9 @@ type Hints struct {
 }
 
 // HintsOf reads the annotations of an MCP tool, applying the specification's
-// defaults for every hint that is absent.
+// defaults for every hint that is absent. The destructive hint only means
+// something for a tool that is not read-only, so a read-only tool is never
+// destructive.
 func HintsOf(a *mcp.ToolAnnotations) Hints {
 	h := Hints{Destructive: true, OpenWorld: true}
 	if a == nil {
@@ -48,6 +50,9 @@ func HintsOf(a *mcp.ToolAnnotations) Hints {
 	h.Idempotent = a.IdempotentHint
 	if a.DestructiveHint != nil {
 		h.Destructive = *a.DestructiveHint
+	}
+	if h.ReadOnly {
+		h.Destructive = false
 	}
 	if a.OpenWorldHint != nil {
 		h.OpenWorld = *a.OpenWorldHint

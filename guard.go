@@ -30,9 +30,6 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 		title = t.Annotations.Title
 	}
 	out.Annotations = h.Annotations(title)
-	if !slices.Contains(g.policy.ToolModes(t.Name, upstream, h), ModeFlag) {
-		return &out, nil
-	}
 	var schema map[string]any
 	b, err := json.Marshal(t.InputSchema)
 	if err != nil {
@@ -41,13 +38,23 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 	if err := json.Unmarshal(b, &schema); err != nil || schema == nil {
 		return nil, fmt.Errorf("tool %q: input schema is not a JSON object", t.Name)
 	}
+	switch typ := schema["type"]; typ {
+	case nil:
+		schema["type"] = "object"
+	case "object":
+	default:
+		return nil, fmt.Errorf("tool %q: input schema has type %v; MCP requires \"object\"", t.Name, typ)
+	}
+	out.InputSchema = schema
+	if !slices.Contains(g.policy.ToolModes(t.Name, upstream, h), ModeFlag) {
+		return &out, nil
+	}
 	props, _ := schema["properties"].(map[string]any)
 	if props == nil {
 		props = map[string]any{}
 	}
 	props[MetaConfirm] = confirmSchema
 	schema["properties"] = props
-	out.InputSchema = schema
 	return &out, nil
 }
 

@@ -247,7 +247,7 @@ func yamlErrors(name string, err error) error {
 	if errors.As(err, &les) {
 		out := make(LoadErrors, 0, len(les.Errors))
 		for _, e := range les.Errors {
-			out = append(out, LoadError{File: name, Line: e.Mark.Line, Msg: strings.TrimPrefix(e.Message, "yaml: ")})
+			out = append(out, LoadError{File: name, Line: e.Mark.Line, Msg: yamlMessage(e.Message)})
 		}
 		return out
 	}
@@ -260,6 +260,17 @@ func yamlErrors(name string, err error) error {
 		return LoadErrors{{File: name, Line: le.Mark.Line, Msg: msg}}
 	}
 	return LoadErrors{{File: name, Msg: err.Error()}}
+}
+
+var unknownFieldRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+
+// yamlMessage rewords the YAML library's messages in the file's terms.
+func yamlMessage(msg string) string {
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("unknown field %q: check its spelling and where it is indented", m[1])
+	}
+	return msg
 }
 
 // validGlob reports whether pattern is a valid tool-name glob.

@@ -1,0 +1,93 @@
+// Command interlock is the gateway and its tools: serve puts the gate in
+// front of MCP servers, demo runs the built-in demo back office, check
+// validates a configuration file, and key makes an API key.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is reported to clients and upstreams.
+const version = "0.1.0"
+
+const usage = `interlock makes destructive MCP tool calls impossible without the confirmation policy demands.
+
+Usage:
+  interlock serve [--config FILE] [--listen ADDR | --stdio] [--stateless] [--data DIR]
+  interlock demo  [--db FILE] [--reset]
+  interlock check [--config FILE]
+  interlock key   [--principal NAME] [--tenant NAME]
+
+Environment:
+  MCP_DRY_RUN       the operator key: gated calls run only when it is exactly "false"
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command and returns the process exit code: 0 success,
+// 1 failure, 2 bad usage.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stdin, stdout, stderr)
+	case "demo":
+		err = runDemo(ctx, args[1:], stdin, stdout, stderr)
+	case "check":
+		err = check(args[1:], stdout, stderr)
+	case "key":
+		err = makeKey(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "interlock: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case err == errUsage:
+		return 2
+	default:
+		fmt.Fprintf(stderr, "interlock %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// errUsage reports bad command-line usage that the flag package already
+// explained.
+var errUsage = errors.New("usage")
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("interlock "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return errUsage
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	_ "embed"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/gateway"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+//go:embed builtin.yaml
+var builtinConfig []byte
+
+// builtinName is how messages refer to the embedded configuration.
+const builtinName = "built-in config"
+
+// loadConfig reads the file named by --config, or the built-in one, whose
+// demo upstream runs this binary with its database in dataDir.
+func loadConfig(name, dataDir string) (*policy.File, error) {
+	if name != "" {
+		return policy.Load(name)
+	}
+	f, err := policy.Parse(builtinName, builtinConfig, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if dataDir != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this program to run the demo: %w", err)
+		}
+		f.Upstreams[0].Command = []string{exe, "demo", "--db", filepath.Join(dataDir, "demo.db")}
+	}
+	return f, nil
+}
+
+func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	config := fs.String("config", "", "configuration `file` (default: the built-in config that fronts the demo)")
+	listen := fs.String("listen", "127.0.0.1:8740", "HTTP `address`; MCP is served at /mcp")
+	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
+	stateless := fs.Bool("stateless", false, "streamable HTTP without sessions")
+	data := fs.String("data", ".interlock", "state `directory` (demo database)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(*data)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data directory: %w", err)
+	}
+	f, err := loadConfig(*config, dataDir)
+	if err != nil {
+		return err
+	}
+	if !*stdio {
+		if err := gateway.CheckListen(*listen, f); err != nil {
+			return err
+		}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	gw := gateway.New(f, gateway.Options{Version: version, Logger: log})
+	defer gw.Close()
+	if err := gw.Start(ctx); err != nil {
+		return err
+	}
+
+	var ln net.Listener
+	where := "stdio"
+	if !*stdio {
+		ln, err = net.Listen("tcp", *listen)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", *listen, err)
+		}
+		kind := "sessions"
+		if *stateless {
+			kind = "stateless"
+		}
+		auth := "no authentication (loopback only)"
+		if n := len(f.Auth.Keys); n > 0 {
+			auth = fmt.Sprintf("%d API key(s)", n)
+		}
+		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
+	}
+	printBanner(stderr, where, dataDir, f, gw)
+
+	if *stdio {
+		err := gw.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	srv := &http.Server{Handler: gw.Handler(*stateless), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func printBanner(w io.Writer, where, dataDir string, f *policy.File, gw *gateway.Gateway) {
+	fmt.Fprintf(w, "interlock %s\n", version)
+	fmt.Fprintf(w, "  serving   %s\n", where)
+	fmt.Fprintf(w, "  data      %s\n", dataDir)
+	fmt.Fprintf(w, "  config    %s (%d rules)\n", f.Path, len(f.Rules))
+	counts := gw.ToolCounts()
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  upstream  %s: %d tools\n", n, counts[n])
+	}
+	if gw.Gate().DryRun() {
+		fmt.Fprintln(w, `  dry run   ON: gated calls only preview (set MCP_DRY_RUN=false to let confirmed calls run)`)
+	} else {
+		fmt.Fprintln(w, "  dry run   OFF: confirmed calls run")
+	}
+}

@@ -1,0 +1,224 @@
+// Package gateway puts interlock's gate in front of MCP servers whose code
+// you do not control.
+//
+// A [Gateway] starts each upstream server as a child over stdio, mirrors its
+// tools (refreshing when the child announces a change), advertises each tool
+// with the hints the policy sees and the meta-arguments it accepts, and sends
+// every call through the same [interlock.Gate] the library uses. Clients
+// reach it over stdio or streamable HTTP; see [Gateway.Handler] for HTTP
+// authentication.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+// Options configure a [Gateway].
+type Options struct {
+	// Version is reported to clients and upstreams.
+	Version string
+	// Logger receives the gateway's records; slog.Default() when nil.
+	Logger *slog.Logger
+	// Getenv reads the operator key; os.Getenv when nil.
+	Getenv func(string) string
+}
+
+// Gateway mirrors upstream tools behind the gate.
+type Gateway struct {
+	file      *policy.File
+	gate      *interlock.Gate
+	server    *mcp.Server
+	log       *slog.Logger
+	upstreams []*upstream
+
+	mu sync.Mutex
+	// owner maps each mirrored tool name to the upstream it came from.
+	owner map[string]*upstream
+}
+
+// New prepares a gateway for the configuration f. Nothing starts until
+// [Gateway.Start].
+func New(f *policy.File, opts Options) *Gateway {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if f.Log == nil {
+		f.Log = log
+	}
+	g := &Gateway{file: f, log: log, owner: map[string]*upstream{}}
+	g.gate = interlock.NewGate(f, &interlock.GateOptions{
+		Getenv:           opts.Getenv,
+		MaxArgumentBytes: f.MaxArgumentBytes,
+		Logger:           log,
+		Identify:         identify,
+	})
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "interlock", Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
+			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
+		// The SDK reports every session at info level; the gateway's own
+		// records are the ones an operator reads.
+		Logger:   slog.New(quieter{log.Handler()}),
+		HasTools: true,
+	})
+	for _, cfg := range f.Upstreams {
+		g.upstreams = append(g.upstreams, &upstream{cfg: cfg, file: f.Path, version: opts.Version, onToolsChanged: g.refreshLogged})
+	}
+	return g
+}
+
+// identify says who calls: the verified API key's principal over HTTP with
+// keys, "anonymous" over HTTP without them, and the operating-system user
+// on stdio.
+func identify(ctx context.Context, req *mcp.CallToolRequest) interlock.Identity {
+	if req.Extra != nil && req.Extra.TokenInfo == nil && req.Extra.Header != nil {
+		return interlock.Identity{Principal: "anonymous", Tenant: interlock.TenantLocal}
+	}
+	return interlock.DefaultIdentify(ctx, req)
+}
+
+// Gate returns the gate every call goes through.
+func (g *Gateway) Gate() *interlock.Gate { return g.gate }
+
+// Server returns the MCP server clients talk to.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Start connects every upstream and mirrors its tools. Two upstreams that
+// expose the same tool name without a prefix to tell them apart is an error.
+func (g *Gateway) Start(ctx context.Context) error {
+	var errs []error
+	for _, u := range g.upstreams {
+		if err := g.refresh(ctx, u, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ToolCounts returns, for each upstream by name, how many tools it mirrors.
+func (g *Gateway) ToolCounts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	counts := make(map[string]int, len(g.upstreams))
+	for _, u := range g.upstreams {
+		counts[u.cfg.Name] = 0
+	}
+	for _, u := range g.owner {
+		counts[u.cfg.Name]++
+	}
+	return counts
+}
+
+func (g *Gateway) refreshLogged(u *upstream) {
+	if err := g.refresh(context.Background(), u, false); err != nil {
+		g.log.Error("refreshing tools", "upstream", u.cfg.Name, "error", err)
+	}
+}
+
+// refresh mirrors the upstream's current tools: new ones are added, changed
+// ones replaced, vanished ones removed. At start a name collision is an
+// error; later it is logged and the newcomer skipped, so a misbehaving
+// upstream cannot take over another's tool.
+func (g *Gateway) refresh(ctx context.Context, u *upstream, starting bool) error {
+	tools, err := u.tools(ctx)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen := map[string]bool{}
+	var errs []error
+	for _, t := range tools {
+		name := u.cfg.Prefix + t.Name
+		if other, taken := g.owner[name]; taken && other != u {
+			err := fmt.Errorf("tool %q is offered by upstreams %q and %q: give one of them a prefix (%s)", name, other.cfg.Name, u.cfg.Name, u.where())
+			if starting {
+				errs = append(errs, err)
+			} else {
+				g.log.Error("skipping colliding tool", "error", err)
+			}
+			continue
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if err := g.mirror(u, name, t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		g.owner[name] = u
+	}
+	var gone []string
+	for name, owner := range g.owner {
+		if owner == u && !seen[name] {
+			gone = append(gone, name)
+			delete(g.owner, name)
+		}
+	}
+	sort.Strings(gone)
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
+	return errors.Join(errs...)
+}
+
+// mirror registers one upstream tool under name behind the gate.
+func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
+	hints := g.file.Hints(name, u.cfg.Name, interlock.HintsOf(t.Annotations))
+	gt, err := interlock.NewTool(name, u.cfg.Name, hints, t.InputSchema)
+	if err != nil {
+		// The upstream still validates its own input; the gate cannot.
+		g.log.Warn("input schema not usable for validation", "upstream", u.cfg.Name, "tool", name, "error", err)
+		gt, _ = interlock.NewTool(name, u.cfg.Name, hints, nil)
+	}
+	view := *t
+	view.Name = name
+	adv, err := g.gate.Advertise(&view, u.cfg.Name, hints)
+	if err != nil {
+		return fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
+	}
+	upstreamName := t.Name
+	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.gate.Call(ctx, gt, g.gate.Identify(ctx, req), req.Params.Arguments,
+			func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+				return u.call(ctx, upstreamName, args)
+			}), nil
+	})
+	return nil
+}
+
+// Close stops every upstream.
+func (g *Gateway) Close() error {
+	var errs []error
+	for _, u := range g.upstreams {
+		if err := u.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// quieter passes on only warnings and errors.
+type quieter struct{ slog.Handler }
+
+func (q quieter) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && q.Handler.Enabled(ctx, l)
+}
+
+func (q quieter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quieter{q.Handler.WithAttrs(attrs)}
+}
+
+func (q quieter) WithGroup(name string) slog.Handler { return quieter{q.Handler.WithGroup(name)} }

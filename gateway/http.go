@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+// MCPPath is where the gateway serves MCP over streamable HTTP.
+const MCPPath = "/mcp"
+
+// CheckListen refuses an address that other machines can reach when no API
+// key is configured: such a gateway would let anyone on the network call
+// tools as "anonymous".
+func CheckListen(addr string, f *policy.File) error {
+	if len(f.Auth.Keys) > 0 {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w (use host:port, such as 127.0.0.1:8740)", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--listen %s is reachable from other machines and no API key is configured; "+
+		"add keys under auth.keys in the config (run `interlock key` to make one) or listen on 127.0.0.1", addr)
+}
+
+// Handler returns the gateway's HTTP face: MCP at /mcp (with sessions, or
+// stateless) and a health check at /healthz. With API keys configured every
+// MCP request must carry "Authorization: Bearer <key>"; the key's principal
+// and tenant become the caller's identity.
+func (g *Gateway) Handler(stateless bool) http.Handler {
+	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(
+		func(*http.Request) *mcp.Server { return g.server },
+		&mcp.StreamableHTTPOptions{Stateless: stateless, Logger: g.log},
+	)
+	if len(g.file.Auth.Keys) > 0 {
+		mcpHandler = auth.RequireBearerToken(keyVerifier(g.file.Auth.Keys), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(MCPPath, mcpHandler)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		counts := g.ToolCounts()
+		names := make([]string, 0, len(counts))
+		for n := range counts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		type up struct {
+			Name  string `json:"name"`
+			Tools int    `json:"tools"`
+		}
+		body := struct {
+			Status    string `json:"status"`
+			DryRun    bool   `json:"dry_run"`
+			Upstreams []up   `json:"upstreams"`
+		}{Status: "ok", DryRun: g.gate.DryRun()}
+		for _, n := range names {
+			body.Upstreams = append(body.Upstreams, up{n, counts[n]})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	})
+	return mux
+}
+
+// keyVerifier checks a bearer token against the configured key hashes. Every
+// hash is compared, in constant time, so the time taken does not say which
+// key came close.
+func keyVerifier(keys []*policy.Key) auth.TokenVerifier {
+	type entry struct {
+		sum []byte
+		key *policy.Key
+	}
+	entries := make([]entry, len(keys))
+	for i, k := range keys {
+		sum, _ := hex.DecodeString(k.SHA256)
+		entries[i] = entry{sum, k}
+	}
+	return func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		sum := sha256.Sum256([]byte(token))
+		var found *policy.Key
+		for _, e := range entries {
+			if subtle.ConstantTimeCompare(sum[:], e.sum) == 1 {
+				found = e.key
+			}
+		}
+		if found == nil {
+			return nil, fmt.Errorf("%w: unknown API key", auth.ErrInvalidToken)
+		}
+		return &auth.TokenInfo{
+			UserID:     found.Principal,
+			Extra:      map[string]any{"tenant": found.Tenant},
+			Expiration: time.Now().Add(24 * time.Hour),
+		}, nil
+	}
+}
+
+// HashKey returns the hex SHA-256 of an API key, as the config stores it.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
