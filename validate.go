@@ -3,6 +3,7 @@ package interlock
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -91,6 +92,21 @@ func issueOf(msg string) ValidationIssue {
 	case strings.HasPrefix(msg, "unexpected additional properties"):
 		if names := quotedNames(msg); len(names) > 0 {
 			return ValidationIssue{Path: join(names[0]), Message: "is not an argument of this tool; remove it", Code: "additional_properties"}
+		}
+	case code == "enum":
+		if i := strings.Index(msg, " does not equal any of: ["); i >= 0 {
+			allowed := strings.TrimSuffix(msg[i+len(" does not equal any of: ["):], "]")
+			return ValidationIssue{Path: path, Message: fmt.Sprintf("must be one of %s, not %s", strings.Join(strings.Fields(allowed), ", "), msg[:i]), Code: "enum"}
+		}
+	case code == "minimum" || code == "maximum" || code == "exclusiveMinimum" || code == "exclusiveMaximum":
+		// "-1/1 is less than 0.000000"
+		if i := strings.LastIndex(msg, " than "); i >= 0 {
+			bound := msg[i+len(" than "):]
+			if f, err := strconv.ParseFloat(bound, 64); err == nil {
+				bound = strconv.FormatFloat(f, 'f', -1, 64)
+			}
+			words := map[string]string{"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than", "exclusiveMaximum": "less than"}
+			return ValidationIssue{Path: path, Message: fmt.Sprintf("must be %s %s", words[code], bound), Code: code}
 		}
 	case code == "type":
 		// "q has type "string", want "integer""

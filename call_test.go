@@ -1,0 +1,117 @@
+package interlock
+
+import (
+	"encoding/json"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"reflect"
+	"testing"
+)
+
+func TestSplitArgs(t *testing.T) {
+	tests := []struct {
+		name     string
+		raw      string
+		wantArgs map[string]any
+		wantRaw  string
+		confirm  bool
+		errPath  string // non-empty: VALIDATION_FAILED naming this path
+	}{
+		{name: "absent", raw: "", wantArgs: map[string]any{}, wantRaw: "{}"},
+		{name: "null", raw: "null", wantArgs: map[string]any{}, wantRaw: "{}"},
+		{name: "plain", raw: `{"id":"acct_9931"}`, wantArgs: map[string]any{"id": "acct_9931"}, wantRaw: `{"id":"acct_9931"}`},
+		{name: "confirm true", raw: `{"id":"a","__confirm":true}`, wantArgs: map[string]any{"id": "a"}, wantRaw: `{"id":"a"}`, confirm: true},
+		{name: "confirm false", raw: `{"id":"a","__confirm":false}`, wantArgs: map[string]any{"id": "a"}, wantRaw: `{"id":"a"}`},
+		{name: "token is stripped", raw: `{"__confirm_token":"x","id":"a"}`, wantArgs: map[string]any{"id": "a"}, wantRaw: `{"id":"a"}`},
+		{name: "big numbers pass byte for byte", raw: `{"n":12345678901234567890,"__confirm":true}`,
+			wantArgs: map[string]any{"n": 12345678901234567890.0}, wantRaw: `{"n":12345678901234567890}`, confirm: true},
+		{name: "confirm as string", raw: `{"__confirm":"true"}`, errPath: "__confirm"},
+		{name: "unknown meta-argument", raw: `{"__force":true}`, errPath: "__force"},
+		{name: "array", raw: `[1,2]`, errPath: "-"},
+		{name: "string", raw: `"hello"`, errPath: "-"},
+		{name: "malformed", raw: `{"id":`, errPath: "-"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := splitArgs(json.RawMessage(tt.raw))
+			if tt.errPath != "" {
+				e, ok := err.(*Error)
+				if !ok || e.Code != CodeValidationFailed {
+					t.Fatalf("err = %v, want VALIDATION_FAILED", err)
+				}
+				path := e.ValidationIssues[0].Path
+				if tt.errPath != "-" && path != tt.errPath {
+					t.Errorf("issue path = %q, want %q", path, tt.errPath)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p.args, tt.wantArgs) {
+				t.Errorf("args = %v, want %v", p.args, tt.wantArgs)
+			}
+			if string(p.raw) != tt.wantRaw {
+				t.Errorf("raw = %s, want %s", p.raw, tt.wantRaw)
+			}
+			if p.confirm != tt.confirm {
+				t.Errorf("confirm = %v, want %v", p.confirm, tt.confirm)
+			}
+		})
+	}
+}
+
+func TestHintsOf(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name string
+		a    *annotations
+		want Hints
+	}{
+		{"unannotated: destructive and open-world", nil, Hints{Destructive: true, OpenWorld: true}},
+		{"read-only is never destructive", &annotations{ReadOnlyHint: true}, Hints{ReadOnly: true, OpenWorld: true}},
+		{"explicit", &annotations{DestructiveHint: &no, OpenWorldHint: &yes, IdempotentHint: true}, Hints{Idempotent: true, OpenWorld: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := HintsOf(tt.a); got != tt.want {
+				t.Errorf("HintsOf = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	args := map[string]any{
+		"id":            "acct_1",
+		"password":      "hunter2",
+		"githubToken":   "ghp_x",
+		"X-Api-Key":     "k",
+		"nested":        map[string]any{"client_secret": "s", "ok": 1.0},
+		"list":          []any{map[string]any{"authorization": "Bearer x"}},
+		"card_number":   "4242",
+		"max_tokens":    10.0,
+		"tokenizer":     "bpe",
+		"session_token": "t",
+	}
+	got := Redact(args, func(n string) bool { return IsSecretName(n, []string{"card_number"}) })
+	want := map[string]any{
+		"id":            "acct_1",
+		"password":      Redacted,
+		"githubToken":   Redacted,
+		"X-Api-Key":     Redacted,
+		"nested":        map[string]any{"client_secret": Redacted, "ok": 1.0},
+		"list":          []any{map[string]any{"authorization": Redacted}},
+		"card_number":   Redacted,
+		"max_tokens":    10.0,
+		"tokenizer":     "bpe",
+		"session_token": Redacted,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Redact =\n%v\nwant\n%v", got, want)
+	}
+	if args["password"] != "hunter2" {
+		t.Error("Redact changed its input")
+	}
+}
+
+type annotations = mcp.ToolAnnotations

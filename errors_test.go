@@ -1,0 +1,139 @@
+package interlock
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestErrorCode(t *testing.T) {
+	notFound := Errorf(CodeNotFound, "Call list_customers, then retry.", "no customer %s", "acct_1")
+	tests := []struct {
+		name string
+		err  error
+		want Code
+	}{
+		{"nil", nil, ""},
+		{"interlock error", notFound, CodeNotFound},
+		{"wrapped", fmt.Errorf("deleting: %w", notFound), CodeNotFound},
+		{"plain error", errors.New("boom"), CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ErrorCode(tt.err); got != tt.want {
+				t.Errorf("ErrorCode = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRetriable(t *testing.T) {
+	server := []Code{CodeUpstreamError, CodeUpstreamTimeout, CodeUpstreamUnavailable, CodeCircuitOpen, CodeBulkheadFull}
+	client := []Code{CodeValidationFailed, CodeNotFound, CodePermissionDenied, CodeAuthInvalid, CodeScopeRejected,
+		CodeToolNotAllowed, CodeDryRunPreview, CodeConfirmationRequired, CodeConsentTokenInvalid,
+		CodeConsentTokenExpired, CodeConsentTokenMismatch, CodeDeclined, CodeInternal}
+	for _, c := range server {
+		if !c.Retriable() {
+			t.Errorf("%s: server-side code must be retriable", c)
+		}
+	}
+	for _, c := range client {
+		if c.Retriable() {
+			t.Errorf("%s: must not be retriable", c)
+		}
+	}
+	if !CodeCancelled.Retriable() {
+		t.Error("CANCELLED: nobody decided, so a retry may succeed")
+	}
+	if got := len(Codes()); got != len(server)+len(client)+3 { // + CANCELLED, RATE_LIMITED, APPROVAL_PENDING
+		t.Errorf("Codes() has %d codes; a new code needs a decision here", got)
+	}
+}
+
+func decodeBody(t *testing.T, res *mcp.CallToolResult) Body {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("result is not an error: %+v", res)
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body Body
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("want one text block, got %d", len(res.Content))
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if text != string(b) {
+		t.Errorf("text block %s differs from structuredContent %s", text, b)
+	}
+	return body
+}
+
+func TestResult(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		want      Body
+		forbidden string
+	}{
+		{
+			name: "structured error keeps its fields",
+			err: &Error{Code: CodeValidationFailed, Message: "bad id", Hint: "Fix id.",
+				ValidationIssues: []ValidationIssue{{Path: "id", Message: "is required", Code: "required"}}},
+			want: Body{Code: CodeValidationFailed, Message: "bad id", RecoveryHint: "Fix id.",
+				ValidationIssues: []ValidationIssue{{Path: "id", Message: "is required", Code: "required"}}},
+		},
+		{
+			name:      "the cause stays out",
+			err:       &Error{Code: CodeUpstreamError, Message: "upstream failed", Hint: "Retry once.", Err: errors.New("dial tcp 10.0.0.1: secret-host")},
+			want:      Body{Code: CodeUpstreamError, Retriable: true, Message: "upstream failed", RecoveryHint: "Retry once."},
+			forbidden: "secret-host",
+		},
+		{
+			name:      "unknown errors become INTERNAL_ERROR without their text",
+			err:       fmt.Errorf("sql: no rows at /home/me/db.go:42"),
+			want:      Body{Code: CodeInternal, Message: BodyOf(errors.New("")).Message, RecoveryHint: internalHint},
+			forbidden: "db.go",
+		},
+		{
+			name: "an unknown code is not put on the wire",
+			err:  &Error{Code: "MADE_UP", Message: "x", Hint: "y"},
+			want: Body{Code: CodeInternal, Message: "x", RecoveryHint: "y"},
+		},
+		{
+			name: "a missing hint is filled in",
+			err:  &Error{Code: CodeNotFound, Message: "gone"},
+			want: Body{Code: CodeNotFound, Message: "gone", RecoveryHint: internalHint},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Result(tt.err)
+			got := decodeBody(t, res)
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(tt.want)
+			if string(gb) != string(wb) {
+				t.Errorf("body = %s\nwant   %s", gb, wb)
+			}
+			if tt.forbidden != "" && strings.Contains(res.Content[0].(*mcp.TextContent).Text, tt.forbidden) {
+				t.Errorf("result leaks %q", tt.forbidden)
+			}
+		})
+	}
+}
+
+func TestResultWithUnencodablePreview(t *testing.T) {
+	res := Result(&Error{Code: CodeDryRunPreview, Message: "m", Hint: "h", Preview: map[string]any{"f": func() {}}})
+	body := decodeBody(t, res)
+	if body.Code != CodeDryRunPreview || body.Preview != nil {
+		t.Errorf("body = %+v; want the error without its preview", body)
+	}
+}

@@ -1,0 +1,75 @@
+package interlock_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// A server author protects delete_customer. Read-only tools keep running
+// unconfirmed; the destructive one needs the operator's MCP_DRY_RUN=false and
+// the agent's __confirm: true.
+func Example() {
+	server := mcp.NewServer(&mcp.Implementation{Name: "billing"}, nil)
+	gate := interlock.NewGate(interlock.ByAnnotations{Mode: interlock.ModeFlag}, &interlock.GateOptions{
+		// In production the gate reads MCP_DRY_RUN from the environment;
+		// here the operator has turned dry run off.
+		Getenv: func(string) string { return "false" },
+		Logger: slog.New(slog.DiscardHandler),
+	})
+
+	type deleteArgs struct {
+		ID string `json:"id" jsonschema:"the customer to delete"`
+	}
+	type deleted struct {
+		Deleted string `json:"deleted"`
+	}
+	destructive := true
+	interlock.AddTool(server, gate, &mcp.Tool{
+		Name:        "delete_customer",
+		Description: "Permanently delete a customer and their invoices.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in deleteArgs) (*mcp.CallToolResult, deleted, error) {
+		return nil, deleted{Deleted: in.ID}, nil
+	})
+
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := server.Connect(ctx, st, nil); err != nil {
+		log.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil)
+	session, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close()
+
+	for _, args := range []map[string]any{
+		{"id": "acct_9931"},
+		{"id": "acct_9931", "__confirm": true},
+	} {
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "delete_customer", Arguments: args})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if res.IsError {
+			var body interlock.Body
+			b, _ := json.Marshal(res.StructuredContent)
+			_ = json.Unmarshal(b, &body)
+			fmt.Printf("%s: %s\n", body.Code, body.RecoveryHint)
+			continue
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		fmt.Println(string(b))
+	}
+	// Output:
+	// DRY_RUN_PREVIEW: Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute
+	// {"deleted":"acct_9931"}
+}

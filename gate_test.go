@@ -1,0 +1,231 @@
+package interlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fixedPolicy decides every call the same way.
+type fixedPolicy struct {
+	d   Decision
+	err error
+}
+
+func (p fixedPolicy) Decide(context.Context, *Call) (Decision, error) { return p.d, p.err }
+func (p fixedPolicy) ToolModes(string, string, Hints) []Mode          { return []Mode{p.d.Mode} }
+func (p fixedPolicy) IsSecret(name string) bool                       { return IsSecretName(name, nil) }
+
+func env(dryRun string) func(string) string {
+	return func(k string) string {
+		if k == "MCP_DRY_RUN" {
+			return dryRun
+		}
+		return ""
+	}
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func testTool(t *testing.T) *Tool {
+	t.Helper()
+	tool, err := NewTool("send_reminder", "", Hints{OpenWorld: true}, map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"customer_id": map[string]any{"type": "string"}, "password": map[string]any{"type": "string"}},
+		"required":   []any{"customer_id"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tool
+}
+
+func TestGateModes(t *testing.T) {
+	const args = `{"customer_id":"acct_9931","password":"hunter2"}`
+	const confirmed = `{"customer_id":"acct_9931","password":"hunter2","__confirm":true}`
+	tests := []struct {
+		name     string
+		mode     Mode
+		dryRun   string
+		raw      string
+		wantCode Code // "" means the tool ran
+	}{
+		{"allow runs under dry run", ModeAllow, "", args, ""},
+		{"deny refuses even with both keys", ModeDeny, "false", confirmed, CodeToolNotAllowed},
+		{"flag: no keys", ModeFlag, "", args, CodeDryRunPreview},
+		{"flag: agent key only", ModeFlag, "", confirmed, CodeDryRunPreview},
+		{"flag: operator key only", ModeFlag, "false", args, CodeDryRunPreview},
+		{"flag: both keys", ModeFlag, "false", confirmed, ""},
+		{"flag: MCP_DRY_RUN=0", ModeFlag, "0", confirmed, CodeDryRunPreview},
+		{"flag: MCP_DRY_RUN=no", ModeFlag, "no", confirmed, CodeDryRunPreview},
+		{"flag: MCP_DRY_RUN=FALSE", ModeFlag, "FALSE", confirmed, CodeDryRunPreview},
+		{"flag: MCP_DRY_RUN=fasle", ModeFlag, "fasle", confirmed, CodeDryRunPreview},
+		{"flag: __confirm false", ModeFlag, "false", `{"customer_id":"a","password":"p","__confirm":false}`, CodeDryRunPreview},
+		{"invalid arguments fail before the policy", ModeAllow, "false", `{"customer_id":5}`, CodeValidationFailed},
+		{"unknown mode is an internal error", Mode("elsewhere"), "false", confirmed, CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGate(fixedPolicy{d: Decision{Mode: tt.mode, Rule: "r"}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
+			var ran []string
+			res := g.Call(context.Background(), testTool(t), Identity{"alice", "acme"}, json.RawMessage(tt.raw),
+				func(_ context.Context, a json.RawMessage) (*mcp.CallToolResult, error) {
+					ran = append(ran, string(a))
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil
+				})
+			if tt.wantCode == "" {
+				if res.IsError || len(ran) != 1 {
+					t.Fatalf("want the tool to run once; ran %d times, result %+v", len(ran), res)
+				}
+				if strings.Contains(ran[0], "__confirm") {
+					t.Errorf("the tool received a meta-argument: %s", ran[0])
+				}
+				if res.Content[0].(*mcp.TextContent).Text != "sent" {
+					t.Errorf("result was not passed on untouched: %+v", res)
+				}
+				return
+			}
+			if len(ran) != 0 {
+				t.Fatalf("the tool ran with %s, want %s", ran, tt.wantCode)
+			}
+			body := decodeBody(t, res)
+			if body.Code != tt.wantCode {
+				t.Fatalf("code = %s, want %s (%s)", body.Code, tt.wantCode, body.Message)
+			}
+			if tt.wantCode == CodeDryRunPreview {
+				if body.RecoveryHint != FlagHint {
+					t.Errorf("hint = %q", body.RecoveryHint)
+				}
+				if body.Preview["password"] != Redacted || body.Preview["customer_id"] == nil {
+					t.Errorf("preview = %v: want redacted password and the customer id", body.Preview)
+				}
+				if _, ok := body.Preview[MetaConfirm]; ok {
+					t.Errorf("preview shows the meta-argument: %v", body.Preview)
+				}
+			}
+		})
+	}
+}
+
+func TestDryRunMessageNamesMissingKeys(t *testing.T) {
+	tests := []struct {
+		dryRun, raw string
+		want        []string
+		notWant     []string
+	}{
+		{"", `{"customer_id":"a"}`, []string{"MCP_DRY_RUN", "__confirm"}, nil},
+		{"false", `{"customer_id":"a"}`, []string{"__confirm"}, []string{"MCP_DRY_RUN"}},
+		{"", `{"customer_id":"a","__confirm":true}`, []string{"MCP_DRY_RUN"}, []string{"__confirm"}},
+	}
+	for _, tt := range tests {
+		g := NewGate(fixedPolicy{d: Decision{Mode: ModeFlag}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
+		res := g.Call(context.Background(), testTool(t), Identity{}, json.RawMessage(tt.raw), nil)
+		msg := decodeBody(t, res).Message
+		for _, w := range tt.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("MCP_DRY_RUN=%q %s: message %q does not name %s", tt.dryRun, tt.raw, msg, w)
+			}
+		}
+		for _, w := range tt.notWant {
+			if strings.Contains(msg, w) {
+				t.Errorf("MCP_DRY_RUN=%q %s: message %q names %s, which is present", tt.dryRun, tt.raw, msg, w)
+			}
+		}
+	}
+}
+
+func TestGateFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		opts     GateOptions
+		policy   Policy
+		raw      string
+		run      Runner
+		wantCode Code
+	}{
+		{
+			name:     "arguments over the size limit",
+			opts:     GateOptions{MaxArgumentBytes: 16},
+			raw:      `{"customer_id":"` + strings.Repeat("x", 32) + `"}`,
+			wantCode: CodeValidationFailed,
+		},
+		{
+			name:     "the policy fails",
+			policy:   fixedPolicy{err: errors.New("boom")},
+			raw:      `{"customer_id":"a"}`,
+			wantCode: CodeInternal,
+		},
+		{
+			name: "a structured tool error passes through",
+			raw:  `{"customer_id":"a"}`,
+			run: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+				return nil, Errorf(CodeNotFound, "Call list_customers.", "no such customer")
+			},
+			wantCode: CodeNotFound,
+		},
+		{
+			name: "a plain tool error is internal",
+			raw:  `{"customer_id":"a"}`,
+			run: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+				return nil, errors.New("pq: relation does not exist")
+			},
+			wantCode: CodeInternal,
+		},
+		{
+			name: "a panicking tool is internal",
+			raw:  `{"customer_id":"a"}`,
+			run: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+				panic("nil map")
+			},
+			wantCode: CodeInternal,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.policy
+			if p == nil {
+				p = fixedPolicy{d: Decision{Mode: ModeAllow}}
+			}
+			tt.opts.Logger = quiet
+			g := NewGate(p, &tt.opts)
+			run := tt.run
+			if run == nil {
+				run = func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+					t.Fatal("the tool ran")
+					return nil, nil
+				}
+			}
+			body := decodeBody(t, g.Call(context.Background(), testTool(t), Identity{}, json.RawMessage(tt.raw), run))
+			if body.Code != tt.wantCode {
+				t.Errorf("code = %s, want %s", body.Code, tt.wantCode)
+			}
+			if strings.Contains(body.Message, "pq:") || strings.Contains(body.Message, "nil map") || strings.Contains(body.Message, "boom") {
+				t.Errorf("internal text leaked: %q", body.Message)
+			}
+		})
+	}
+}
+
+func TestByAnnotations(t *testing.T) {
+	tests := []struct {
+		policy ByAnnotations
+		hints  Hints
+		want   Mode
+	}{
+		{ByAnnotations{}, Hints{ReadOnly: true}, ModeAllow},
+		{ByAnnotations{}, HintsOf(nil), ModeFlag},
+		{ByAnnotations{}, Hints{Destructive: false}, ModeFlag},
+		{ByAnnotations{Mode: ModeDeny}, HintsOf(nil), ModeDeny},
+	}
+	for _, tt := range tests {
+		d, _ := tt.policy.Decide(context.Background(), &Call{Hints: tt.hints})
+		if d.Mode != tt.want {
+			t.Errorf("%+v with %+v: mode %s, want %s", tt.policy, tt.hints, d.Mode, tt.want)
+		}
+	}
+}
