@@ -70,9 +70,14 @@ func decodeBody(t *testing.T, res *mcp.CallToolResult) Body {
 	if len(res.Content) != 1 {
 		t.Fatalf("want one text block, got %d", len(res.Content))
 	}
-	text := res.Content[0].(*mcp.TextContent).Text
-	if text != string(b) {
-		t.Errorf("text block %s differs from structuredContent %s", text, b)
+	var fromText Body
+	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &fromText); err != nil {
+		t.Fatalf("text block is not the JSON body: %v", err)
+	}
+	tb, _ := json.Marshal(fromText)
+	sb, _ := json.Marshal(body)
+	if string(tb) != string(sb) {
+		t.Errorf("text block %s differs from structuredContent %s", tb, sb)
 	}
 	return body
 }
