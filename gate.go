@@ -122,17 +122,28 @@ type Tool struct {
 	// Upstream names the server the tool belongs to; empty in the library.
 	Upstream string
 	Hints    Hints
-	schema   *jsonschema.Resolved
+	// fast validates the common schemas without allocating; schema takes
+	// the others.
+	fast   *argSchema
+	schema *jsonschema.Resolved
 }
 
 // NewTool compiles the input schema (any form the SDK accepts) of a tool the
 // gate will guard.
 func NewTool(name, upstream string, h Hints, inputSchema any) (*Tool, error) {
+	t := &Tool{Name: name, Upstream: upstream, Hints: h}
+	if inputSchema == nil {
+		return t, nil
+	}
+	if t.fast = compileArgSchema(inputSchema); t.fast != nil {
+		return t, nil
+	}
 	s, err := resolveSchema(inputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
-	return &Tool{Name: name, Upstream: upstream, Hints: h, schema: s}, nil
+	t.schema = s
+	return t, nil
 }
 
 // Runner executes a call that the gate let through, with the business
@@ -191,7 +202,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if err != nil {
 		return nil, d, err
 	}
-	if err := validateArgs(t.Name, t.schema, p.args); err != nil {
+	if err := t.validate(p.args); err != nil {
 		return nil, d, err
 	}
 	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args, Confirm: p.confirm}

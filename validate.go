@@ -33,17 +33,23 @@ func resolveSchema(schema any) (*jsonschema.Resolved, error) {
 	return r, nil
 }
 
-// validateArgs checks args against the tool's schema and reports the first
-// problem as VALIDATION_FAILED naming the argument's path.
-func validateArgs(tool string, s *jsonschema.Resolved, args map[string]any) error {
-	if s == nil {
-		return nil
+// validate checks args against the tool's input schema and reports the
+// first problem as VALIDATION_FAILED naming the argument's path.
+func (t *Tool) validate(args map[string]any) error {
+	switch {
+	case t.fast != nil:
+		if issue := t.fast.validate("", args); issue != nil {
+			return validationError(t.Name, *issue, nil)
+		}
+	case t.schema != nil:
+		if err := t.schema.Validate(args); err != nil {
+			return validationError(t.Name, issueOf(err.Error()), err)
+		}
 	}
-	err := s.Validate(args)
-	if err == nil {
-		return nil
-	}
-	issue := issueOf(err.Error())
+	return nil
+}
+
+func validationError(tool string, issue ValidationIssue, cause error) error {
 	where := issue.Path
 	if where == "" {
 		where = "the arguments"
@@ -53,7 +59,7 @@ func validateArgs(tool string, s *jsonschema.Resolved, args map[string]any) erro
 		Message:          fmt.Sprintf("Invalid arguments for %s: %s %s.", tool, where, issue.Message),
 		Hint:             fmt.Sprintf("Fix %s: it %s. Then call %s again.", where, issue.Message, tool),
 		ValidationIssues: []ValidationIssue{issue},
-		Err:              err,
+		Err:              cause,
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 )
 
 func TestValidateArgs(t *testing.T) {
-	schema, err := resolveSchema(map[string]any{
+	raw := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"id":     map[string]any{"type": "string"},
@@ -18,10 +18,17 @@ func TestValidateArgs(t *testing.T) {
 		},
 		"required":             []any{"id"},
 		"additionalProperties": false,
-	})
+	}
+	fast, err := NewTool("tool", "", Hints{}, raw)
+	if err != nil || fast.fast == nil {
+		t.Fatalf("the schema should compile to the fast validator (%v)", err)
+	}
+	resolved, err := resolveSchema(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both validators must tell the same story.
+	validators := map[string]*Tool{"fast": fast, "jsonschema": {Name: "tool", schema: resolved}}
 	tests := []struct {
 		name     string
 		args     map[string]any
@@ -37,25 +44,55 @@ func TestValidateArgs(t *testing.T) {
 		{name: "enum", args: map[string]any{"id": "a", "to": "gold"}, wantPath: "to", wantCode: "enum"},
 		{name: "minimum", args: map[string]any{"id": "a", "amount": -1.0}, wantPath: "amount", wantCode: "minimum"},
 	}
+	for vname, tool := range validators {
+		for _, tt := range tests {
+			t.Run(vname+"/"+tt.name, func(t *testing.T) {
+				err := tool.validate(tt.args)
+				if tt.wantPath == "" {
+					if err != nil {
+						t.Fatalf("unexpected error: %v", err)
+					}
+					return
+				}
+				e, ok := err.(*Error)
+				if !ok || e.Code != CodeValidationFailed {
+					t.Fatalf("err = %v, want VALIDATION_FAILED", err)
+				}
+				issue := e.ValidationIssues[0]
+				if issue.Path != tt.wantPath || issue.Code != tt.wantCode {
+					t.Errorf("issue = %+v, want path %q code %q", issue, tt.wantPath, tt.wantCode)
+				}
+				if issue.Message == "" || e.Hint == "" {
+					t.Errorf("issue %+v / hint %q must say what to fix", issue, e.Hint)
+				}
+			})
+		}
+	}
+}
+
+func TestCompileArgSchemaFallsBack(t *testing.T) {
+	tests := []struct {
+		name   string
+		schema map[string]any
+		fast   bool
+	}{
+		{"simple", map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string", "description": "d"}}}, true},
+		{"pattern", map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string", "pattern": "^a"}}}, false},
+		{"ref", map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"$ref": "#/$defs/x"}}, "$defs": map[string]any{"x": map[string]any{}}}, false},
+		{"oneOf", map[string]any{"type": "object", "oneOf": []any{}}, false},
+		{"additionalProperties schema", map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}, false},
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := validateArgs("tool", schema, tt.args)
-			if tt.wantPath == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
+			if got := compileArgSchema(tt.schema) != nil; got != tt.fast {
+				t.Errorf("fast = %v, want %v", got, tt.fast)
 			}
-			e, ok := err.(*Error)
-			if !ok || e.Code != CodeValidationFailed {
-				t.Fatalf("err = %v, want VALIDATION_FAILED", err)
+			tool, err := NewTool("t", "", Hints{}, tt.schema)
+			if err != nil {
+				t.Fatal(err)
 			}
-			issue := e.ValidationIssues[0]
-			if issue.Path != tt.wantPath || issue.Code != tt.wantCode {
-				t.Errorf("issue = %+v, want path %q code %q", issue, tt.wantPath, tt.wantCode)
-			}
-			if issue.Message == "" || e.Hint == "" {
-				t.Errorf("issue %+v / hint %q must say what to fix", issue, e.Hint)
+			if tool.fast == nil && tool.schema == nil {
+				t.Error("no validator at all")
 			}
 		})
 	}

@@ -1,0 +1,49 @@
+package interlock
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The gate's own cost per call, without transport: the decision for a
+// read-only call that runs, and for flag calls that preview or run.
+func BenchmarkGate(b *testing.B) {
+	tool, err := NewTool("get_customer", "", Hints{ReadOnly: true}, map[string]any{
+		"type":                 "object",
+		"properties":           map[string]any{"id": map[string]any{"type": "string"}},
+		"required":             []any{"id"},
+		"additionalProperties": false,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	destructive := *tool
+	destructive.Name, destructive.Hints = "delete_customer", HintsOf(nil)
+	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}
+	run := func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) { return result, nil }
+	id := Identity{Principal: "alice", Tenant: "acme"}
+	benches := []struct {
+		name   string
+		tool   *Tool
+		dryRun string
+		raw    string
+	}{
+		{"allow", tool, "", `{"id":"acct_9931"}`},
+		{"flag/preview", &destructive, "", `{"id":"acct_9931"}`},
+		{"flag/confirmed", &destructive, "false", `{"id":"acct_9931","__confirm":true}`},
+	}
+	for _, bb := range benches {
+		b.Run(bb.name, func(b *testing.B) {
+			g := NewGate(ByAnnotations{}, &GateOptions{Getenv: env(bb.dryRun), Logger: quiet})
+			raw := json.RawMessage(bb.raw)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				g.Call(ctx, bb.tool, id, raw, run)
+			}
+		})
+	}
+}

@@ -1,0 +1,251 @@
+// Shared helpers for the interop tests: start interlock over stdio or
+// streamable HTTP with the official TypeScript MCP SDK client, and check the
+// shape of interlock's structured error results.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+// The gateway binary under test. A missing INTERLOCK_BIN is a failure, never
+// a skip: a suite that silently runs nothing proves nothing.
+export const BIN = (() => {
+  const bin = process.env.INTERLOCK_BIN;
+  if (!bin) {
+    throw new Error(
+      'INTERLOCK_BIN is not set. Build the gateway and point INTERLOCK_BIN at it, e.g.\n' +
+        '  (cd .. && go build -o /tmp/il-interop ./cmd/interlock) && INTERLOCK_BIN=/tmp/il-interop npm test',
+    );
+  }
+  try {
+    accessSync(bin, constants.X_OK);
+  } catch (err) {
+    throw new Error(`INTERLOCK_BIN=${bin} is not an executable file (${err.code ?? err.message})`);
+  }
+  return bin;
+})();
+
+export const TEST_TIMEOUT = 30_000;
+
+export const READ_ONLY_TOOLS = ['get_customer', 'list_customers', 'list_invoices'];
+export const GATED_TOOLS = [
+  'delete_customer',
+  'downgrade_plan',
+  'promote_release',
+  'refund_invoice',
+  'send_reminder',
+  'upgrade_plan',
+];
+export const ALL_TOOLS = [...READ_ONLY_TOOLS, ...GATED_TOOLS].sort();
+
+export const RECOVERY_HINT = 'Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute';
+
+// A fresh state directory per gateway, so tests never share the demo database.
+export function tempDataDir() {
+  return mkdtempSync(join(tmpdir(), 'interlock-interop-'));
+}
+
+export function removeDir(dir) {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}
+
+// The environment for a child gateway: the caller's, without MCP_DRY_RUN
+// unless dryRun is given (a string, set verbatim).
+function childEnv(dryRun) {
+  const env = { ...process.env };
+  delete env.MCP_DRY_RUN;
+  if (dryRun !== undefined) env.MCP_DRY_RUN = dryRun;
+  return env;
+}
+
+function newClient() {
+  return new Client({ name: 'interlock-interop', version: '1.0.0' });
+}
+
+// Starts `interlock serve --stdio` through the SDK's StdioClientTransport and
+// connects a client. Returns { client, transport, stderr(), close() }.
+export async function startStdio({ dryRun, extraArgs = [] } = {}) {
+  const dataDir = tempDataDir();
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: ['serve', '--stdio', '--data', dataDir, ...extraArgs],
+    env: childEnv(dryRun),
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const client = newClient();
+  try {
+    await client.connect(transport);
+  } catch (err) {
+    await transport.close().catch(() => {});
+    removeDir(dataDir);
+    throw new Error(`could not connect over stdio: ${err.message}\n--- gateway stderr ---\n${stderr}`);
+  }
+  const pid = transport.pid;
+  return {
+    client,
+    transport,
+    pid,
+    stderr: () => stderr,
+    async close() {
+      try {
+        await client.close();
+      } finally {
+        // client.close() ends stdin, then SIGTERM, then SIGKILL; make sure.
+        if (pid && isAlive(pid)) process.kill(pid, 'SIGKILL');
+        removeDir(dataDir);
+      }
+    },
+  };
+}
+
+export function isAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// Starts `interlock serve --listen 127.0.0.1:0` as a child process, reads the
+// URL from its stderr banner and connects a client over streamable HTTP.
+export async function startHttp({ dryRun, stateless = false } = {}) {
+  const dataDir = tempDataDir();
+  const args = ['serve', '--listen', '127.0.0.1:0', '--data', dataDir];
+  if (stateless) args.push('--stateless');
+  const child = spawn(BIN, args, { env: childEnv(dryRun), stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+
+  const killChild = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    removeDir(dataDir);
+  };
+
+  let url;
+  try {
+    url = await new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`no "serving http://…/mcp" line on stderr within 15 s`)),
+        15_000,
+      );
+      child.stderr.setEncoding('utf8');
+      child.stderr.on('data', (chunk) => {
+        stderr += chunk;
+        const m = /^\s*serving\s+(http:\/\/\S+\/mcp)\b/m.exec(stderr);
+        if (m) {
+          clearTimeout(timer);
+          resolve(new URL(m[1]));
+        }
+      });
+      child.once('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`gateway exited early (code ${code}, signal ${signal})`));
+      });
+    });
+  } catch (err) {
+    await killChild();
+    throw new Error(`${err.message}\n--- gateway stderr ---\n${stderr}`);
+  }
+
+  const transport = new StreamableHTTPClientTransport(url);
+  const client = newClient();
+  try {
+    await client.connect(transport);
+  } catch (err) {
+    await killChild();
+    throw new Error(`could not connect to ${url}: ${err.message}\n--- gateway stderr ---\n${stderr}`);
+  }
+  return {
+    client,
+    transport,
+    url,
+    child,
+    stderr: () => stderr,
+    async close() {
+      try {
+        if (transport.sessionId) await transport.terminateSession();
+        await client.close();
+      } finally {
+        await killChild();
+      }
+    },
+  };
+}
+
+// Go error text that must never reach a client.
+const GO_ERROR_TEXT = /(\.go:\d+|goroutine \d|panic:|runtime error|json: cannot|unexpected end of JSON|%!|<nil>)/;
+
+// Asserts that result is one of interlock's structured errors with the given
+// code: isError, structuredContent with code/retriable/message/recovery_hint,
+// and the same JSON again in a text content block. Returns structuredContent.
+export function assertGatewayError(result, code) {
+  assert.equal(result.isError, true, `expected isError: true, got ${JSON.stringify(result)}`);
+  const sc = result.structuredContent;
+  assert.ok(sc && typeof sc === 'object', `expected structuredContent, got ${JSON.stringify(result)}`);
+  assert.equal(sc.code, code, `expected code ${code}, got ${JSON.stringify(sc)}`);
+  assert.equal(typeof sc.retriable, 'boolean', 'retriable must be a boolean');
+  assert.equal(typeof sc.message, 'string');
+  assert.ok(sc.message.length > 0, 'message must not be empty');
+  assert.equal(typeof sc.recovery_hint, 'string');
+  assert.ok(sc.recovery_hint.length > 0, 'recovery_hint must not be empty');
+  assert.doesNotMatch(sc.message, GO_ERROR_TEXT, 'message leaks Go error text');
+  assert.doesNotMatch(sc.recovery_hint, GO_ERROR_TEXT, 'recovery_hint leaks Go error text');
+
+  assert.ok(Array.isArray(result.content), 'content must be an array');
+  const texts = result.content.filter((c) => c.type === 'text');
+  assert.ok(texts.length >= 1, `expected a text content block, got ${JSON.stringify(result.content)}`);
+  const parsed = texts.map((t) => {
+    try {
+      return JSON.parse(t.text);
+    } catch {
+      return undefined;
+    }
+  });
+  assert.ok(
+    parsed.some((p) => p !== undefined && isDeepEqual(p, sc)),
+    `no text block carries the same JSON as structuredContent: ${JSON.stringify(result.content)}`,
+  );
+  return sc;
+}
+
+// Asserts a DRY_RUN_PREVIEW for the given arguments (preview = args without
+// __confirm). Returns structuredContent.
+export function assertPreview(result, args) {
+  const sc = assertGatewayError(result, 'DRY_RUN_PREVIEW');
+  assert.equal(sc.retriable, false);
+  assert.equal(sc.recovery_hint, RECOVERY_HINT);
+  const expected = { ...args };
+  delete expected.__confirm;
+  assert.deepEqual(sc.preview, expected, 'preview must be the arguments without __confirm');
+  assert.ok(!('__confirm' in sc.preview), 'preview must not contain __confirm');
+  assert.equal(typeof sc.summary, 'string');
+  assert.ok(sc.summary.length > 0, 'summary must not be empty');
+  return sc;
+}
+
+function isDeepEqual(a, b) {
+  try {
+    assert.deepStrictEqual(a, b);
+    return true;
+  } catch {
+    return false;
+  }
+}
