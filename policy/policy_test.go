@@ -1,0 +1,198 @@
+package policy
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+func parse(t *testing.T, src string) *File {
+	t.Helper()
+	f, err := Parse("policy.yaml", []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return f
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string // each must appear, in order, one per error line
+	}{
+		{"malformed YAML", "rules: [\n", []string{"policy.yaml:2:"}},
+		{"unknown top-level field", "default_mode: flag\nrulez: []\n", []string{`policy.yaml:2: unknown field "rulez"`}},
+		{"unknown rule field", "rules:\n  - name: a\n    mdoe: flag\n", []string{`policy.yaml:3: unknown field "mdoe"`}},
+		{"unknown match field", "rules:\n  - name: a\n    mode: flag\n    match:\n      tool: [x]\n", []string{`policy.yaml:5: unknown field "tool"`}},
+		{"wrong type", "max_argument_bytes: lots\n", []string{"policy.yaml:1:"}},
+		{"bad CEL", "rules:\n  - name: big\n    mode: deny\n    when: \"args.amount >\"\n", []string{`policy.yaml:2: rule "big": when:`}},
+		{"CEL that is not boolean", "rules:\n  - name: num\n    mode: deny\n    when: \"1 + 2\"\n", []string{`policy.yaml:2: rule "num": when must be a boolean`}},
+		{"undeclared CEL variable", "rules:\n  - name: v\n    mode: deny\n    when: \"user == 'x'\"\n", []string{`policy.yaml:2: rule "v": when:`}},
+		{"unknown mode", "rules:\n  - name: m\n    mode: maybe\n", []string{`policy.yaml:2: rule "m": unknown mode "maybe"`}},
+		{"missing mode", "rules:\n  - name: m\n", []string{`policy.yaml:2: rule "m": mode is required`}},
+		{"missing name", "rules:\n  - mode: deny\n", []string{"policy.yaml:2: rule has no name"}},
+		{"duplicate rule", "rules:\n  - {name: a, mode: deny}\n  - {name: a, mode: deny}\n", []string{`policy.yaml:3: rule "a" is already defined on line 2`}},
+		{"bad glob", "rules:\n  - name: g\n    mode: deny\n    match: {tools: ['[']}\n", []string{`policy.yaml:2: rule "g": tool glob "[" is malformed`}},
+		{"bad template", "rules:\n  - name: s\n    mode: flag\n    summary: '{{.args'\n", []string{`policy.yaml:2: rule "s": summary:`}},
+		{"unknown annotation", "rules:\n  - name: h\n    mode: flag\n    annotations: {dangerous: true}\n", []string{`policy.yaml:2: rule "h": unknown annotation "dangerous"`}},
+		{"allow as default", "default_mode: allow\n", []string{"default_mode: allow would let every unannotated tool run"}},
+		{"upstream without command", "upstreams:\n  - name: gh\n", []string{`policy.yaml:2: upstream "gh" has no command`}},
+		{"duplicate upstream", "upstreams:\n  - {name: a, command: [x]}\n  - {name: a, command: [y]}\n", []string{`policy.yaml:3: upstream "a" is already defined on line 2`}},
+		{"unset env var", "upstreams:\n  - name: gh\n    command: [gh-mcp]\n    env: {GITHUB_TOKEN: '${NOPE}'}\n", []string{"${NOPE}, which is not set"}},
+		{"bad key hash", "auth:\n  keys:\n    - {sha256: abc, principal: ci}\n", []string{"policy.yaml:3: auth key: sha256 must be 64 hex digits"}},
+		{"key without principal", "auth:\n  keys:\n    - sha256: " + strings.Repeat("a", 64) + "\n", []string{"policy.yaml:3: auth key: principal is required"}},
+		{"several problems at once", "rules:\n  - name: a\n    mode: maybe\n  - name: b\n    mode: deny\n    when: '('\n", []string{`policy.yaml:2: rule "a"`, `policy.yaml:4: rule "b"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("policy.yaml", []byte(tt.src), func(string) (string, bool) { return "", false })
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("got %d error lines, want %d:\n%v", len(lines), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(lines[i], w) {
+					t.Errorf("error line %q does not contain %q", lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+const testPolicy = `
+default_mode: flag
+redact: [card_number]
+rules:
+  - name: no-prod-deletes
+    match: {tools: ["delete_*"], upstream: prod}
+    mode: deny
+  - name: big-refunds
+    match: {tools: [refund_invoice]}
+    when: "args.amount > 1000"
+    mode: deny
+  - name: refunds
+    match: {tools: [refund_invoice]}
+    mode: flag
+    summary: "Refund ${{.args.amount}} on {{.args.invoice_id}}"
+  - name: admins-skip-reminder-confirmation
+    match: {tools: [send_reminder]}
+    when: "principal == 'alice' && tenant == 'acme'"
+    mode: allow
+  - name: closed-world-writes
+    match: {annotations: {openWorldHint: false, readOnlyHint: false}}
+    mode: flag
+    summary: "{{.tool}} changes only this system"
+  - name: relabel-search
+    match: {tools: [search_*]}
+    annotations: {readOnlyHint: true}
+    mode: allow
+`
+
+func TestDecide(t *testing.T) {
+	f := parse(t, testPolicy)
+	unannotated := interlock.HintsOf(nil)
+	readOnly := interlock.Hints{ReadOnly: true}
+	closed := interlock.Hints{Destructive: true}
+	tests := []struct {
+		name        string
+		call        interlock.Call
+		wantRule    string
+		wantMode    interlock.Mode
+		wantSummary string
+	}{
+		{"upstream-scoped deny", interlock.Call{Tool: "delete_customer", Upstream: "prod", Hints: unannotated}, "no-prod-deletes", interlock.ModeDeny, ""},
+		{"same tool elsewhere falls to default", interlock.Call{Tool: "delete_customer", Upstream: "staging", Hints: unannotated}, "", interlock.ModeFlag, ""},
+		{"CEL on numbers: large", interlock.Call{Tool: "refund_invoice", Hints: unannotated, Args: map[string]any{"amount": 2000.0, "invoice_id": "inv_1"}}, "big-refunds", interlock.ModeDeny, ""},
+		{"CEL on numbers: small", interlock.Call{Tool: "refund_invoice", Hints: unannotated, Args: map[string]any{"amount": 20.0, "invoice_id": "inv_1"}}, "refunds", interlock.ModeFlag, "Refund $20 on inv_1"},
+		{"missing argument never loosens a deny", interlock.Call{Tool: "refund_invoice", Hints: unannotated, Args: map[string]any{}}, "big-refunds", interlock.ModeDeny, ""},
+		{"CEL on identity: match", interlock.Call{Tool: "send_reminder", Hints: unannotated, Identity: interlock.Identity{Principal: "alice", Tenant: "acme"}}, "admins-skip-reminder-confirmation", interlock.ModeAllow, ""},
+		{"CEL on identity: other tenant", interlock.Call{Tool: "send_reminder", Hints: unannotated, Identity: interlock.Identity{Principal: "alice", Tenant: "other"}}, "", interlock.ModeFlag, ""},
+		{"annotation match", interlock.Call{Tool: "set_flag", Hints: closed}, "closed-world-writes", interlock.ModeFlag, "set_flag changes only this system"},
+		{"read-only default", interlock.Call{Tool: "list_things", Hints: readOnly}, "", interlock.ModeAllow, ""},
+		{"unannotated default", interlock.Call{Tool: "mystery", Hints: unannotated}, "", interlock.ModeFlag, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := f.Decide(context.Background(), &tt.call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Rule != tt.wantRule || d.Mode != tt.wantMode || d.Summary != tt.wantSummary {
+				t.Errorf("Decide = %+v, want rule %q mode %s summary %q", d, tt.wantRule, tt.wantMode, tt.wantSummary)
+			}
+		})
+	}
+}
+
+func TestAllowRuleWithFailingConditionDoesNotAllow(t *testing.T) {
+	f := parse(t, `
+rules:
+  - name: cheap-is-fine
+    match: {tools: [refund_invoice]}
+    when: "args.amount < 10"
+    mode: allow
+`)
+	d, _ := f.Decide(context.Background(), &interlock.Call{Tool: "refund_invoice", Hints: interlock.HintsOf(nil), Args: map[string]any{}})
+	if d.Mode != interlock.ModeFlag {
+		t.Errorf("mode = %s: a condition that cannot be evaluated must not allow", d.Mode)
+	}
+}
+
+func TestSummaryWithMissingArgumentFallsBack(t *testing.T) {
+	f := parse(t, testPolicy)
+	d, _ := f.Decide(context.Background(), &interlock.Call{Tool: "refund_invoice", Hints: interlock.HintsOf(nil), Args: map[string]any{"amount": 5.0}})
+	if d.Rule != "refunds" || d.Summary != "" {
+		t.Errorf("Decide = %+v: want rule refunds and no half-filled summary", d)
+	}
+}
+
+func TestHintsAndToolModes(t *testing.T) {
+	f := parse(t, testPolicy)
+	unannotated := interlock.HintsOf(nil)
+	if h := f.Hints("search_issues", "gh", unannotated); !h.ReadOnly {
+		t.Errorf("override not applied: %+v", h)
+	}
+	if h := f.Hints("create_issue", "gh", unannotated); h != unannotated {
+		t.Errorf("hints changed without a rule: %+v", h)
+	}
+	tests := []struct {
+		tool, upstream string
+		hints          interlock.Hints
+		want           []interlock.Mode
+	}{
+		{"refund_invoice", "", unannotated, []interlock.Mode{interlock.ModeDeny, interlock.ModeFlag}},
+		{"send_reminder", "", unannotated, []interlock.Mode{interlock.ModeAllow, interlock.ModeFlag}},
+		{"delete_customer", "prod", unannotated, []interlock.Mode{interlock.ModeDeny}},
+		{"search_issues", "gh", f.Hints("search_issues", "gh", unannotated), []interlock.Mode{interlock.ModeAllow}},
+		{"list_things", "", interlock.Hints{ReadOnly: true}, []interlock.Mode{interlock.ModeAllow}},
+	}
+	for _, tt := range tests {
+		if got := f.ToolModes(tt.tool, tt.upstream, tt.hints); !slices.Equal(got, tt.want) {
+			t.Errorf("ToolModes(%s) = %v, want %v", tt.tool, got, tt.want)
+		}
+	}
+}
+
+func TestIsSecretAndEnv(t *testing.T) {
+	f, err := Parse("p.yaml", []byte("redact: [card_number]\nupstreams:\n  - name: gh\n    command: [gh]\n    env: {TOKEN: 'Bearer ${GH}'}\n"),
+		func(k string) (string, bool) { return map[string]string{"GH": "s3cret"}[k], k == "GH" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.IsSecret("card_number") || !f.IsSecret("api_key") || f.IsSecret("id") {
+		t.Error("IsSecret must cover the defaults and the file's names, and nothing else")
+	}
+	if got := f.Upstreams[0].Env["TOKEN"]; got != "Bearer s3cret" {
+		t.Errorf("env = %q", got)
+	}
+	if f.MaxArgumentBytes != interlock.DefaultMaxArgumentBytes || f.DefaultMode != interlock.ModeFlag {
+		t.Errorf("defaults not applied: %+v", f)
+	}
+}
