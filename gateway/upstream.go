@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -32,6 +33,7 @@ type upstream struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
+	started bool // a session was made before
 }
 
 // where names the upstream's definition for messages to the operator.
@@ -69,14 +71,15 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			u.cfg.Name, u.where(), strings.Join(u.cfg.Command, " "), err, u.where())
 	}
 	u.session = cs
+	if u.started {
+		// A restarted child may offer other tools than the one before.
+		go u.onToolsChanged(u)
+	}
+	u.started = true
 	go func() {
 		// When the child exits, the next call reconnects.
 		_ = cs.Wait()
-		u.mu.Lock()
-		if u.session == cs {
-			u.session = nil
-		}
-		u.mu.Unlock()
+		u.forget(cs)
 	}()
 	return cs, nil
 }
@@ -116,7 +119,8 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage) 
 	}
 	var rpcErr *jsonrpc.Error
 	switch {
-	case errors.Is(err, mcp.ErrConnectionClosed):
+	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		u.forget(cs)
 		return nil, &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("The connection to the server behind %s closed during the call; it may or may not have run.", name),
@@ -144,6 +148,16 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage) 
 		Hint:    "Retry once; if it fails again, tell the operator.",
 		Err:     err,
 	}
+}
+
+// forget drops a session that broke, so the next call starts the child again.
+func (u *upstream) forget(cs *mcp.ClientSession) {
+	u.mu.Lock()
+	if u.session == cs {
+		u.session = nil
+	}
+	u.mu.Unlock()
+	_ = cs.Close()
 }
 
 func (u *upstream) close() error {

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestMain lets the test binary double as an upstream MCP server: with
+// INTERLOCK_FIXTURE set it serves the fixture on stdio instead of running
+// tests, so the gateway starts a real child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("INTERLOCK_FIXTURE") != "" {
+		serveFixture()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveFixture runs a small upstream with:
+//   - echo (read-only): returns the arguments it received, so tests can see
+//     what the gateway forwarded;
+//   - wipe (no annotations at all): returns "wiped";
+//   - grow (read-only): adds the tool late_tool, which makes the server
+//     announce that its tool list changed;
+//   - crash (read-only): exits the process mid-call.
+func serveFixture() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1"}, nil)
+	object := map[string]any{"type": "object"}
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: object, Annotations: readOnly},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args map[string]any
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}},
+				StructuredContent: map[string]any{"received": args},
+				Meta:              mcp.Meta{"fixture": "untouched"},
+			}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "wipe", InputSchema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"target": map[string]any{"type": "string"}},
+		"required":   []any{"target"},
+	}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text("wiped"), nil
+	})
+	s.AddTool(&mcp.Tool{Name: "grow", InputSchema: object, Annotations: readOnly},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.AddTool(&mcp.Tool{Name: "late_tool", InputSchema: object, Annotations: readOnly},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("late"), nil })
+			return text("grown"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "crash", InputSchema: object, Annotations: readOnly},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			os.Exit(3)
+			return nil, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "fixture:", err)
+		os.Exit(1)
+	}
+}
+
+// fixtureCommand is the command line that starts the fixture.
+func fixtureCommand(t *testing.T) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe, "-test.run=^$"}
+}

@@ -1,0 +1,412 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// config builds a configuration whose upstreams all run the fixture.
+func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
+	t.Helper()
+	f, err := policy.Parse("gateway.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, spec := range upstreams {
+		name, prefix, _ := strings.Cut(spec, ":")
+		f.Upstreams = append(f.Upstreams, &policy.Upstream{
+			Name: name, Prefix: prefix, Command: fixtureCommand(t),
+			Env: map[string]string{"INTERLOCK_FIXTURE": "1"}, Line: 10 + i,
+		})
+	}
+	return f
+}
+
+func start(t *testing.T, f *policy.File, dryRun string) *Gateway {
+	t.Helper()
+	gw := New(f, Options{Version: "test", Logger: quiet, Getenv: func(k string) string {
+		if k == "MCP_DRY_RUN" {
+			return dryRun
+		}
+		return ""
+	}})
+	t.Cleanup(func() { gw.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := gw.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return gw
+}
+
+// client connects to the gateway's server in memory.
+func client(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := gw.Server().Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func listTools(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*mcp.Tool{}
+	for _, tool := range res.Tools {
+		out[tool.Name] = tool
+	}
+	return out
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+func body(t *testing.T, res *mcp.CallToolResult) interlock.Body {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("want an error result, got %+v", res)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var out interlock.Body
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestMirroredToolsAreAdvertisedAsThePolicySeesThem(t *testing.T) {
+	gw := start(t, config(t, `
+rules:
+  - name: wipe-is-closed-world
+    match: {tools: [wipe]}
+    annotations: {openWorldHint: false}
+    mode: flag
+`, "fx"), "")
+	tools := listTools(t, client(t, gw, nil))
+	if len(tools) != 4 {
+		t.Fatalf("got %d tools, want the fixture's 4", len(tools))
+	}
+	tests := []struct {
+		tool                             string
+		readOnly, destructive, openWorld bool
+		confirm                          bool
+	}{
+		{"echo", true, false, true, false},
+		// Unannotated upstream tool: the spec's defaults made explicit,
+		// then the rule's override.
+		{"wipe", false, true, false, true},
+	}
+	for _, tt := range tests {
+		tool := tools[tt.tool]
+		a := tool.Annotations
+		if a == nil || a.DestructiveHint == nil || a.OpenWorldHint == nil {
+			t.Fatalf("%s: hints not explicit: %+v", tt.tool, a)
+		}
+		if a.ReadOnlyHint != tt.readOnly || *a.DestructiveHint != tt.destructive || *a.OpenWorldHint != tt.openWorld {
+			t.Errorf("%s: readOnly %v destructive %v openWorld %v", tt.tool, a.ReadOnlyHint, *a.DestructiveHint, *a.OpenWorldHint)
+		}
+		props, _ := tool.InputSchema.(map[string]any)["properties"].(map[string]any)
+		if _, ok := props[interlock.MetaConfirm]; ok != tt.confirm {
+			t.Errorf("%s: __confirm advertised = %v, want %v", tt.tool, ok, tt.confirm)
+		}
+	}
+	if counts := gw.ToolCounts(); counts["fx"] != 4 {
+		t.Errorf("ToolCounts = %v", counts)
+	}
+}
+
+func TestCallsThroughTheGate(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	cs := client(t, gw, nil)
+
+	t.Run("read-only result is passed on untouched", func(t *testing.T) {
+		res := call(t, cs, "echo", json.RawMessage(`{"n":12345678901234567890,"s":"x"}`))
+		if res.IsError || res.Meta["fixture"] != "untouched" {
+			t.Fatalf("result = %+v", res)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; got != `{"n":12345678901234567890,"s":"x"}` {
+			t.Errorf("upstream received %s", got)
+		}
+	})
+	t.Run("meta-arguments are never forwarded", func(t *testing.T) {
+		res := call(t, cs, "echo", map[string]any{"a": 1, "__confirm": true, "__confirm_token": "t"})
+		if got := res.Content[0].(*mcp.TextContent).Text; got != `{"a":1}` {
+			t.Errorf("upstream received %s", got)
+		}
+	})
+	t.Run("unannotated tool needs the agent key", func(t *testing.T) {
+		if b := body(t, call(t, cs, "wipe", map[string]any{"target": "all"})); b.Code != interlock.CodeDryRunPreview {
+			t.Errorf("code = %s", b.Code)
+		}
+		res := call(t, cs, "wipe", map[string]any{"target": "all", "__confirm": true})
+		if res.IsError || res.Content[0].(*mcp.TextContent).Text != "wiped" {
+			t.Errorf("result = %+v", res)
+		}
+	})
+	t.Run("schema violations are caught before the upstream", func(t *testing.T) {
+		b := body(t, call(t, cs, "wipe", map[string]any{"__confirm": true}))
+		if b.Code != interlock.CodeValidationFailed || len(b.ValidationIssues) != 1 || b.ValidationIssues[0].Path != "target" {
+			t.Errorf("body = %+v", b)
+		}
+	})
+	t.Run("arguments that are not an object", func(t *testing.T) {
+		if b := body(t, call(t, cs, "echo", []int{1, 2})); b.Code != interlock.CodeValidationFailed {
+			t.Errorf("code = %s", b.Code)
+		}
+	})
+	t.Run("unknown tool is a protocol error", func(t *testing.T) {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "nope", Arguments: map[string]any{}})
+		if err == nil || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+func TestUpstreamThatDiesIsRestarted(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	cs := client(t, gw, nil)
+	b := body(t, call(t, cs, "crash", map[string]any{}))
+	if b.Code != interlock.CodeUpstreamUnavailable || !b.Retriable {
+		t.Fatalf("body = %+v", b)
+	}
+	// The gateway keeps serving: the next call starts the upstream again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := call(t, cs, "echo", map[string]any{"again": true})
+		if !res.IsError {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("upstream did not come back: %+v", body(t, res))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestToolListChangesAreMirrored(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "")
+	changed := make(chan struct{}, 10)
+	cs := client(t, gw, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	if _, ok := listTools(t, cs)["late_tool"]; ok {
+		t.Fatal("late_tool listed before it exists")
+	}
+	call(t, cs, "grow", map[string]any{})
+	deadline := time.After(10 * time.Second)
+	for {
+		if _, ok := listTools(t, cs)["late_tool"]; ok {
+			break
+		}
+		select {
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("late_tool never appeared")
+		}
+	}
+	if res := call(t, cs, "late_tool", map[string]any{}); res.IsError {
+		t.Errorf("late_tool: %+v", res)
+	}
+}
+
+func TestToolNameCollisions(t *testing.T) {
+	t.Run("without a prefix start fails", func(t *testing.T) {
+		gw := New(config(t, "", "one", "two"), Options{Logger: quiet})
+		defer gw.Close()
+		err := gw.Start(context.Background())
+		if err == nil {
+			t.Fatal("Start succeeded")
+		}
+		for _, want := range []string{`"echo"`, `"one"`, `"two"`, "prefix", "gateway.yaml:11"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not mention %s", err, want)
+			}
+		}
+	})
+	t.Run("a prefix resolves it", func(t *testing.T) {
+		gw := start(t, config(t, "", "one", "two:b_"), "false")
+		tools := listTools(t, client(t, gw, nil))
+		if tools["echo"] == nil || tools["b_echo"] == nil || len(tools) != 8 {
+			t.Fatalf("tools = %v", tools)
+		}
+		res := call(t, client(t, gw, nil), "b_echo", map[string]any{"x": 1})
+		if res.IsError {
+			t.Errorf("b_echo: %+v", res)
+		}
+	})
+}
+
+func TestUpstreamThatDoesNotStart(t *testing.T) {
+	f := config(t, "")
+	f.Upstreams = append(f.Upstreams, &policy.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 7})
+	gw := New(f, Options{Logger: quiet})
+	defer gw.Close()
+	err := gw.Start(context.Background())
+	if err == nil {
+		t.Fatal("Start succeeded")
+	}
+	for _, want := range []string{`upstream "ghost"`, "/nonexistent/mcp-server", "gateway.yaml:7"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+func TestCheckListen(t *testing.T) {
+	withKeys := &policy.File{Auth: policy.Auth{Keys: []*policy.Key{{SHA256: HashKey("k"), Principal: "ci"}}}}
+	tests := []struct {
+		addr string
+		f    *policy.File
+		ok   bool
+	}{
+		{"127.0.0.1:8740", &policy.File{}, true},
+		{"localhost:8740", &policy.File{}, true},
+		{"[::1]:8740", &policy.File{}, true},
+		{"0.0.0.0:8740", &policy.File{}, false},
+		{":8740", &policy.File{}, false},
+		{"10.1.2.3:8740", &policy.File{}, false},
+		{"0.0.0.0:8740", withKeys, true},
+		{"nonsense", &policy.File{}, false},
+	}
+	for _, tt := range tests {
+		err := CheckListen(tt.addr, tt.f)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckListen(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
+		}
+		if err != nil && tt.addr != "nonsense" && !strings.Contains(err.Error(), "auth.keys") {
+			t.Errorf("refusal does not say how to configure keys: %v", err)
+		}
+	}
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct{ key string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.key != "" {
+		r.Header.Set("Authorization", "Bearer "+b.key)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestHTTPAuthentication(t *testing.T) {
+	f := config(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: ci-bot, tenant: acme}
+    - {sha256: %s, principal: alice}
+rules:
+  - name: bots-may-not-wipe
+    match: {tools: [wipe]}
+    when: "principal == 'ci-bot' && tenant == 'acme'"
+    mode: deny
+`, HashKey("bot-key"), HashKey("alice-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+
+	connect := func(key string) (*mcp.ClientSession, error) {
+		transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{key}}}
+		return mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport, nil)
+	}
+	for _, key := range []string{"", "wrong-key"} {
+		if cs, err := connect(key); err == nil {
+			cs.Close()
+			t.Errorf("key %q was accepted", key)
+		}
+	}
+	bot, err := connect("bot-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bot.Close()
+	if b := body(t, call(t, bot, "wipe", map[string]any{"target": "x", "__confirm": true})); b.Code != interlock.CodeToolNotAllowed {
+		t.Errorf("ci-bot in acme: code %s, want TOOL_NOT_ALLOWED", b.Code)
+	}
+	alice, err := connect("alice-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if res := call(t, alice, "wipe", map[string]any{"target": "x", "__confirm": true}); res.IsError {
+		t.Errorf("alice: %+v", res)
+	}
+
+	resp, err := http.Get(srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var health struct {
+		Status    string `json:"status"`
+		DryRun    bool   `json:"dry_run"`
+		Upstreams []struct {
+			Name  string `json:"name"`
+			Tools int    `json:"tools"`
+		} `json:"upstreams"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
+		t.Fatal(err)
+	}
+	if health.Status != "ok" || health.DryRun || len(health.Upstreams) != 1 || health.Upstreams[0].Tools != 4 {
+		t.Errorf("healthz = %+v", health)
+	}
+}
+
+func TestAnonymousHTTPIdentity(t *testing.T) {
+	f := config(t, `
+rules:
+  - name: anonymous-may-not-wipe
+    match: {tools: [wipe]}
+    when: "principal == 'anonymous'"
+    mode: deny
+`, "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(true))
+	defer srv.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if b := body(t, call(t, cs, "wipe", map[string]any{"target": "x", "__confirm": true})); b.Code != interlock.CodeToolNotAllowed {
+		t.Errorf("code %s, want TOOL_NOT_ALLOWED for anonymous", b.Code)
+	}
+	// Over stdio or in memory the caller is the local user, not anonymous.
+	if res := call(t, client(t, gw, nil), "wipe", map[string]any{"target": "x", "__confirm": true}); res.IsError {
+		t.Errorf("local caller: %+v", res)
+	}
+}
