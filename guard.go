@@ -46,6 +46,13 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 		return nil, fmt.Errorf("tool %q: input schema has type %v; MCP requires \"object\"", t.Name, typ)
 	}
 	out.InputSchema = schema
+	if t.OutputSchema != nil {
+		wide, err := withErrorBody(t.OutputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		out.OutputSchema = wide
+	}
 	if !slices.Contains(g.policy.ToolModes(t.Name, upstream, h), ModeFlag) {
 		return &out, nil
 	}
@@ -56,6 +63,44 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 	props[MetaConfirm] = confirmSchema
 	schema["properties"] = props
 	return &out, nil
+}
+
+// errorBodySchema describes [Body], the structured content of every error
+// the gate answers with.
+var errorBodySchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"code":          map[string]any{"type": "string"},
+		"retriable":     map[string]any{"type": "boolean"},
+		"message":       map[string]any{"type": "string"},
+		"recovery_hint": map[string]any{"type": "string"},
+	},
+	"required": []any{"code", "retriable", "message", "recovery_hint"},
+}
+
+// withErrorBody widens a tool's output schema to "the tool's output, or
+// interlock's error body". Clients that check structuredContent against
+// the output schema even on error results (the TypeScript SDK does) would
+// otherwise reject every preview and refusal the gate returns. Definitions
+// move to the root so that "#/$defs/…" references still resolve.
+func withErrorBody(outputSchema any) (map[string]any, error) {
+	var orig map[string]any
+	b, err := json.Marshal(outputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("encoding output schema: %w", err)
+	}
+	if err := json.Unmarshal(b, &orig); err != nil || orig == nil {
+		return nil, fmt.Errorf("output schema is not a JSON object")
+	}
+	wide := map[string]any{"type": "object"}
+	for _, k := range []string{"$schema", "$defs", "definitions"} {
+		if v, ok := orig[k]; ok {
+			wide[k] = v
+			delete(orig, k)
+		}
+	}
+	wide["anyOf"] = []any{orig, errorBodySchema}
+	return wide, nil
 }
 
 // Guard returns a handler that sends every call of t through the gate and

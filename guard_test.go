@@ -137,3 +137,43 @@ func TestAdvertisedTools(t *testing.T) {
 		}
 	}
 }
+
+func TestOutputSchemaAdmitsErrorBodies(t *testing.T) {
+	g := NewGate(ByAnnotations{}, &GateOptions{Logger: quiet})
+	tool := &mcp.Tool{
+		Name:        "close_ticket",
+		InputSchema: map[string]any{"type": "object"},
+		OutputSchema: map[string]any{
+			"$defs":                map[string]any{"id": map[string]any{"type": "string"}},
+			"type":                 "object",
+			"properties":           map[string]any{"ticket_id": map[string]any{"$ref": "#/$defs/id"}, "closed": map[string]any{"type": "boolean"}},
+			"required":             []any{"ticket_id", "closed"},
+			"additionalProperties": false,
+		},
+	}
+	adv, err := g.Advertise(tool, "", HintsOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := resolveSchema(adv.OutputSchema)
+	if err != nil {
+		t.Fatalf("advertised output schema does not resolve: %v", err)
+	}
+	var preview any
+	b, _ := json.Marshal(Result(&Error{Code: CodeDryRunPreview, Message: "m", Hint: "h", Preview: map[string]any{"ticket_id": "T-1"}}).StructuredContent)
+	_ = json.Unmarshal(b, &preview)
+	tests := []struct {
+		name  string
+		value any
+		ok    bool
+	}{
+		{"the tool's output", map[string]any{"ticket_id": "T-1", "closed": true}, true},
+		{"an error body", preview, true},
+		{"neither", map[string]any{"ticket_id": 5}, false},
+	}
+	for _, tt := range tests {
+		if err := schema.Validate(tt.value); (err == nil) != tt.ok {
+			t.Errorf("%s: Validate = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+}
