@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// binary is the interlock command built once for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "interlock-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "interlock")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building interlock:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// command prepares the binary with MCP_DRY_RUN set as given ("" unsets it).
+func command(dryRun string, args ...string) *exec.Cmd {
+	cmd := exec.Command(binary, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCP_DRY_RUN=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if dryRun != "" {
+		cmd.Env = append(cmd.Env, "MCP_DRY_RUN="+dryRun)
+	}
+	return cmd
+}
+
+func connectStdio(t *testing.T, dryRun string) *mcp.ClientSession {
+	t.Helper()
+	cmd := command(dryRun, "serve", "--stdio", "--data", t.TempDir())
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "it"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// servedHTTP starts `interlock serve` on a free loopback port and returns
+// the MCP URL from its banner.
+func servedHTTP(t *testing.T, extra ...string) string {
+	t.Helper()
+	cmd := command("", append([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, extra...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	urlc := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`serving\s+(http://\S+/mcp)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+			}
+		}
+	}()
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("interlock serve did not exit cleanly on SIGTERM: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("interlock serve did not stop on SIGTERM")
+		}
+	})
+	select {
+	case url := <-urlc:
+		return url
+	case err := <-exited:
+		t.Fatalf("interlock serve exited early: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("interlock serve did not print where it listens")
+	}
+	return ""
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("structuredContent %s: %v", b, err)
+	}
+	return m
+}
+
+func code(t *testing.T, res *mcp.CallToolResult) interlock.Code {
+	t.Helper()
+	if !res.IsError {
+		return ""
+	}
+	return interlock.Code(structured(t, res)["code"].(string))
+}
+
+func TestDemoToolsThroughStdio(t *testing.T) {
+	cs := connectStdio(t, "")
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
+	want := map[string]hints{
+		"list_customers":  {readOnly: true},
+		"get_customer":    {readOnly: true},
+		"list_invoices":   {readOnly: true},
+		"send_reminder":   {openWorld: true},
+		"delete_customer": {destructive: true},
+		"upgrade_plan":    {destructive: true},
+		"downgrade_plan":  {destructive: true},
+		"promote_release": {destructive: true, openWorld: true},
+		"refund_invoice":  {destructive: true, openWorld: true},
+	}
+	if len(res.Tools) != len(want) {
+		t.Fatalf("got %d tools, want %d", len(res.Tools), len(want))
+	}
+	for _, tool := range res.Tools {
+		w, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("unexpected tool %s", tool.Name)
+			continue
+		}
+		a := tool.Annotations
+		got := hints{a.ReadOnlyHint, *a.DestructiveHint, a.IdempotentHint, *a.OpenWorldHint}
+		if got != w {
+			t.Errorf("%s: hints %+v, want %+v", tool.Name, got, w)
+		}
+	}
+
+	c := structured(t, callTool(t, cs, "get_customer", map[string]any{"id": "acct_9931"}))
+	if c["name"] != "Northwind Traders" || c["plan"] != "pro" || c["invoice_count"] != 3.0 {
+		t.Errorf("get_customer = %v", c)
+	}
+	if got := code(t, callTool(t, cs, "get_customer", map[string]any{"id": "acct_0000"})); got != interlock.CodeNotFound {
+		t.Errorf("unknown customer: %s", got)
+	}
+	if got := code(t, callTool(t, cs, "delete_customer", map[string]any{"id": "acct_9931", "__confirm": true})); got != interlock.CodeDryRunPreview {
+		t.Errorf("delete_customer under dry run: %s", got)
+	}
+	if got := code(t, callTool(t, cs, "refund_invoice", map[string]any{"invoice_id": "inv_1005", "amount": 2000, "__confirm": true})); got != interlock.CodeToolNotAllowed {
+		t.Errorf("large refund: %s", got)
+	}
+}
+
+// TestSendReminderTwoKeys drives the flag contract end to end: the real
+// binary, its demo child, and the go-sdk client.
+func TestSendReminderTwoKeys(t *testing.T) {
+	tests := []struct {
+		dryRun  string
+		confirm bool
+		runs    bool
+	}{
+		{"", false, false},
+		{"", true, false},
+		{"false", false, false},
+		{"false", true, true},
+		{"0", true, false},
+		{"no", true, false},
+		{"FALSE", true, false},
+		{"fasle", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("MCP_DRY_RUN=%q/confirm=%v", tt.dryRun, tt.confirm), func(t *testing.T) {
+			cs := connectStdio(t, tt.dryRun)
+			args := map[string]any{"customer_id": "acct_9931"}
+			if tt.confirm {
+				args["__confirm"] = true
+			}
+			res := callTool(t, cs, "send_reminder", args)
+			if tt.runs {
+				if res.IsError || structured(t, res)["customer_id"] != "acct_9931" {
+					t.Fatalf("want the reminder sent, got %+v", res)
+				}
+				return
+			}
+			body := structured(t, res)
+			if body["code"] != string(interlock.CodeDryRunPreview) || body["recovery_hint"] != interlock.FlagHint {
+				t.Fatalf("body = %v", body)
+			}
+			if preview, _ := body["preview"].(map[string]any); preview["customer_id"] != "acct_9931" || preview["__confirm"] != nil {
+				t.Errorf("preview = %v", body["preview"])
+			}
+			if !strings.Contains(body["summary"].(string), "acct_9931") {
+				t.Errorf("summary = %v", body["summary"])
+			}
+		})
+	}
+}
+
+func TestServeHTTP(t *testing.T) {
+	for _, mode := range []string{"sessions", "stateless"} {
+		t.Run(mode, func(t *testing.T) {
+			var extra []string
+			if mode == "stateless" {
+				extra = append(extra, "--stateless")
+			}
+			url := servedHTTP(t, extra...)
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "it"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if res := callTool(t, cs, "list_customers", map[string]any{}); res.IsError {
+				t.Errorf("list_customers: %+v", res)
+			}
+			if got := code(t, callTool(t, cs, "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true})); got != interlock.CodeDryRunPreview {
+				t.Errorf("send_reminder: %s", got)
+			}
+			if got := code(t, callTool(t, cs, "get_customer", map[string]any{"id": 5})); got != interlock.CodeValidationFailed {
+				t.Errorf("bad id type: %s", got)
+			}
+		})
+	}
+}
+
+// runBinary runs the binary to completion and returns its exit code and output.
+func runBinary(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := command("", args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+func TestCommandLineErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := write("bad.yaml", "rules:\n  - name: a\n    mdoe: flag\n  - name: b\n    mode: deny\n    when: 'args.x >'\n")
+	ghost := write("ghost.yaml", "upstreams:\n  - name: ghost\n    command: [/nonexistent/server]\n")
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		stdout   string
+		stderr   []string
+	}{
+		{"check the built-in config", []string{"check"}, 0, "built-in config: ok", nil},
+		{"check a bad file", []string{"check", "--config", bad}, 1, "", []string{bad + `:3: unknown field "mdoe"`}},
+		{"check a missing file", []string{"check", "--config", filepath.Join(dir, "nope.yaml")}, 1, "", []string{"nope.yaml"}},
+		{"non-loopback without keys", []string{"serve", "--listen", "0.0.0.0:0", "--data", dir}, 1, "", []string{"auth.keys", "interlock key"}},
+		{"an upstream that does not start", []string{"serve", "--stdio", "--config", ghost, "--data", dir}, 1, "", []string{`upstream "ghost"`, ghost + ":2"}},
+		{"unknown command", []string{"launch"}, 2, "", []string{`unknown command "launch"`}},
+		{"unknown flag", []string{"serve", "--port", "1"}, 2, "", []string{"flag provided but not defined: -port"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runBinary(t, tt.args...)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+			}
+			if !strings.Contains(stdout, tt.stdout) {
+				t.Errorf("stdout %q does not contain %q", stdout, tt.stdout)
+			}
+			for _, w := range tt.stderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+	if _, _, stderr := runBinary(t, "check", "--config", bad); strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "panic") {
+		t.Errorf("stack trace on bad input:\n%s", stderr)
+	}
+}
+
+func TestKeyOutputIsAValidConfig(t *testing.T) {
+	code, stdout, _ := runBinary(t, "key", "--principal", "ci", "--tenant", "acme")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	p := filepath.Join(t.TempDir(), "keys.yaml")
+	if err := os.WriteFile(p, []byte(stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runBinary(t, "check", "--config", p)
+	if code != 0 || !strings.Contains(out, "1 API keys") {
+		t.Errorf("check: exit %d, %s %s", code, out, stderr)
+	}
+}
+
+// TestTypeScriptClient runs the interop suite (interop/, the official
+// TypeScript SDK client) against this binary.
+func TestTypeScriptClient(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "..", "interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript SDK is not installed: run `npm ci --prefix interop` first (%v)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "INTERLOCK_BIN="+binary)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("interop suite failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "# fail 0") {
+		t.Fatalf("interop suite did not report zero failures:\n%s", out)
+	}
+}
