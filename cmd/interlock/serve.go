@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,10 +112,15 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	case <-ctx.Done():
 	}
+	// Open sessions hold long-lived event streams that Shutdown would wait
+	// for; close them first, then give requests in flight a moment.
+	for ss := range gw.Server().Sessions() {
+		_ = ss.Close()
+	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	if err := srv.Shutdown(shutdown); err != nil {
+		_ = srv.Close()
 	}
 	return nil
 }
