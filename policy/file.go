@@ -154,15 +154,16 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	add := func(line int, format string, args ...any) {
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
+	keyLine := topLevelLines(data)
 	if f.DefaultMode == "" {
 		f.DefaultMode = interlock.ModeFlag
 	} else if m, err := interlock.ParseMode(string(f.DefaultMode)); err != nil {
-		add(0, "default_mode: %v", err)
+		add(keyLine["default_mode"], "default_mode: %v", err)
 	} else if m == interlock.ModeAllow {
-		add(0, "default_mode: allow would let every unannotated tool run unconfirmed; use flag or deny")
+		add(keyLine["default_mode"], "default_mode: allow would let every unannotated tool run unconfirmed; use flag or deny")
 	}
 	if f.MaxArgumentBytes < 0 {
-		add(0, "max_argument_bytes must be positive")
+		add(keyLine["max_argument_bytes"], "max_argument_bytes must be positive")
 	} else if f.MaxArgumentBytes == 0 {
 		f.MaxArgumentBytes = interlock.DefaultMaxArgumentBytes
 	}
@@ -226,6 +227,26 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		return nil, errs
 	}
 	return f, nil
+}
+
+// topLevelLines maps each top-level key of a YAML document to its line.
+func topLevelLines(data []byte) map[string]int {
+	lines := map[string]int{}
+	var doc yaml.Node
+	if yaml.Load(data, &doc) != nil {
+		return lines
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return lines
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		lines[root.Content[i].Value] = root.Content[i].Line
+	}
+	return lines
 }
 
 func expandEnv(s string, lookupEnv func(string) (string, bool)) (string, string) {

@@ -39,7 +39,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad glob", "rules:\n  - name: g\n    mode: deny\n    match: {tools: ['[']}\n", []string{`policy.yaml:2: rule "g": tool glob "[" is malformed`}},
 		{"bad template", "rules:\n  - name: s\n    mode: flag\n    summary: '{{.args'\n", []string{`policy.yaml:2: rule "s": summary:`}},
 		{"unknown annotation", "rules:\n  - name: h\n    mode: flag\n    annotations: {dangerous: true}\n", []string{`policy.yaml:2: rule "h": unknown annotation "dangerous"`}},
-		{"allow as default", "default_mode: allow\n", []string{"default_mode: allow would let every unannotated tool run"}},
+		{"allow as default", "redact: []\ndefault_mode: allow\n", []string{"policy.yaml:2: default_mode: allow would let every unannotated tool run"}},
 		{"upstream without command", "upstreams:\n  - name: gh\n", []string{`policy.yaml:2: upstream "gh" has no command`}},
 		{"duplicate upstream", "upstreams:\n  - {name: a, command: [x]}\n  - {name: a, command: [y]}\n", []string{`policy.yaml:3: upstream "a" is already defined on line 2`}},
 		{"unset env var", "upstreams:\n  - name: gh\n    command: [gh-mcp]\n    env: {GITHUB_TOKEN: '${NOPE}'}\n", []string{"${NOPE}, which is not set"}},
