@@ -37,7 +37,7 @@ func BenchmarkGate(b *testing.B) {
 	}
 	for _, bb := range benches {
 		b.Run(bb.name, func(b *testing.B) {
-			g := NewGate(ByAnnotations{}, &GateOptions{Getenv: env(bb.dryRun), Logger: quiet})
+			g := newGate(b, ByAnnotations{}, &GateOptions{Getenv: env(bb.dryRun), Logger: quiet})
 			raw := json.RawMessage(bb.raw)
 			ctx := context.Background()
 			b.ReportAllocs()

@@ -84,6 +84,10 @@ type Call struct {
 	Args map[string]any
 	// Confirm is the agent's per-call key: __confirm was the boolean true.
 	Confirm bool
+	// ConfirmToken is the __confirm_token the agent passed, if any.
+	ConfirmToken string
+
+	raw json.RawMessage // the business arguments as sent
 }
 
 // parsedArgs is the result of splitting raw arguments.
@@ -91,6 +95,7 @@ type parsedArgs struct {
 	args    map[string]any
 	raw     json.RawMessage // the business arguments as JSON, for the tool
 	confirm bool
+	token   string
 }
 
 // splitArgs parses raw tool arguments, which must be a JSON object (absent
@@ -143,7 +148,16 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 			}
 			p.confirm = b
 		case MetaConfirmToken:
-			// Reserved for the confirm-token handshake; never forwarded.
+			s, ok := v.(string)
+			if !ok {
+				return p, &Error{
+					Code:             CodeValidationFailed,
+					Message:          fmt.Sprintf("%s must be the string you were given, not %s.", MetaConfirmToken, jsonKind(v)),
+					Hint:             fmt.Sprintf("Pass %s exactly as it came in confirm_token.", MetaConfirmToken),
+					ValidationIssues: []ValidationIssue{{Path: MetaConfirmToken, Message: "must be a string", Code: "type"}},
+				}
+			}
+			p.token = s
 		default:
 			unknown = append(unknown, k)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -105,6 +106,11 @@ type Error struct {
 	Preview map[string]any
 	Summary string
 
+	// The confirm-token handshake: set on CONFIRMATION_REQUIRED.
+	ConfirmToken string
+	TTLSeconds   int
+	ExpiresAt    time.Time
+
 	// Err is the cause, for logs and errors.Is; it never reaches the client.
 	Err error
 }
@@ -150,6 +156,10 @@ type Body struct {
 	ValidationIssues   []ValidationIssue `json:"validation_issues,omitempty"`
 	Preview            map[string]any    `json:"preview,omitempty"`
 	Summary            string            `json:"summary,omitempty"`
+	ConfirmRequired    bool              `json:"confirm_required,omitempty"`
+	ConfirmToken       string            `json:"confirm_token,omitempty"`
+	TTLSeconds         int               `json:"ttl_seconds,omitempty"`
+	ExpiresAt          string            `json:"expires_at,omitempty"`
 }
 
 const internalHint = "Do not retry this call; report the failure to the interlock operator, who will find the cause in the gateway's log."
@@ -176,6 +186,12 @@ func BodyOf(err error) Body {
 		ValidationIssues:   e.ValidationIssues,
 		Preview:            e.Preview,
 		Summary:            e.Summary,
+	}
+	if e.ConfirmToken != "" {
+		b.ConfirmRequired = true
+		b.ConfirmToken = e.ConfirmToken
+		b.TTLSeconds = e.TTLSeconds
+		b.ExpiresAt = e.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	if _, known := retriable[e.Code]; !known {
 		b.Code, b.Retriable = CodeInternal, false

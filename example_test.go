@@ -17,12 +17,20 @@ import (
 // the agent's __confirm: true.
 func Example() {
 	server := mcp.NewServer(&mcp.Implementation{Name: "billing"}, nil)
-	gate := interlock.NewGate(interlock.ByAnnotations{Mode: interlock.ModeFlag}, &interlock.GateOptions{
+	gate, err := interlock.NewGate(interlock.ByAnnotations{Mode: interlock.ModeFlag}, &interlock.GateOptions{
 		// In production the gate reads MCP_DRY_RUN from the environment;
 		// here the operator has turned dry run off.
-		Getenv: func(string) string { return "false" },
+		Getenv: func(name string) string {
+			if name == "MCP_DRY_RUN" {
+				return "false"
+			}
+			return ""
+		},
 		Logger: slog.New(slog.DiscardHandler),
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	type deleteArgs struct {
 		ID string `json:"id" jsonschema:"the customer to delete"`

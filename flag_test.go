@@ -80,7 +80,7 @@ func TestFlagConversations(t *testing.T) {
 
 			executed := 0
 			s := mcp.NewServer(&mcp.Implementation{Name: "golden", Version: "1"}, nil)
-			g := NewGate(ByAnnotations{Mode: ModeFlag}, &GateOptions{Getenv: getenv, Logger: quiet})
+			g := newGate(t, ByAnnotations{Mode: ModeFlag}, &GateOptions{Getenv: getenv, Logger: quiet})
 			no, yes := false, true
 			AddTool(s, g, &mcp.Tool{
 				Name:        "send_reminder",

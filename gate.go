@@ -9,6 +9,8 @@ import (
 	"os/user"
 	"sync"
 
+	"github.com/interlock-mcp/interlock/seal"
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,6 +40,13 @@ type GateOptions struct {
 	Logger *slog.Logger
 	// Identify says who makes a call; [DefaultIdentify] when nil.
 	Identify func(context.Context, *mcp.CallToolRequest) Identity
+	// Sealer seals confirm tokens. When nil, the keys come from
+	// INTERLOCK_SECRET (comma-separated, the first seals); when that is
+	// unset too, a random key is made and a warning says tokens will not
+	// survive a restart or cross replicas.
+	Sealer *seal.Sealer
+	// Tokens keeps live confirm tokens; an in-memory store when nil.
+	Tokens TokenStore
 }
 
 // Gate is the one decision path every tool call takes, in the library and in
@@ -48,20 +57,43 @@ type Gate struct {
 	maxBytes int
 	log      *slog.Logger
 	identify func(context.Context, *mcp.CallToolRequest) Identity
+	sealer   *seal.Sealer
+	tokens   TokenStore
+
+	mu sync.RWMutex
+	// tools are the tools the gate guards, by name, so a decision can
+	// name one as its preview.
+	tools map[string]registered
 }
 
-// NewGate returns a gate that decides with p. It reads the operator key once,
-// here: a running gate never changes its mind about dry run.
-func NewGate(p Policy, opts *GateOptions) *Gate {
+type registered struct {
+	tool *Tool
+	run  Runner
+}
+
+// SecretEnv names the environment variable that holds the sealing keys.
+const SecretEnv = "INTERLOCK_SECRET"
+
+// NewGate returns a gate that decides with p. It reads the operator key and
+// the sealing keys once, here: a running gate never changes its mind about
+// dry run. It fails only on a sealing key that is too short.
+func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 	if opts == nil {
 		opts = &GateOptions{}
 	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	g := &Gate{
 		policy:   p,
-		dryRun:   DryRunFromEnv(opts.Getenv),
+		dryRun:   DryRunFromEnv(getenv),
 		maxBytes: opts.MaxArgumentBytes,
 		log:      opts.Logger,
 		identify: opts.Identify,
+		sealer:   opts.Sealer,
+		tokens:   opts.Tokens,
+		tools:    map[string]registered{},
 	}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxArgumentBytes
@@ -72,7 +104,38 @@ func NewGate(p Policy, opts *GateOptions) *Gate {
 	if g.identify == nil {
 		g.identify = DefaultIdentify
 	}
-	return g
+	if g.tokens == nil {
+		g.tokens = NewMemoryTokens()
+	}
+	if g.sealer == nil {
+		keys := seal.ParseKeys(getenv(SecretEnv))
+		if len(keys) == 0 {
+			keys = [][]byte{seal.RandomKey()}
+			g.log.Warn(SecretEnv + " is not set: confirm tokens are sealed with a random key made for this process, " +
+				"so they will not survive a restart or work across replicas")
+		}
+		s, err := seal.New(keys...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", SecretEnv, err)
+		}
+		g.sealer = s
+	}
+	return g, nil
+}
+
+// Register records a guarded tool and how to run it, so that decisions can
+// name it as a preview. [Gate.Guard] registers the tools it wraps.
+func (g *Gate) Register(t *Tool, run Runner) {
+	g.mu.Lock()
+	g.tools[t.Name] = registered{t, run}
+	g.mu.Unlock()
+}
+
+// Forget removes a tool that is no longer offered.
+func (g *Gate) Forget(name string) {
+	g.mu.Lock()
+	delete(g.tools, name)
+	g.mu.Unlock()
 }
 
 // DryRun reports whether the operator key keeps every gated call from running.
@@ -205,7 +268,8 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if err := t.validate(p.args); err != nil {
 		return nil, d, err
 	}
-	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args, Confirm: p.confirm}
+	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args,
+		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw}
 	d, err = g.policy.Decide(ctx, c)
 	if err != nil {
 		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
@@ -219,7 +283,11 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			Hint:    "Do not retry this tool; tell the user it is not allowed here, or ask the operator to change the policy.",
 		}
 	case ModeFlag:
-		if err := g.flag(c, d); err != nil {
+		if err := g.flag(ctx, c, d); err != nil {
+			return nil, d, err
+		}
+	case ModeToken:
+		if err := g.token(ctx, c, d); err != nil {
 			return nil, d, err
 		}
 	default:
@@ -251,14 +319,7 @@ func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *
 	return res, err
 }
 
-// preview returns the call's arguments as a client may see them.
-func (g *Gate) preview(c *Call) map[string]any {
+// redactedArgs returns the call's arguments as a client may see them.
+func (g *Gate) redactedArgs(c *Call) map[string]any {
 	return Redact(c.Args, g.policy.IsSecret)
-}
-
-func summaryOr(d Decision, c *Call) string {
-	if d.Summary != "" {
-		return d.Summary
-	}
-	return fmt.Sprintf("Call %s with the arguments shown in preview.", c.Tool)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // fixedPolicy decides every call the same way.
@@ -71,7 +73,7 @@ func TestGateModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := NewGate(fixedPolicy{d: Decision{Mode: tt.mode, Rule: "r"}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
+			g := newGate(t, fixedPolicy{d: Decision{Mode: tt.mode, Rule: "r"}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
 			var ran []string
 			res := g.Call(context.Background(), testTool(t), Identity{"alice", "acme"}, json.RawMessage(tt.raw),
 				func(_ context.Context, a json.RawMessage) (*mcp.CallToolResult, error) {
@@ -123,7 +125,7 @@ func TestDryRunMessageNamesMissingKeys(t *testing.T) {
 		{"", `{"customer_id":"a","__confirm":true}`, []string{"MCP_DRY_RUN"}, []string{"__confirm"}},
 	}
 	for _, tt := range tests {
-		g := NewGate(fixedPolicy{d: Decision{Mode: ModeFlag}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
+		g := newGate(t, fixedPolicy{d: Decision{Mode: ModeFlag}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
 		res := g.Call(context.Background(), testTool(t), Identity{}, json.RawMessage(tt.raw), nil)
 		msg := decodeBody(t, res).Message
 		for _, w := range tt.want {
@@ -192,7 +194,7 @@ func TestGateFailures(t *testing.T) {
 				p = fixedPolicy{d: Decision{Mode: ModeAllow}}
 			}
 			tt.opts.Logger = quiet
-			g := NewGate(p, &tt.opts)
+			g := newGate(t, p, &tt.opts)
 			run := tt.run
 			if run == nil {
 				run = func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
@@ -228,4 +230,26 @@ func TestByAnnotations(t *testing.T) {
 			t.Errorf("%+v with %+v: mode %s, want %s", tt.policy, tt.hints, d.Mode, tt.want)
 		}
 	}
+}
+
+// testSealer seals with a fixed key, so tests log no warning about a
+// random one.
+var testSealer = func() *seal.Sealer {
+	s, err := seal.New([]byte(strings.Repeat("k", seal.MinKeyLength)))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+func newGate(t testing.TB, p Policy, opts *GateOptions) *Gate {
+	t.Helper()
+	if opts.Sealer == nil {
+		opts.Sealer = testSealer
+	}
+	g, err := NewGate(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -19,6 +19,14 @@ var confirmSchema = map[string]any{
 		"explicitly agreed to this exact call. A dry-run preview is returned until the operator also enables execution.",
 }
 
+// confirmTokenSchema describes __confirm_token likewise.
+var confirmTokenSchema = map[string]any{
+	"type": "string",
+	"description": "Meta-argument read by interlock, never passed to the tool: leave it out at first; the call then " +
+		"answers CONFIRMATION_REQUIRED with a summary and a confirm_token. Show the summary to the user and, only " +
+		"after they explicitly agree, call again with the same arguments and this set to the confirm_token.",
+}
+
 // Advertise returns a copy of t as clients should see it behind the gate:
 // every hint stated explicitly (h, the hints as the policy sees them), and
 // the meta-arguments that the tool's possible modes accept added to its
@@ -53,14 +61,24 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 		}
 		out.OutputSchema = wide
 	}
-	if !slices.Contains(g.policy.ToolModes(t.Name, upstream, h), ModeFlag) {
+	modes := g.policy.ToolModes(t.Name, upstream, h)
+	meta := map[string]any{}
+	if slices.Contains(modes, ModeFlag) {
+		meta[MetaConfirm] = confirmSchema
+	}
+	if slices.Contains(modes, ModeToken) {
+		meta[MetaConfirmToken] = confirmTokenSchema
+	}
+	if len(meta) == 0 {
 		return &out, nil
 	}
 	props, _ := schema["properties"].(map[string]any)
 	if props == nil {
 		props = map[string]any{}
 	}
-	props[MetaConfirm] = confirmSchema
+	for k, v := range meta {
+		props[k] = v
+	}
 	schema["properties"] = props
 	return &out, nil
 }
@@ -115,6 +133,9 @@ func (g *Gate) Guard(t *mcp.Tool, h mcp.ToolHandler) (mcp.ToolHandler, error) {
 }
 
 func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
+	g.Register(gt, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		return h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: gt.Name, Arguments: args}})
+	})
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return g.Call(ctx, gt, g.identify(ctx, req), req.Params.Arguments, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			params := *req.Params

@@ -39,7 +39,7 @@ type customer struct {
 // structured errors.
 func guardedServer(t *testing.T, dryRun string, seen *[]customerID) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "billing"}, nil)
-	g := NewGate(ByAnnotations{}, &GateOptions{Getenv: env(dryRun), Logger: quiet})
+	g := newGate(t, ByAnnotations{}, &GateOptions{Getenv: env(dryRun), Logger: quiet})
 	AddTool(s, g, &mcp.Tool{Name: "get_customer", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in customerID) (*mcp.CallToolResult, customer, error) {
 			if in.ID != "acct_9931" {
@@ -139,7 +139,7 @@ func TestAdvertisedTools(t *testing.T) {
 }
 
 func TestOutputSchemaAdmitsErrorBodies(t *testing.T) {
-	g := NewGate(ByAnnotations{}, &GateOptions{Logger: quiet})
+	g := newGate(t, ByAnnotations{}, &GateOptions{Logger: quiet})
 	tool := &mcp.Tool{
 		Name:        "close_ticket",
 		InputSchema: map[string]any{"type": "object"},

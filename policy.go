@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Mode is what a decision demands before a call may run.
@@ -17,10 +18,13 @@ const (
 	ModeDeny Mode = "deny"
 	// ModeFlag demands the agent's __confirm: true on top of the operator key.
 	ModeFlag Mode = "flag"
+	// ModeToken demands a single-use confirm token, handed out with a
+	// summary the user must see, bound to the exact call.
+	ModeToken Mode = "token"
 )
 
 // Modes lists every implemented mode, in order of strictness.
-var Modes = []Mode{ModeAllow, ModeFlag, ModeDeny}
+var Modes = []Mode{ModeAllow, ModeFlag, ModeToken, ModeDeny}
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
@@ -40,14 +44,30 @@ func ParseMode(s string) (Mode, error) {
 // deny: deny never runs, so there is nothing to confirm).
 func (m Mode) Gated() bool { return m != ModeAllow && m != ModeDeny }
 
+// DefaultTokenTTL is how long a confirm token lives unless the decision says
+// otherwise.
+const DefaultTokenTTL = 60 * time.Second
+
 // Decision is the policy's answer for one call.
 type Decision struct {
 	// Rule names the rule that decided; empty when the default applied.
 	Rule string
 	Mode Mode
-	// Summary is a human-readable line about what the call will do, rendered
-	// only for calls that do not simply run.
-	Summary string
+	// TTL is how long a confirm token lives; DefaultTokenTTL when zero.
+	TTL time.Duration
+	// Preview names a read-only tool whose result shows what the call will
+	// touch; it runs before anyone is asked to confirm.
+	Preview *PreviewCall
+	// Summarize renders, for a human, what the call will do. preview is the
+	// preview tool's structured result, or nil. A nil Summarize, or an
+	// empty result, stands for a generic summary.
+	Summarize func(preview any) string
+}
+
+// PreviewCall is a call of a read-only tool made to describe another call.
+type PreviewCall struct {
+	Tool string
+	Args map[string]any
 }
 
 // Policy decides what each call needs. The policy package implements it from

@@ -1,0 +1,215 @@
+// Package seal makes and checks sealed, single-purpose tokens: compact,
+// URL-safe strings that carry who may use them, for which tool and
+// arguments, and until when, under an HMAC-SHA256 so that any change is
+// detected.
+//
+// # Keys
+//
+// A [Sealer] holds one or more keys. It seals with the first and opens with
+// any, so keys rotate by putting the new key first and dropping the old one
+// once its tokens have expired.
+//
+// # Format
+//
+// A token is the prefix "ilt1_" followed by the unpadded base64url encoding
+// of the claims in a fixed binary layout and the 32-byte MAC over a
+// domain-separation label and those claims:
+//
+//	version(1) kind(1) issued_at(8) expires_at(8) nonce(16) digest(32)
+//	len(tenant)(2) tenant len(principal)(2) principal len(tool)(2) tool
+//	mac(32)
+//
+// Times are Unix milliseconds, big-endian. The claims are readable by anyone
+// who holds the token; only the MAC is secret.
+//
+// # Canonical arguments
+//
+// [Digest] binds a token to arguments through [Canonical], so the same
+// arguments sent with keys in another order, or numbers written another way,
+// digest the same; see [Canonical] for the normal form.
+package seal
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Prefix starts every token, so a token is recognisable in logs and
+// support requests.
+const Prefix = "ilt1_"
+
+const version = 1
+
+// MinKeyLength is the shortest key a Sealer accepts, in bytes.
+const MinKeyLength = 32
+
+// Kind separates the purposes tokens are sealed for, so a token made for one
+// purpose never opens as another.
+type Kind byte
+
+// The kinds of sealed token.
+const (
+	// KindConfirm is a confirm token handed to an agent.
+	KindConfirm Kind = 1
+	// KindRequestState is the state carried through a multi-round-trip call.
+	KindRequestState Kind = 2
+)
+
+// Claims are what a token binds.
+type Claims struct {
+	Kind      Kind
+	Tenant    string
+	Principal string
+	Tool      string
+	// Digest is the SHA-256 of the canonical arguments (see [Digest]).
+	Digest   [32]byte
+	IssuedAt time.Time
+	Expires  time.Time
+	// Nonce makes every token unique and is what a store consumes.
+	Nonce [16]byte
+}
+
+// NonceString returns the nonce in a form fit for store keys.
+func (c Claims) NonceString() string { return base64.RawURLEncoding.EncodeToString(c.Nonce[:]) }
+
+// Errors from [Sealer.Open]. Both mean the token must not be honoured.
+var (
+	// ErrMalformed: not a token of this format (truncated, wrong prefix,
+	// unknown version).
+	ErrMalformed = errors.New("seal: malformed token")
+	// ErrForged: the MAC does not verify under any key (tampered, or sealed
+	// by another deployment's key).
+	ErrForged = errors.New("seal: token does not verify")
+)
+
+// Sealer seals and opens tokens.
+type Sealer struct {
+	keys [][]byte
+}
+
+// New returns a Sealer that seals with keys[0] and opens with any key.
+func New(keys ...[]byte) (*Sealer, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("seal: no key")
+	}
+	s := &Sealer{}
+	for i, k := range keys {
+		if len(k) < MinKeyLength {
+			return nil, fmt.Errorf("seal: key %d is %d bytes; use at least %d", i+1, len(k), MinKeyLength)
+		}
+		s.keys = append(s.keys, bytes.Clone(k))
+	}
+	return s, nil
+}
+
+// ParseKeys reads a comma-separated list of keys, as INTERLOCK_SECRET holds
+// them.
+func ParseKeys(s string) [][]byte {
+	var keys [][]byte
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, []byte(k))
+		}
+	}
+	return keys
+}
+
+// RandomKey returns a new random key.
+func RandomKey() []byte {
+	k := make([]byte, MinKeyLength)
+	if _, err := rand.Read(k); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return k
+}
+
+// NewNonce returns a random nonce.
+func NewNonce() [16]byte {
+	var n [16]byte
+	if _, err := rand.Read(n[:]); err != nil {
+		panic(err)
+	}
+	return n
+}
+
+var label = []byte("interlock seal v1\x00")
+
+func mac(key, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(label)
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+// Seal returns the token for c.
+func (s *Sealer) Seal(c Claims) string {
+	payload := make([]byte, 0, 66+6+len(c.Tenant)+len(c.Principal)+len(c.Tool)+32)
+	payload = append(payload, version, byte(c.Kind))
+	payload = binary.BigEndian.AppendUint64(payload, uint64(c.IssuedAt.UnixMilli()))
+	payload = binary.BigEndian.AppendUint64(payload, uint64(c.Expires.UnixMilli()))
+	payload = append(payload, c.Nonce[:]...)
+	payload = append(payload, c.Digest[:]...)
+	for _, f := range []string{c.Tenant, c.Principal, c.Tool} {
+		payload = binary.BigEndian.AppendUint16(payload, uint16(min(len(f), 0xffff)))
+		payload = append(payload, f[:min(len(f), 0xffff)]...)
+	}
+	payload = append(payload, mac(s.keys[0], payload)...)
+	return Prefix + base64.RawURLEncoding.EncodeToString(payload)
+}
+
+// Open verifies token under each key, in constant time per key, and returns
+// its claims. It does not check expiry: what counts as now is the caller's.
+func (s *Sealer) Open(token string) (Claims, error) {
+	var c Claims
+	rest, ok := strings.CutPrefix(token, Prefix)
+	if !ok {
+		return c, ErrMalformed
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil || len(raw) < 2+16+16+32+6+32 {
+		return c, ErrMalformed
+	}
+	payload, sum := raw[:len(raw)-32], raw[len(raw)-32:]
+	verified := false
+	for _, k := range s.keys {
+		if hmac.Equal(mac(k, payload), sum) {
+			verified = true
+		}
+	}
+	if !verified {
+		return c, ErrForged
+	}
+	if payload[0] != version {
+		return c, ErrMalformed
+	}
+	c.Kind = Kind(payload[1])
+	c.IssuedAt = time.UnixMilli(int64(binary.BigEndian.Uint64(payload[2:10])))
+	c.Expires = time.UnixMilli(int64(binary.BigEndian.Uint64(payload[10:18])))
+	copy(c.Nonce[:], payload[18:34])
+	copy(c.Digest[:], payload[34:66])
+	p := payload[66:]
+	fields := make([]string, 3)
+	for i := range fields {
+		if len(p) < 2 {
+			return Claims{}, ErrMalformed
+		}
+		n := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+n {
+			return Claims{}, ErrMalformed
+		}
+		fields[i], p = string(p[2:2+n]), p[2+n:]
+	}
+	if len(p) != 0 {
+		return Claims{}, ErrMalformed
+	}
+	c.Tenant, c.Principal, c.Tool = fields[0], fields[1], fields[2]
+	return c, nil
+}

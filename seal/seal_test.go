@@ -1,0 +1,191 @@
+package seal
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	keyA = []byte(strings.Repeat("a", MinKeyLength))
+	keyB = []byte(strings.Repeat("b", MinKeyLength))
+)
+
+func claims(t *testing.T) Claims {
+	t.Helper()
+	d, err := Digest(json.RawMessage(`{"customer_id":"acct_9931","to":"scale"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_790_000_000_000)
+	return Claims{Kind: KindConfirm, Tenant: "acme", Principal: "alice", Tool: "upgrade_plan",
+		Digest: d, IssuedAt: now, Expires: now.Add(time.Minute), Nonce: NewNonce()}
+}
+
+func TestRoundTrip(t *testing.T) {
+	s, _ := New(keyA)
+	c := claims(t)
+	token := s.Seal(c)
+	if !strings.HasPrefix(token, Prefix) || strings.ContainsAny(token, "+/=") {
+		t.Errorf("token %q is not prefixed URL-safe base64", token)
+	}
+	got, err := s.Open(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.IssuedAt.Equal(c.IssuedAt) || !got.Expires.Equal(c.Expires) {
+		t.Errorf("times: %v %v", got.IssuedAt, got.Expires)
+	}
+	got.IssuedAt, got.Expires, c.IssuedAt, c.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if got != c {
+		t.Errorf("Open = %+v, want %+v", got, c)
+	}
+}
+
+// TestTampering changes one byte in each field of a sealed token, cuts it
+// short, and opens it with the wrong key: each must fail.
+func TestTampering(t *testing.T) {
+	s, _ := New(keyA)
+	c := claims(t)
+	token := s.Seal(c)
+	raw, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, Prefix))
+	reseal := func(b []byte) string { return Prefix + base64.RawURLEncoding.EncodeToString(b) }
+	flip := func(i int) string {
+		b := append([]byte(nil), raw...)
+		b[i] ^= 0x01
+		return reseal(b)
+	}
+	tenantAt := 66 + 2
+	principalAt := tenantAt + len(c.Tenant) + 2
+	toolAt := principalAt + len(c.Principal) + 2
+	other, _ := New(keyB)
+	tests := []struct {
+		name  string
+		token string
+		want  error
+	}{
+		{"version", flip(0), ErrForged},
+		{"kind", flip(1), ErrForged},
+		{"issued at", flip(5), ErrForged},
+		{"expiry", flip(14), ErrForged},
+		{"nonce", flip(20), ErrForged},
+		{"digest", flip(40), ErrForged},
+		{"tenant length", flip(67), ErrForged},
+		{"tenant", flip(tenantAt), ErrForged},
+		{"principal", flip(principalAt), ErrForged},
+		{"tool", flip(toolAt), ErrForged},
+		{"mac", flip(len(raw) - 1), ErrForged},
+		{"truncated by one byte", reseal(raw[:len(raw)-1]), ErrForged},
+		{"truncated to almost nothing", reseal(raw[:10]), ErrMalformed},
+		{"empty", "", ErrMalformed},
+		{"wrong prefix", "xyz_" + strings.TrimPrefix(token, Prefix), ErrMalformed},
+		{"not base64", Prefix + "!!!", ErrMalformed},
+		{"sealed under another key", other.Seal(c), ErrForged},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := s.Open(tt.token); !errors.Is(err, tt.want) {
+				t.Errorf("Open = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyRotation(t *testing.T) {
+	old, _ := New(keyA)
+	rotated, _ := New(keyB, keyA)
+	c := claims(t)
+	if _, err := rotated.Open(old.Seal(c)); err != nil {
+		t.Errorf("a token sealed with the old key must open after rotation: %v", err)
+	}
+	if _, err := old.Open(rotated.Seal(c)); !errors.Is(err, ErrForged) {
+		t.Errorf("the new key seals: the old key alone must not open it (%v)", err)
+	}
+	if _, err := New([]byte("short")); err == nil {
+		t.Error("a short key was accepted")
+	}
+	if keys := ParseKeys(" k1 ,k2,, "); len(keys) != 2 || string(keys[0]) != "k1" {
+		t.Errorf("ParseKeys = %q", keys)
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b string
+		same bool
+	}{
+		{"keys reordered", `{"a":1,"b":{"y":2,"x":3}}`, `{"b":{"x":3,"y":2},"a":1}`, true},
+		{"number forms", `{"n":1,"m":0.5,"k":100}`, `{"n":1.0,"m":5e-1,"k":1E2}`, true},
+		{"white space", `{ "a" : [1, 2] }`, `{"a":[1,2]}`, true},
+		{"meta-arguments ignored", `{"a":1,"__confirm_token":"t","__confirm":true}`, `{"a":1}`, true},
+		{"empty and null", `{}`, `null`, true},
+		{"changed value", `{"to":"scale"}`, `{"to":"pro"}`, false},
+		{"added key", `{"a":1}`, `{"a":1,"b":2}`, false},
+		{"big integers stay exact", `{"n":12345678901234567890}`, `{"n":12345678901234567891}`, false},
+		{"array order matters", `{"a":[1,2]}`, `{"a":[2,1]}`, false},
+		{"string is not number", `{"a":"1"}`, `{"a":1}`, false},
+		{"nested meta key is data", `{"a":{"__x":1}}`, `{"a":{}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			da, err := Digest(json.RawMessage(tt.a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := Digest(json.RawMessage(tt.b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (da == db) != tt.same {
+				ca, _ := Canonical(json.RawMessage(tt.a))
+				cb, _ := Canonical(json.RawMessage(tt.b))
+				t.Errorf("same = %v, want %v (%s vs %s)", da == db, tt.same, ca, cb)
+			}
+		})
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `{"n":1e999999999}`, `{`} {
+		if _, err := Canonical(json.RawMessage(bad)); err == nil {
+			t.Errorf("Canonical(%s) succeeded", bad)
+		}
+	}
+	got, _ := Canonical(json.RawMessage(`{"b":0.25,"a":[true,null,"x"]}`))
+	if string(got) != `{"a":[true,null,"x"],"b":1/4}` {
+		t.Errorf("Canonical = %s", got)
+	}
+}
+
+func BenchmarkSeal(b *testing.B) {
+	s, _ := New(keyA)
+	now := time.Now()
+	c := Claims{Kind: KindConfirm, Tenant: "acme", Principal: "alice", Tool: "upgrade_plan", IssuedAt: now, Expires: now.Add(time.Minute), Nonce: NewNonce()}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Seal(c)
+	}
+}
+
+func BenchmarkOpen(b *testing.B) {
+	s, _ := New(keyA)
+	now := time.Now()
+	token := s.Seal(Claims{Kind: KindConfirm, Tenant: "acme", Principal: "alice", Tool: "upgrade_plan", IssuedAt: now, Expires: now.Add(time.Minute), Nonce: NewNonce()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Open(token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDigest(b *testing.B) {
+	args := json.RawMessage(`{"customer_id":"acct_9931","to":"scale","amount":19.5}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Digest(args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
