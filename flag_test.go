@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,14 +52,28 @@ func formatTxtar(comment []byte, sections []section) []byte {
 }
 
 // TestFlagConversations replays the golden conversations of the two-key
-// contract in testdata/flag: each file sets MCP_DRY_RUN (section env), makes
-// calls to a guarded send_reminder (sections call) and records the results
-// the client saw (sections result) and how often the tool really ran
-// (section executed). Run with -update to rewrite the results.
+// contract in testdata/flag against a guarded send_reminder.
 func TestFlagConversations(t *testing.T) {
-	files, err := filepath.Glob("testdata/flag/*.txtar")
+	replayConversations(t, "testdata/flag/*.txtar", ModeFlag, "send_reminder")
+}
+
+// TestTokenConversations replays the golden conversations of the
+// confirm-token handshake in testdata/token against a guarded upgrade_plan.
+func TestTokenConversations(t *testing.T) {
+	replayConversations(t, "testdata/token/*.txtar", ModeToken, "upgrade_plan")
+}
+
+// replayConversations replays golden conversations: each file sets the
+// environment (section env), makes calls (sections call) and records the
+// results the client saw (sections result) and how often the tool really
+// ran (section executed). Confirm tokens and expiry times vary from run to
+// run: results show them as <TOKEN n> and <EXPIRES>, and a call may pass
+// <TOKEN n> to present the n-th token it was given. Run with -update to
+// rewrite the results.
+func replayConversations(t *testing.T, pattern string, mode Mode, toolName string) {
+	files, err := filepath.Glob(pattern)
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no conversations in testdata/flag (%v)", err)
+		t.Fatalf("no conversations match %s (%v)", pattern, err)
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
@@ -80,34 +95,46 @@ func TestFlagConversations(t *testing.T) {
 
 			executed := 0
 			s := mcp.NewServer(&mcp.Implementation{Name: "golden", Version: "1"}, nil)
-			g := newGate(t, ByAnnotations{Mode: ModeFlag}, &GateOptions{Getenv: getenv, Logger: quiet})
+			g := newGate(t, ByAnnotations{Mode: mode}, &GateOptions{Getenv: getenv, Logger: quiet})
 			no, yes := false, true
 			AddTool(s, g, &mcp.Tool{
-				Name:        "send_reminder",
+				Name:        toolName,
 				Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes},
-			}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
-				CustomerID string `json:"customer_id"`
-			}) (*mcp.CallToolResult, map[string]any, error) {
+			}, func(_ context.Context, _ *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, map[string]any, error) {
 				executed++
-				return nil, map[string]any{"sent_to": in.CustomerID}, nil
+				return nil, map[string]any{"done": in}, nil
 			})
 			cs := connect(t, s)
 
+			var tokens []string
+			normalize := func(b []byte) []byte {
+				for i, tok := range tokens {
+					b = bytes.ReplaceAll(b, []byte(tok), []byte(fmt.Sprintf("<TOKEN %d>", i+1)))
+				}
+				return expiresRE.ReplaceAll(b, []byte(`${1}<EXPIRES>${2}`))
+			}
 			var out []section
 			out = append(out, sections[0])
 			for i := 1; i < len(sections); i++ {
 				sec := sections[i]
 				switch sec.name {
 				case "call":
+					raw := sec.data
+					for n, tok := range tokens {
+						raw = bytes.ReplaceAll(raw, []byte(fmt.Sprintf("<TOKEN %d>", n+1)), []byte(tok))
+					}
 					var params mcp.CallToolParams
-					if err := json.Unmarshal(sec.data, &params); err != nil {
+					if err := json.Unmarshal(raw, &params); err != nil {
 						t.Fatalf("call: %v", err)
 					}
 					res, err := cs.CallTool(context.Background(), &params)
 					if err != nil {
 						t.Fatalf("call: %v", err)
 					}
-					got := canonicalResult(t, res)
+					if tok := bodyOfResult(res).ConfirmToken; tok != "" {
+						tokens = append(tokens, tok)
+					}
+					got := normalize(canonicalResult(t, res))
 					out = append(out, sec, section{name: "result", data: got})
 					if i+1 < len(sections) && sections[i+1].name == "result" {
 						if want := sections[i+1].data; !*update && !bytes.Equal(got, want) {
@@ -135,6 +162,9 @@ func TestFlagConversations(t *testing.T) {
 		})
 	}
 }
+
+// expiresRE finds expires_at values, plain or inside an escaped text block.
+var expiresRE = regexp.MustCompile(`(expires_at\\?":\s*\\?")[0-9TZ:-]+(\\?")`)
 
 // canonicalResult renders a result as indented JSON with sorted keys.
 func canonicalResult(t *testing.T, res *mcp.CallToolResult) []byte {

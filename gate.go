@@ -131,6 +131,14 @@ func (g *Gate) Register(t *Tool, run Runner) {
 	g.mu.Unlock()
 }
 
+// Tool returns a registered tool and how to run it.
+func (g *Gate) Tool(name string) (*Tool, Runner, bool) {
+	g.mu.RLock()
+	r, ok := g.tools[name]
+	g.mu.RUnlock()
+	return r.tool, r.run, ok
+}
+
 // Forget removes a tool that is no longer offered.
 func (g *Gate) Forget(name string) {
 	g.mu.Lock()

@@ -98,7 +98,19 @@ type customer struct {
 	// Balance is what the customer owes: open invoices net of refunds.
 	Balance          float64 `json:"balance"`
 	BalanceFormatted string  `json:"balance_formatted"`
+	// PlanPrices is the monthly price of every plan, so a summary of a plan
+	// change can name both prices.
+	PlanPrices map[string]string `json:"plan_prices"`
 }
+
+// planPrices is the price list every customer result carries.
+var planPrices = func() map[string]string {
+	m := make(map[string]string, len(plans))
+	for _, p := range plans {
+		m[p.name] = formatCents(p.priceCents)
+	}
+	return m
+}()
 
 type customerList struct {
 	Customers []customer `json:"customers"`
@@ -140,6 +152,7 @@ func queryCustomers(ctx context.Context, q querier, id string) ([]customer, erro
 		}
 		c.PlanPrice, c.PlanPriceFormatted = dollars(price), formatCents(price)
 		c.Balance, c.BalanceFormatted = dollars(balance), formatCents(balance)
+		c.PlanPrices = planPrices
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {

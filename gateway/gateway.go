@@ -30,8 +30,11 @@ type Options struct {
 	Version string
 	// Logger receives the gateway's records; slog.Default() when nil.
 	Logger *slog.Logger
-	// Getenv reads the operator key; os.Getenv when nil.
+	// Getenv reads the operator key and the sealing keys; os.Getenv when
+	// nil.
 	Getenv func(string) string
+	// Tokens keeps live confirm tokens; in memory when nil.
+	Tokens interlock.TokenStore
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -45,11 +48,13 @@ type Gateway struct {
 	mu sync.Mutex
 	// owner maps each mirrored tool name to the upstream it came from.
 	owner map[string]*upstream
+	// advertised holds each mirrored tool as clients see it.
+	advertised map[string]*mcp.Tool
 }
 
 // New prepares a gateway for the configuration f. Nothing starts until
 // [Gateway.Start].
-func New(f *policy.File, opts Options) *Gateway {
+func New(f *policy.File, opts Options) (*Gateway, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -57,13 +62,18 @@ func New(f *policy.File, opts Options) *Gateway {
 	if f.Log == nil {
 		f.Log = log
 	}
-	g := &Gateway{file: f, log: log, owner: map[string]*upstream{}}
-	g.gate = interlock.NewGate(f, &interlock.GateOptions{
+	g := &Gateway{file: f, log: log, owner: map[string]*upstream{}, advertised: map[string]*mcp.Tool{}}
+	gate, err := interlock.NewGate(f, &interlock.GateOptions{
 		Getenv:           opts.Getenv,
 		MaxArgumentBytes: f.MaxArgumentBytes,
 		Logger:           log,
 		Identify:         identify,
+		Tokens:           opts.Tokens,
 	})
+	if err != nil {
+		return nil, err
+	}
+	g.gate = gate
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "interlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
@@ -75,7 +85,7 @@ func New(f *policy.File, opts Options) *Gateway {
 	for _, cfg := range f.Upstreams {
 		g.upstreams = append(g.upstreams, &upstream{cfg: cfg, file: f.Path, version: opts.Version, onToolsChanged: g.refreshLogged})
 	}
-	return g
+	return g, nil
 }
 
 // identify says who calls: the verified API key's principal over HTTP with
@@ -170,6 +180,10 @@ func (g *Gateway) refresh(ctx context.Context, u *upstream, starting bool) error
 	sort.Strings(gone)
 	if len(gone) > 0 {
 		g.server.RemoveTools(gone...)
+		for _, name := range gone {
+			g.gate.Forget(name)
+			delete(g.advertised, name)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -190,13 +204,31 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 		return fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
 	}
 	upstreamName := t.Name
+	run := func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		return u.call(ctx, upstreamName, args)
+	}
+	g.gate.Register(gt, run)
+	g.advertised[name] = adv
 	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.gate.Call(ctx, gt, g.gate.Identify(ctx, req), req.Params.Arguments,
-			func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-				return u.call(ctx, upstreamName, args)
-			}), nil
+		return g.gate.Call(ctx, gt, g.gate.Identify(ctx, req), req.Params.Arguments, run), nil
 	})
 	return nil
+}
+
+// advertisedTools returns the mirrored tools as clients see them, by name.
+func (g *Gateway) advertisedTools() []*mcp.Tool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	names := make([]string, 0, len(g.advertised))
+	for n := range g.advertised {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tools := make([]*mcp.Tool, len(names))
+	for i, n := range names {
+		tools[i] = g.advertised[n]
+	}
+	return tools
 }
 
 // Close stops every upstream.

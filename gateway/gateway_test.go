@@ -36,11 +36,25 @@ func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
 	return f
 }
 
+const testSecret = "a test secret that is long enough to seal"
+
+func newGateway(t *testing.T, f *policy.File, opts Options) *Gateway {
+	t.Helper()
+	gw, err := New(f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gw
+}
+
 func start(t *testing.T, f *policy.File, dryRun string) *Gateway {
 	t.Helper()
-	gw := New(f, Options{Version: "test", Logger: quiet, Getenv: func(k string) string {
-		if k == "MCP_DRY_RUN" {
+	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Getenv: func(k string) string {
+		switch k {
+		case "MCP_DRY_RUN":
 			return dryRun
+		case interlock.SecretEnv:
+			return testSecret
 		}
 		return ""
 	}})
@@ -242,7 +256,7 @@ func TestToolListChangesAreMirrored(t *testing.T) {
 
 func TestToolNameCollisions(t *testing.T) {
 	t.Run("without a prefix start fails", func(t *testing.T) {
-		gw := New(config(t, "", "one", "two"), Options{Logger: quiet})
+		gw := newGateway(t, config(t, "", "one", "two"), Options{Logger: quiet})
 		defer gw.Close()
 		err := gw.Start(context.Background())
 		if err == nil {
@@ -270,7 +284,7 @@ func TestToolNameCollisions(t *testing.T) {
 func TestUpstreamThatDoesNotStart(t *testing.T) {
 	f := config(t, "")
 	f.Upstreams = append(f.Upstreams, &policy.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 7})
-	gw := New(f, Options{Logger: quiet})
+	gw := newGateway(t, f, Options{Logger: quiet})
 	defer gw.Close()
 	err := gw.Start(context.Background())
 	if err == nil {

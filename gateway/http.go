@@ -43,19 +43,23 @@ func CheckListen(addr string, f *policy.File) error {
 }
 
 // Handler returns the gateway's HTTP face: MCP at /mcp (with sessions, or
-// stateless) and a health check at /healthz. With API keys configured every
-// MCP request must carry "Authorization: Bearer <key>"; the key's principal
-// and tenant become the caller's identity.
+// stateless), the REST face under /v1/ for callers that do not speak MCP,
+// and a health check at /healthz. With API keys configured every MCP and
+// REST request must carry "Authorization: Bearer <key>"; the key's
+// principal and tenant become the caller's identity.
 func (g *Gateway) Handler(stateless bool) http.Handler {
 	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(
 		func(*http.Request) *mcp.Server { return g.server },
 		&mcp.StreamableHTTPOptions{Stateless: stateless, Logger: g.log},
 	)
+	rest := g.restHandler()
 	if len(g.file.Auth.Keys) > 0 {
-		mcpHandler = auth.RequireBearerToken(keyVerifier(g.file.Auth.Keys), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)
+		requireKey := auth.RequireBearerToken(keyVerifier(g.file.Auth.Keys), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+		mcpHandler, rest = requireKey(mcpHandler), requireKey(rest)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, mcpHandler)
+	mux.Handle("/v1/", rest)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		counts := g.ToolCounts()
 		names := make([]string, 0, len(counts))

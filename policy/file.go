@@ -46,6 +46,7 @@ type File struct {
 	Redact    []string    `yaml:"redact"`
 	Upstreams []*Upstream `yaml:"upstreams"`
 	Auth      Auth        `yaml:"auth"`
+	Store     Store       `yaml:"store"`
 	Rules     []*Rule     `yaml:"rules"`
 
 	// Log receives warnings while deciding, such as a condition that could
@@ -69,6 +70,16 @@ type Upstream struct {
 	Prefix string `yaml:"prefix"`
 
 	Line int `yaml:"-"`
+}
+
+// Store says where live confirm tokens are kept: in the gateway's memory
+// when Redis is empty, or in Redis, shared by every gateway that uses the
+// same server, prefix and INTERLOCK_SECRET.
+type Store struct {
+	// Redis is a redis:// or rediss:// URL.
+	Redis string `yaml:"redis"`
+	// Prefix starts every key interlock writes; "interlock:" when absent.
+	Prefix string `yaml:"prefix"`
 }
 
 // Auth configures HTTP authentication.
@@ -191,6 +202,13 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			}
 			u.Env[k] = expanded
 		}
+	}
+
+	if f.Store.Redis != "" && !strings.HasPrefix(f.Store.Redis, "redis://") && !strings.HasPrefix(f.Store.Redis, "rediss://") {
+		add(keyLine["store"], "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
+	}
+	if f.Store.Prefix == "" {
+		f.Store.Prefix = "interlock:"
 	}
 
 	hashes := map[string]int{}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlock-mcp/interlock"
 )
@@ -124,8 +125,8 @@ func TestDecide(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Rule != tt.wantRule || d.Mode != tt.wantMode || d.Summary != tt.wantSummary {
-				t.Errorf("Decide = %+v, want rule %q mode %s summary %q", d, tt.wantRule, tt.wantMode, tt.wantSummary)
+			if d.Rule != tt.wantRule || d.Mode != tt.wantMode || summary(d) != tt.wantSummary {
+				t.Errorf("Decide = %+v (summary %q), want rule %q mode %s summary %q", d, summary(d), tt.wantRule, tt.wantMode, tt.wantSummary)
 			}
 		})
 	}
@@ -148,7 +149,7 @@ rules:
 func TestSummaryWithMissingArgumentFallsBack(t *testing.T) {
 	f := parse(t, testPolicy)
 	d, _ := f.Decide(context.Background(), &interlock.Call{Tool: "refund_invoice", Hints: interlock.HintsOf(nil), Args: map[string]any{"amount": 5.0}})
-	if d.Rule != "refunds" || d.Summary != "" {
+	if d.Rule != "refunds" || summary(d) != "" {
 		t.Errorf("Decide = %+v: want rule refunds and no half-filled summary", d)
 	}
 }
@@ -194,5 +195,67 @@ func TestIsSecretAndEnv(t *testing.T) {
 	}
 	if f.MaxArgumentBytes != interlock.DefaultMaxArgumentBytes || f.DefaultMode != interlock.ModeFlag {
 		t.Errorf("defaults not applied: %+v", f)
+	}
+}
+
+func summary(d interlock.Decision) string {
+	if d.Summarize == nil {
+		return ""
+	}
+	return d.Summarize(nil)
+}
+
+func TestTokenRulesWithPreview(t *testing.T) {
+	f := parse(t, `
+store:
+  redis: redis://127.0.0.1:6379/0
+  prefix: "test:"
+rules:
+  - name: plan-changes
+    match: {tools: [upgrade_plan]}
+    mode: token
+    ttl: 90s
+    preview:
+      tool: get_customer
+      args: {id: args.customer_id}
+    summary: "Upgrade {{.preview.name}} from {{.preview.plan}} to {{.args.to}}."
+`)
+	if f.Store.Redis != "redis://127.0.0.1:6379/0" || f.Store.Prefix != "test:" {
+		t.Errorf("store = %+v", f.Store)
+	}
+	d, err := f.Decide(context.Background(), &interlock.Call{Tool: "upgrade_plan", Hints: interlock.HintsOf(nil),
+		Args: map[string]any{"customer_id": "acct_9931", "to": "scale"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Mode != interlock.ModeToken || d.TTL != 90*time.Second {
+		t.Errorf("decision = %+v", d)
+	}
+	if d.Preview == nil || d.Preview.Tool != "get_customer" || d.Preview.Args["id"] != "acct_9931" {
+		t.Fatalf("preview = %+v", d.Preview)
+	}
+	got := d.Summarize(map[string]any{"name": "Northwind Traders", "plan": "pro"})
+	if got != "Upgrade Northwind Traders from pro to scale." {
+		t.Errorf("summary = %q", got)
+	}
+	if !slices.Contains(f.ToolModes("upgrade_plan", "", interlock.HintsOf(nil)), interlock.ModeToken) {
+		t.Error("ToolModes misses token")
+	}
+}
+
+func TestTokenRuleErrors(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"rules:\n  - {name: a, mode: token, ttl: soon}\n", `rule "a": ttl "soon" is not a duration`},
+		{"rules:\n  - {name: a, mode: token, ttl: 100h}\n", `rule "a": ttl 100h must be between 1s and 24h`},
+		{"rules:\n  - {name: a, mode: flag, ttl: 90s}\n", `rule "a": ttl applies only to mode token`},
+		{"rules:\n  - {name: a, mode: token, preview: {args: {id: args.id}}}\n", `rule "a": preview needs tool`},
+		{"rules:\n  - {name: a, mode: token, preview: {tool: t, args: {id: 'args.'}}}\n", `rule "a": preview argument id:`},
+		{"store: {redis: 'http://x'}\n", "store.redis must be a redis:// or rediss:// URL"},
+	}
+	for _, tt := range tests {
+		_, err := Parse("p.yaml", []byte(tt.src), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tt.src, err, tt.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"text/template"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"go.yaml.in/yaml/v4"
@@ -28,12 +29,28 @@ type Rule struct {
 	// Annotations override the hints that the matched tools advertise and
 	// that later rules match on.
 	Annotations map[string]bool `yaml:"annotations"`
+	// TTL is how long a confirm token lives (mode token), as a Go duration
+	// such as 90s; 60s when absent.
+	TTL string `yaml:"ttl"`
+	// Preview names a read-only tool to call before asking for
+	// confirmation; its result is .preview in the summary template.
+	Preview *Preview `yaml:"preview"`
 
 	Line int `yaml:"-"`
 
-	program  cel.Program
-	summary  *template.Template
-	override func(interlock.Hints) interlock.Hints
+	program     cel.Program
+	summary     *template.Template
+	override    func(interlock.Hints) interlock.Hints
+	ttl         time.Duration
+	previewArgs map[string]cel.Program
+}
+
+// Preview is a call of a read-only tool that shows what a gated call will
+// touch. Each argument is a CEL expression over the call, such as
+// args.customer_id.
+type Preview struct {
+	Tool string            `yaml:"tool"`
+	Args map[string]string `yaml:"args"`
 }
 
 // Match selects tools by name, upstream and hints. Every field that is set
@@ -135,6 +152,38 @@ func (r *Rule) compile() []string {
 			r.program = prg
 		}
 	}
+	if r.TTL != "" {
+		d, err := time.ParseDuration(r.TTL)
+		switch {
+		case err != nil:
+			fail("ttl %q is not a duration such as 90s or 5m", r.TTL)
+		case d < time.Second || d > 24*time.Hour:
+			fail("ttl %s must be between 1s and 24h", r.TTL)
+		case r.Mode != interlock.ModeToken:
+			fail("ttl applies only to mode token")
+		default:
+			r.ttl = d
+		}
+	}
+	if r.Preview != nil {
+		if r.Preview.Tool == "" {
+			fail("preview needs tool: the read-only tool to call")
+		}
+		r.previewArgs = map[string]cel.Program{}
+		for name, expr := range r.Preview.Args {
+			ast, iss := celEnv.Compile(expr)
+			if iss.Err() != nil {
+				fail("preview argument %s: %v", name, strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+				continue
+			}
+			prg, err := celEnv.Program(ast)
+			if err != nil {
+				fail("preview argument %s: %v", name, err)
+				continue
+			}
+			r.previewArgs[name] = prg
+		}
+	}
 	if r.Summary != "" {
 		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.Summary)
 		if err != nil {
@@ -187,13 +236,7 @@ func (r *Rule) holds(c *interlock.Call) (bool, error) {
 	if r.program == nil {
 		return true, nil
 	}
-	out, _, err := r.program.Eval(map[string]any{
-		"tool":      c.Tool,
-		"upstream":  c.Upstream,
-		"args":      c.Args,
-		"principal": c.Principal,
-		"tenant":    c.Tenant,
-	})
+	out, _, err := r.program.Eval(activation(c))
 	if err != nil {
 		return r.Mode != interlock.ModeAllow, fmt.Errorf("rule %q: evaluating when: %w", r.Name, err)
 	}
@@ -204,25 +247,52 @@ func (r *Rule) holds(c *interlock.Call) (bool, error) {
 	return b, nil
 }
 
-// render fills the rule's summary template for c; "" when it has none or
-// it cannot be filled (a missing argument), so the gate's generic summary
-// stands in.
-func (r *Rule) render(c *interlock.Call) string {
-	if r.summary == nil {
-		return ""
-	}
-	var b strings.Builder
-	err := r.summary.Execute(&b, map[string]any{
+// activation is what CEL expressions and summary templates see of a call.
+func activation(c *interlock.Call) map[string]any {
+	return map[string]any{
 		"tool":      c.Tool,
 		"upstream":  c.Upstream,
 		"args":      c.Args,
 		"principal": c.Principal,
 		"tenant":    c.Tenant,
-	})
-	if err != nil {
+	}
+}
+
+// render fills the rule's summary template for c and the preview's result;
+// "" when it has none or it cannot be filled (a missing argument), so the
+// gate's generic summary stands in.
+func (r *Rule) render(c *interlock.Call, preview any) string {
+	if r.summary == nil {
+		return ""
+	}
+	data := activation(c)
+	data["preview"] = preview
+	var b strings.Builder
+	if err := r.summary.Execute(&b, data); err != nil {
 		return ""
 	}
 	return b.String()
+}
+
+// decision is what the rule decides for c.
+func (r *Rule) decision(c *interlock.Call) (interlock.Decision, error) {
+	d := interlock.Decision{Rule: r.Name, Mode: r.Mode, TTL: r.ttl}
+	if d.Mode == interlock.ModeAllow || d.Mode == interlock.ModeDeny {
+		return d, nil
+	}
+	d.Summarize = func(preview any) string { return r.render(c, preview) }
+	if r.Preview != nil {
+		args := make(map[string]any, len(r.previewArgs))
+		for name, prg := range r.previewArgs {
+			out, _, err := prg.Eval(activation(c))
+			if err != nil {
+				return d, fmt.Errorf("rule %q: preview argument %s: %w", r.Name, name, err)
+			}
+			args[name] = out.Value()
+		}
+		d.Preview = &interlock.PreviewCall{Tool: r.Preview.Tool, Args: args}
+	}
+	return d, nil
 }
 
 // Hints returns a tool's hints as the policy sees them: h with the
@@ -257,11 +327,7 @@ func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision,
 		if !ok {
 			continue
 		}
-		d := interlock.Decision{Rule: r.Name, Mode: r.Mode}
-		if d.Mode != interlock.ModeAllow {
-			d.Summary = r.render(c)
-		}
-		return d, nil
+		return r.decision(c)
 	}
 	return interlock.Decision{Mode: f.defaultMode(c.Hints)}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/redis"
 )
 
 //go:embed builtin.yaml
@@ -72,7 +74,21 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	gw := gateway.New(f, gateway.Options{Version: version, Logger: log})
+	opts := gateway.Options{Version: version, Logger: log}
+	store := "memory (this process only)"
+	if f.Store.Redis != "" {
+		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)
+		if err != nil {
+			return err
+		}
+		defer tokens.Close()
+		opts.Tokens = tokens
+		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
+	}
+	gw, err := gateway.New(f, opts)
+	if err != nil {
+		return err
+	}
 	defer gw.Close()
 	if err := gw.Start(ctx); err != nil {
 		return err
@@ -95,7 +111,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
 	}
-	printBanner(stderr, where, dataDir, f, gw)
+	printBanner(stderr, where, dataDir, store, f, gw)
 
 	if *stdio {
 		err := gw.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -125,14 +141,24 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	return nil
 }
 
+// redactURL hides a password in a store URL before it is printed.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func printBanner(w io.Writer, where, dataDir string, f *policy.File, gw *gateway.Gateway) {
+func printBanner(w io.Writer, where, dataDir, store string, f *policy.File, gw *gateway.Gateway) {
 	fmt.Fprintf(w, "interlock %s\n", version)
 	fmt.Fprintf(w, "  serving   %s\n", where)
 	fmt.Fprintf(w, "  data      %s\n", dataDir)
+	fmt.Fprintf(w, "  tokens    %s\n", store)
 	fmt.Fprintf(w, "  config    %s (%d rules)\n", f.Path, len(f.Rules))
 	counts := gw.ToolCounts()
 	names := make([]string, 0, len(counts))

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// restCall is the body of POST /v1/tools/{name}/call.
+type restCall struct {
+	// Arguments are the tool's arguments.
+	Arguments json.RawMessage `json:"arguments"`
+	// Confirm is the agent's __confirm (mode flag).
+	Confirm *bool `json:"confirm,omitempty"`
+	// ConfirmToken is the __confirm_token of the handshake (mode token).
+	ConfirmToken string `json:"confirm_token,omitempty"`
+}
+
+// statusOf maps a wire code to the HTTP status of the REST face; it is the
+// one place that decides.
+func statusOf(code interlock.Code) int {
+	switch code {
+	case interlock.CodeConfirmationRequired:
+		return http.StatusPreconditionRequired
+	case interlock.CodeValidationFailed:
+		return http.StatusBadRequest
+	case interlock.CodeNotFound:
+		return http.StatusNotFound
+	case interlock.CodeAuthInvalid:
+		return http.StatusUnauthorized
+	case interlock.CodePermissionDenied, interlock.CodeScopeRejected, interlock.CodeToolNotAllowed,
+		interlock.CodeConsentTokenInvalid, interlock.CodeConsentTokenMismatch, interlock.CodeDeclined:
+		return http.StatusForbidden
+	case interlock.CodeConsentTokenExpired:
+		return http.StatusGone
+	case interlock.CodeDryRunPreview, interlock.CodeCancelled:
+		return http.StatusConflict
+	case interlock.CodeApprovalPending:
+		return http.StatusAccepted
+	case interlock.CodeRateLimited:
+		return http.StatusTooManyRequests
+	case interlock.CodeUpstreamError:
+		return http.StatusBadGateway
+	case interlock.CodeUpstreamTimeout:
+		return http.StatusGatewayTimeout
+	case interlock.CodeUpstreamUnavailable, interlock.CodeCircuitOpen, interlock.CodeBulkheadFull:
+		return http.StatusServiceUnavailable
+	case interlock.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	// A tool's own error result without an interlock code.
+	return http.StatusUnprocessableEntity
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	body := interlock.BodyOf(err)
+	writeJSON(w, statusOf(body.Code), body)
+}
+
+// restHandler serves the REST face for callers that do not speak MCP:
+// POST /v1/tools/{name}/call runs one call through the gate, and
+// GET /v1/tools lists the tools as MCP clients see them.
+func (g *Gateway) restHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/tools", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"tools": g.advertisedTools()})
+	})
+	mux.HandleFunc("POST /v1/tools/{name}/call", g.restCall)
+	return mux
+}
+
+func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	tool, run, ok := g.gate.Tool(name)
+	if !ok {
+		writeError(w, interlock.Errorf(interlock.CodeNotFound, "List the tools with GET /v1/tools and call one of them.", "No tool named %q.", name))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, int64(g.file.MaxArgumentBytes)+64<<10)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var call restCall
+	if err := dec.Decode(&call); err != nil {
+		var tooLarge *http.MaxBytesError
+		msg := "The request body is not a JSON object of the form {\"arguments\": {…}, \"confirm\": true, \"confirm_token\": \"…\"}."
+		if errors.As(err, &tooLarge) {
+			msg = fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit)
+		}
+		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Message: msg, Err: err,
+			Hint: `Send {"arguments": {…}} with the tool's arguments, plus "confirm_token" or "confirm" when asked to.`})
+		return
+	}
+	raw, err := withMeta(call)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req := &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}}
+	res := g.gate.Call(r.Context(), tool, g.gate.Identify(r.Context(), req), raw, run)
+	if !res.IsError {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	body := bodyOf(res)
+	if body.Code == "" {
+		writeJSON(w, statusOf(""), res)
+		return
+	}
+	writeJSON(w, statusOf(body.Code), body)
+}
+
+// withMeta folds the REST body's confirm and confirm_token into the
+// arguments as the meta-arguments the gate reads.
+func withMeta(call restCall) (json.RawMessage, error) {
+	args := bytes.TrimSpace(call.Arguments)
+	if call.Confirm == nil && call.ConfirmToken == "" {
+		return args, nil
+	}
+	var fields map[string]json.RawMessage
+	if len(args) > 0 && !bytes.Equal(args, []byte("null")) {
+		if err := json.Unmarshal(args, &fields); err != nil {
+			return nil, &interlock.Error{Code: interlock.CodeValidationFailed, Err: err,
+				Message: "arguments must be a JSON object.", Hint: `Send "arguments" as an object of named values.`}
+		}
+	}
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	if call.Confirm != nil {
+		fields[interlock.MetaConfirm], _ = json.Marshal(*call.Confirm)
+	}
+	if call.ConfirmToken != "" {
+		fields[interlock.MetaConfirmToken], _ = json.Marshal(call.ConfirmToken)
+	}
+	return json.Marshal(fields)
+}
+
+// bodyOf reads an error result's structured body.
+func bodyOf(res *mcp.CallToolResult) interlock.Body {
+	var body interlock.Body
+	if b, err := json.Marshal(res.StructuredContent); err == nil {
+		_ = json.Unmarshal(b, &body)
+	}
+	return body
+}
