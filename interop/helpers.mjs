@@ -42,7 +42,19 @@ export const GATED_TOOLS = [
 ];
 export const ALL_TOOLS = [...READ_ONLY_TOOLS, ...GATED_TOOLS].sort();
 
-export const RECOVERY_HINT = 'Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute';
+// The built-in policy's modes: flag tools take `__confirm: true`, token tools
+// take `__confirm_token` (the confirm-token handshake). refund_invoice over
+// $1,000 is denied outright.
+export const FLAG_TOOLS = ['delete_customer', 'promote_release', 'send_reminder'];
+export const TOKEN_TOOLS = ['downgrade_plan', 'refund_invoice', 'upgrade_plan'];
+
+// The recovery hints of a DRY_RUN_PREVIEW (interlock.FlagHint and
+// interlock.TokenDryRunHint in Go).
+export const FLAG_HINT = 'Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute';
+export const TOKEN_DRY_RUN_HINT =
+  'Set MCP_DRY_RUN=false AND call again without __confirm_token to get a confirm token; ' +
+  'show its summary to the user and pass it back as __confirm_token only after they agree';
+export const RECOVERY_HINT = FLAG_HINT;
 
 // A fresh state directory per gateway, so tests never share the demo database.
 export function tempDataDir() {
@@ -117,7 +129,8 @@ export function isAlive(pid) {
 
 // Starts `interlock serve --listen 127.0.0.1:0` as a child process, reads the
 // URL from its stderr banner and connects a client over streamable HTTP.
-export async function startHttp({ dryRun, stateless = false } = {}) {
+// fetch, if given, is handed to the SDK transport (to observe requests).
+export async function startHttp({ dryRun, stateless = false, fetch } = {}) {
   const dataDir = tempDataDir();
   const args = ['serve', '--listen', '127.0.0.1:0', '--data', dataDir];
   if (stateless) args.push('--stateless');
@@ -165,7 +178,7 @@ export async function startHttp({ dryRun, stateless = false } = {}) {
     throw new Error(`${err.message}\n--- gateway stderr ---\n${stderr}`);
   }
 
-  const transport = new StreamableHTTPClientTransport(url);
+  const transport = new StreamableHTTPClientTransport(url, fetch ? { fetch } : undefined);
   const client = newClient();
   try {
     await client.connect(transport);
@@ -227,17 +240,24 @@ export function assertGatewayError(result, code) {
 }
 
 // Asserts a DRY_RUN_PREVIEW for the given arguments (preview = args without
-// __confirm). Returns structuredContent.
-export function assertPreview(result, args) {
+// the meta-arguments __confirm and __confirm_token) with the given recovery
+// hint (the flag-mode hint unless told). A preview never carries a confirm
+// token. Returns structuredContent.
+export function assertPreview(result, args, hint = FLAG_HINT) {
   const sc = assertGatewayError(result, 'DRY_RUN_PREVIEW');
   assert.equal(sc.retriable, false);
-  assert.equal(sc.recovery_hint, RECOVERY_HINT);
+  assert.equal(sc.recovery_hint, hint);
   const expected = { ...args };
   delete expected.__confirm;
-  assert.deepEqual(sc.preview, expected, 'preview must be the arguments without __confirm');
+  delete expected.__confirm_token;
+  assert.deepEqual(sc.preview, expected, 'preview must be the arguments without the meta-arguments');
   assert.ok(!('__confirm' in sc.preview), 'preview must not contain __confirm');
+  assert.ok(!('__confirm_token' in sc.preview), 'preview must not contain __confirm_token');
   assert.equal(typeof sc.summary, 'string');
   assert.ok(sc.summary.length > 0, 'summary must not be empty');
+  for (const key of ['confirm_token', 'confirm_required', 'ttl_seconds', 'expires_at']) {
+    assert.ok(!(key in sc), `a dry-run preview must not carry ${key}: ${JSON.stringify(sc)}`);
+  }
   return sc;
 }
 

@@ -69,7 +69,14 @@ func connectStdio(t *testing.T, dryRun string) *mcp.ClientSession {
 // the MCP URL from its banner.
 func servedHTTP(t *testing.T, extra ...string) string {
 	t.Helper()
+	return servedHTTPWith(t, nil, extra...)
+}
+
+// servedHTTPWith is servedHTTP with extra environment variables.
+func servedHTTPWith(t *testing.T, env []string, extra ...string) string {
+	t.Helper()
 	cmd := command("", append([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, extra...)...)
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

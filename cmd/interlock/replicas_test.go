@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestTokenExactlyOnceAcrossGateways runs two `interlock serve` processes
+// that share Redis, INTERLOCK_SECRET and the demo database, takes a confirm
+// token from one, and redeems it 1,000 times at once on both: the refund
+// must happen exactly once.
+func TestTokenExactlyOnceAcrossGateways(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "interlock.yaml")
+	prefix := fmt.Sprintf("interlock-test:replicas:%d:", time.Now().UnixNano())
+	err := os.WriteFile(config, []byte(fmt.Sprintf(`
+upstreams:
+  - name: demo
+    command: [%q, demo, --db, %q]
+store:
+  redis: redis://127.0.0.1:6379/0
+  prefix: %q
+rules:
+  - name: refunds
+    match: {tools: [refund_invoice]}
+    mode: token
+    summary: "Refund ${{.args.amount}} on {{.args.invoice_id}}."
+`, binary, filepath.Join(dir, "demo.db"), prefix)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("r", 40)}
+	a := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+	b := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 32, MaxIdleConnsPerHost: 32}, Timeout: 60 * time.Second}
+	call := func(base, tool, body string) (int, map[string]any) {
+		resp, err := client.Post(base+"/v1/tools/"+tool+"/call", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+
+	status, body := call(a, "refund_invoice", `{"arguments":{"invoice_id":"inv_1003","amount":1}}`)
+	if status != http.StatusPreconditionRequired {
+		t.Fatalf("describe: %d %v", status, body)
+	}
+	redeem := fmt.Sprintf(`{"arguments":{"invoice_id":"inv_1003","amount":1},"confirm_token":%q}`, body["confirm_token"])
+
+	var ok, invalid atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 1000 {
+		wg.Go(func() {
+			<-start
+			base := a
+			if i%2 == 1 {
+				base = b
+			}
+			switch status, body := call(base, "refund_invoice", redeem); {
+			case status == http.StatusOK:
+				ok.Add(1)
+			case status == http.StatusForbidden && body["code"] == "CONSENT_TOKEN_INVALID":
+				invalid.Add(1)
+			default:
+				t.Errorf("redeem: %d %v", status, body)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ok.Load() != 1 || invalid.Load() != 999 {
+		t.Errorf("%d redemptions ran and %d were CONSENT_TOKEN_INVALID; want 1 and 999", ok.Load(), invalid.Load())
+	}
+
+	// The demo database agrees: one dollar was refunded, once.
+	status, body = call(b, "list_invoices", `{"arguments":{"customer_id":"acct_9931"}}`)
+	if status != http.StatusOK {
+		t.Fatalf("list_invoices: %d %v", status, body)
+	}
+	invoices := body["structuredContent"].(map[string]any)["invoices"].([]any)
+	for _, inv := range invoices {
+		if m := inv.(map[string]any); m["id"] == "inv_1003" && m["refunded"] != 1.0 {
+			t.Errorf("inv_1003 refunded %v, want 1", m["refunded"])
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+func post(t *testing.T, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if resp.Header.Get("Content-Type") == "application/json" {
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("body %s: %v", b, err)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+func TestREST(t *testing.T) {
+	f := config(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: ops, tenant: acme}
+rules:
+  - name: wipes-need-a-token
+    match: {tools: [wipe]}
+    mode: token
+    summary: "Wipe {{.args.target}}."
+`, HashKey("ops-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	url := func(tool string) string { return srv.URL + "/v1/tools/" + tool + "/call" }
+
+	status, body := post(t, url("wipe"), "", `{"arguments":{"target":"all"}}`)
+	if status != http.StatusUnauthorized {
+		t.Fatalf("without a key: %d %v", status, body)
+	}
+
+	status, body = post(t, url("wipe"), "ops-key", `{"arguments":{"target":"all"}}`)
+	if status != http.StatusPreconditionRequired || body["code"] != "CONFIRMATION_REQUIRED" || body["summary"] != "Wipe all." || body["confirm_required"] != true {
+		t.Fatalf("describe: %d %v", status, body)
+	}
+	token := body["confirm_token"].(string)
+
+	redeem := fmt.Sprintf(`{"arguments":{"target":"all"},"confirm_token":%q}`, token)
+	status, body = post(t, url("wipe"), "ops-key", redeem)
+	if status != http.StatusOK || body["content"].([]any)[0].(map[string]any)["text"] != "wiped" {
+		t.Fatalf("redeem: %d %v", status, body)
+	}
+	status, body = post(t, url("wipe"), "ops-key", redeem)
+	if status != http.StatusForbidden || body["code"] != "CONSENT_TOKEN_INVALID" {
+		t.Fatalf("second redeem: %d %v", status, body)
+	}
+
+	tests := []struct {
+		name       string
+		tool, body string
+		wantStatus int
+		wantCode   interlock.Code
+	}{
+		{"read-only tool runs", "echo", `{"arguments":{"x":1}}`, http.StatusOK, ""},
+		{"unknown tool", "nope", `{"arguments":{}}`, http.StatusNotFound, interlock.CodeNotFound},
+		{"body is not JSON", "echo", `{"arguments":`, http.StatusBadRequest, interlock.CodeValidationFailed},
+		{"unknown body field", "echo", `{"args":{}}`, http.StatusBadRequest, interlock.CodeValidationFailed},
+		{"arguments not an object", "echo", `{"arguments":[1]}`, http.StatusBadRequest, interlock.CodeValidationFailed},
+		{"schema violation", "wipe", `{"arguments":{}}`, http.StatusBadRequest, interlock.CodeValidationFailed},
+		{"forged token", "wipe", `{"arguments":{"target":"all"},"confirm_token":"ilt1_AAAA"}`, http.StatusForbidden, interlock.CodeConsentTokenInvalid},
+		{"body too large", "echo", `{"arguments":{"x":"` + strings.Repeat("x", 2<<20) + `"}}`, http.StatusBadRequest, interlock.CodeValidationFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := post(t, url(tt.tool), "ops-key", tt.body)
+			if status != tt.wantStatus {
+				t.Errorf("status %d, want %d (%v)", status, tt.wantStatus, body)
+			}
+			if tt.wantCode != "" && body["code"] != string(tt.wantCode) {
+				t.Errorf("code %v, want %s", body["code"], tt.wantCode)
+			}
+			if tt.wantCode != "" && (body["recovery_hint"] == nil || body["recovery_hint"] == "") {
+				t.Errorf("no recovery hint: %v", body)
+			}
+		})
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/tools", nil)
+	req.Header.Set("Authorization", "Bearer ops-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Tools []struct {
+			Name        string         `json:"name"`
+			InputSchema map[string]any `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if len(list.Tools) != 4 || list.Tools[3].Name != "wipe" {
+		t.Fatalf("GET /v1/tools = %+v", list)
+	}
+	if props := list.Tools[3].InputSchema["properties"].(map[string]any); props[interlock.MetaConfirmToken] == nil {
+		t.Errorf("wipe does not advertise __confirm_token: %v", props)
+	}
+}
+
+func TestRESTUnderDryRunAndFlag(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "")
+	srv := httptest.NewServer(gw.Handler(true))
+	defer srv.Close()
+	status, body := post(t, srv.URL+"/v1/tools/wipe/call", "", `{"arguments":{"target":"all"},"confirm":true}`)
+	if status != http.StatusConflict || body["code"] != "DRY_RUN_PREVIEW" {
+		t.Errorf("dry run: %d %v", status, body)
+	}
+	if preview, _ := body["preview"].(map[string]any); preview["target"] != "all" || preview["__confirm"] != nil {
+		t.Errorf("preview = %v", body["preview"])
+	}
+
+	live := start(t, config(t, "", "fx"), "false")
+	srv2 := httptest.NewServer(live.Handler(true))
+	defer srv2.Close()
+	if status, body := post(t, srv2.URL+"/v1/tools/wipe/call", "", `{"arguments":{"target":"all"},"confirm":true}`); status != http.StatusOK {
+		t.Errorf("flag with confirm: %d %v", status, body)
+	}
+	if status, body := post(t, srv2.URL+"/v1/tools/wipe/call", "", `{"arguments":{"target":"all"}}`); status != http.StatusConflict {
+		t.Errorf("flag without confirm: %d %v", status, body)
+	}
+}
