@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -176,7 +177,8 @@ func TestToolCalls(t *testing.T) {
 		{name: "get seeded customer", tool: "get_customer", args: map[string]any{"id": "acct_9931"},
 			want: map[string]any{"id": "acct_9931", "name": "Northwind Traders", "email": "billing@northwind.example",
 				"plan": "pro", "plan_price": 19.0, "plan_price_formatted": "$19.00",
-				"invoice_count": 3.0, "open_invoice_count": 1.0, "balance": 480.0, "balance_formatted": "$480.00"}},
+				"invoice_count": 3.0, "open_invoice_count": 1.0, "balance": 480.0, "balance_formatted": "$480.00",
+				"plan_prices": map[string]any{"free": "$0.00", "pro": "$19.00", "scale": "$49.00"}}},
 		{name: "get scale customer", tool: "get_customer", args: map[string]any{"id": "acct_1024"},
 			want: map[string]any{"name": "Globex", "plan": "scale", "plan_price": 49.0, "invoice_count": 2.0, "balance_formatted": "$2,400.00"}},
 		{name: "get free customer", tool: "get_customer", args: map[string]any{"id": "acct_2048"},
@@ -240,7 +242,7 @@ func TestToolCalls(t *testing.T) {
 				body = mustFail(t, cs, tt.tool, tt.args, tt.wantCode)
 			}
 			for k, v := range tt.want {
-				if body[k] != v {
+				if !reflect.DeepEqual(body[k], v) {
 					t.Errorf("%s = %#v, want %#v (body %v)", k, body[k], v, body)
 				}
 			}

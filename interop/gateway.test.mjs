@@ -7,9 +7,13 @@ import { after, before, describe, it } from 'node:test';
 
 import {
   ALL_TOOLS,
+  FLAG_HINT,
+  FLAG_TOOLS,
   GATED_TOOLS,
   READ_ONLY_TOOLS,
   TEST_TIMEOUT,
+  TOKEN_DRY_RUN_HINT,
+  TOKEN_TOOLS,
   assertGatewayError,
   assertPreview,
   startHttp,
@@ -31,14 +35,27 @@ async function checkToolList(client) {
     }
     assert.equal(t.inputSchema.type, 'object', `${t.name}: inputSchema.type`);
   }
+  assert.deepEqual([...FLAG_TOOLS, ...TOKEN_TOOLS].sort(), [...GATED_TOOLS].sort(), 'every gated tool has one mode');
   for (const name of READ_ONLY_TOOLS) {
+    const props = byName[name].inputSchema.properties ?? {};
     assert.equal(byName[name].annotations.readOnlyHint, true, `${name}: readOnlyHint`);
-    assert.ok(!('__confirm' in (byName[name].inputSchema.properties ?? {})), `${name} must not take __confirm`);
+    assert.ok(!('__confirm' in props), `${name} must not take __confirm`);
+    assert.ok(!('__confirm_token' in props), `${name} must not take __confirm_token`);
   }
   for (const name of GATED_TOOLS) {
     assert.equal(byName[name].annotations.readOnlyHint, false, `${name}: readOnlyHint`);
-    assert.equal(byName[name].inputSchema.properties?.__confirm?.type, 'boolean', `${name} must take __confirm: boolean`);
-    assert.ok(!(byName[name].inputSchema.required ?? []).includes('__confirm'), `${name}: __confirm must be optional`);
+  }
+  for (const name of FLAG_TOOLS) {
+    const schema = byName[name].inputSchema;
+    assert.equal(schema.properties?.__confirm?.type, 'boolean', `${name} must take __confirm: boolean`);
+    assert.ok(!(schema.required ?? []).includes('__confirm'), `${name}: __confirm must be optional`);
+    assert.ok(!('__confirm_token' in schema.properties), `flag-mode ${name} must not take __confirm_token`);
+  }
+  for (const name of TOKEN_TOOLS) {
+    const schema = byName[name].inputSchema;
+    assert.equal(schema.properties?.__confirm_token?.type, 'string', `${name} must take __confirm_token: string`);
+    assert.ok(!(schema.required ?? []).includes('__confirm_token'), `${name}: __confirm_token must be optional`);
+    assert.ok(!('__confirm' in schema.properties), `token-mode ${name} must not take __confirm`);
   }
   assert.equal(byName.get_customer.annotations.readOnlyHint, true);
   assert.equal(byName.delete_customer.annotations.destructiveHint, true);
@@ -62,7 +79,7 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
     assert.ok(gw.client.getServerCapabilities()?.tools, 'tools capability');
   });
 
-  it('tools/list returns the 9 demo tools with explicit hints and __confirm only on gated tools', T, async () => {
+  it('tools/list returns the 9 demo tools with explicit hints, __confirm on flag tools, __confirm_token on token tools', T, async () => {
     await checkToolList(gw.client);
   });
 
@@ -90,23 +107,39 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
     assert.deepEqual(sc.preview, { customer_id: 'acct_9931' });
   });
 
-  it('every destructive demo tool previews instead of running', T, async () => {
+  it('every destructive demo tool previews instead of running, with the hint of its mode', T, async () => {
+    // Flag tools are called with the agent's key; token tools as an agent
+    // first calls them, without __confirm_token.
     const calls = [
-      ['delete_customer', { id: 'acct_2048', __confirm: true }],
-      ['upgrade_plan', { customer_id: 'acct_2048', to: 'pro', __confirm: true }],
-      ['downgrade_plan', { customer_id: 'acct_1024', to: 'pro', __confirm: true }],
-      ['promote_release', { service: 'web', environment: 'production', __confirm: true }],
-      ['refund_invoice', { invoice_id: 'inv_1003', amount: 10, __confirm: true }],
+      ['delete_customer', { id: 'acct_2048', __confirm: true }, FLAG_HINT],
+      ['upgrade_plan', { customer_id: 'acct_2048', to: 'pro' }, TOKEN_DRY_RUN_HINT],
+      ['downgrade_plan', { customer_id: 'acct_1024', to: 'pro' }, TOKEN_DRY_RUN_HINT],
+      ['promote_release', { service: 'web', environment: 'production', __confirm: true }, FLAG_HINT],
+      ['refund_invoice', { invoice_id: 'inv_1003', amount: 10 }, TOKEN_DRY_RUN_HINT],
+      ['send_reminder', { customer_id: 'acct_2048', __confirm: true }, FLAG_HINT],
     ];
-    for (const [name, args] of calls) {
+    assert.deepEqual(calls.map(([name]) => name).sort(), [...GATED_TOOLS].sort(), 'covers every gated tool');
+    for (const [name, args, hint] of calls) {
       const res = await gw.client.callTool({ name, arguments: args });
-      assertPreview(res, args);
+      assertPreview(res, args, hint);
     }
-    // Nothing ran: Initech still exists on the free plan.
+    // Nothing ran: Initech still exists on the free plan, Globex is still on
+    // scale and inv_1003 has no refund.
     const res = await gw.client.callTool({ name: 'get_customer', arguments: { id: 'acct_2048' } });
     assert.notEqual(res.isError, true, JSON.stringify(res));
     assert.equal(res.structuredContent?.name, 'Initech');
     assert.equal(res.structuredContent?.plan, 'free');
+    const globex = await gw.client.callTool({ name: 'get_customer', arguments: { id: 'acct_1024' } });
+    assert.equal(globex.structuredContent?.plan, 'scale', JSON.stringify(globex));
+    const inv = await gw.client.callTool({ name: 'list_invoices', arguments: { customer_id: 'acct_9931' } });
+    const i1003 = inv.structuredContent?.invoices?.find((i) => i.id === 'inv_1003');
+    assert.equal(i1003?.refunded, 0, JSON.stringify(inv.structuredContent));
+  });
+
+  it('a token tool with a __confirm_token still only previews while dry run is on', T, async () => {
+    const args = { customer_id: 'acct_2048', to: 'pro', __confirm_token: 'ilt1_not-a-real-token' };
+    const sc = assertPreview(await gw.client.callTool({ name: 'upgrade_plan', arguments: args }), args, TOKEN_DRY_RUN_HINT);
+    assert.deepEqual(sc.preview, { customer_id: 'acct_2048', to: 'pro' });
   });
 
   it('get_customer {id: 5} gives VALIDATION_FAILED with validation_issues[0].path "id"', T, async () => {
@@ -118,14 +151,15 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
     assert.equal(typeof sc.validation_issues[0].code, 'string');
   });
 
-  it('refund_invoice of 2000 with __confirm gives TOOL_NOT_ALLOWED', T, async () => {
+  it('refund_invoice of 2000 gives TOOL_NOT_ALLOWED, neither preview nor token', T, async () => {
     const res = await gw.client.callTool({
       name: 'refund_invoice',
-      arguments: { invoice_id: 'inv_1005', amount: 2000, __confirm: true },
+      arguments: { invoice_id: 'inv_1005', amount: 2000 },
     });
     const sc = assertGatewayError(res, 'TOOL_NOT_ALLOWED');
     assert.equal(sc.retriable, false);
     assert.ok(!('preview' in sc), 'a denied call is not a preview');
+    assert.ok(!('confirm_token' in sc), 'a denied call issues no token');
   });
 });
 
@@ -177,12 +211,14 @@ describe('stdio, MCP_DRY_RUN=false', () => {
     );
   });
 
-  it('refund_invoice of 2000 with both keys is TOOL_NOT_ALLOWED and refunds nothing', T, async () => {
+  it('refund_invoice of 2000 with the operator key is TOOL_NOT_ALLOWED, issues no token and refunds nothing', T, async () => {
     const res = await gw.client.callTool({
       name: 'refund_invoice',
-      arguments: { invoice_id: 'inv_1005', amount: 2000, __confirm: true },
+      arguments: { invoice_id: 'inv_1005', amount: 2000 },
     });
-    assertGatewayError(res, 'TOOL_NOT_ALLOWED');
+    const sc = assertGatewayError(res, 'TOOL_NOT_ALLOWED');
+    assert.equal(sc.retriable, false);
+    assert.ok(!('confirm_token' in sc), 'a denied call issues no token');
     const inv = await gw.client.callTool({ name: 'list_invoices', arguments: { customer_id: 'acct_1024' } });
     assert.notEqual(inv.isError, true, JSON.stringify(inv));
     const i1005 = inv.structuredContent?.invoices?.find((i) => i.id === 'inv_1005');
