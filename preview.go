@@ -127,4 +127,3 @@ func (g *Gate) dryRunPreview(ctx context.Context, c *Call, d Decision, hint stri
 }
 
 const operatorKeyMissing = `the operator key (MCP_DRY_RUN is not "false")`
-
