@@ -139,23 +139,13 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 		case MetaConfirm:
 			b, ok := v.(bool)
 			if !ok {
-				return p, &Error{
-					Code:             CodeValidationFailed,
-					Message:          fmt.Sprintf("%s must be the JSON boolean true, not %s.", MetaConfirm, jsonKind(v)),
-					Hint:             fmt.Sprintf("Pass %s: true (a boolean, not a string) to confirm this call.", MetaConfirm),
-					ValidationIssues: []ValidationIssue{{Path: MetaConfirm, Message: "must be a boolean", Code: "type"}},
-				}
+				return p, metaTypeError(MetaConfirm, "a boolean", v, fmt.Sprintf("Pass %s: true (a boolean, not a string) to confirm this call.", MetaConfirm))
 			}
 			p.confirm = b
 		case MetaConfirmToken:
 			s, ok := v.(string)
 			if !ok {
-				return p, &Error{
-					Code:             CodeValidationFailed,
-					Message:          fmt.Sprintf("%s must be the string you were given, not %s.", MetaConfirmToken, jsonKind(v)),
-					Hint:             fmt.Sprintf("Pass %s exactly as it came in confirm_token.", MetaConfirmToken),
-					ValidationIssues: []ValidationIssue{{Path: MetaConfirmToken, Message: "must be a string", Code: "type"}},
-				}
+				return p, metaTypeError(MetaConfirmToken, "a string", v, fmt.Sprintf("Pass %s exactly as it came in confirm_token.", MetaConfirmToken))
 			}
 			p.token = s
 		default:
@@ -192,6 +182,16 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 	}
 	p.raw = b
 	return p, nil
+}
+
+// metaTypeError reports a meta-argument of the wrong JSON type.
+func metaTypeError(name, want string, got any, hint string) error {
+	return &Error{
+		Code:             CodeValidationFailed,
+		Message:          fmt.Sprintf("%s must be %s, not %s.", name, want, jsonKind(got)),
+		Hint:             hint,
+		ValidationIssues: []ValidationIssue{{Path: name, Message: "must be " + want, Code: "type"}},
+	}
 }
 
 func jsonKind(v any) string {
