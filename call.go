@@ -87,7 +87,8 @@ type Call struct {
 	// ConfirmToken is the __confirm_token the agent passed, if any.
 	ConfirmToken string
 
-	raw json.RawMessage // the business arguments as sent
+	raw   json.RawMessage // the business arguments, as the tool will get them
+	human []string        // arguments a human picks in a form
 }
 
 // parsedArgs is the result of splitting raw arguments.

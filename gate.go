@@ -11,7 +11,6 @@ import (
 
 	"github.com/interlock-mcp/interlock/seal"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -126,6 +125,11 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 // Register records a guarded tool and how to run it, so that decisions can
 // name it as a preview. [Gate.Guard] registers the tools it wraps.
 func (g *Gate) Register(t *Tool, run Runner) {
+	if err := t.setHumanArgs(g.policy.HumanArgs(t.Name, t.Upstream, t.Hints)); err != nil {
+		// The schema compiled once already; without the relaxed copy the
+		// model's arguments are checked in full, which only fails closed.
+		g.log.Warn("cannot relax input schema for human-picked arguments", "tool", t.Name, "error", err)
+	}
 	g.mu.Lock()
 	g.tools[t.Name] = registered{t, run}
 	g.mu.Unlock()
@@ -193,45 +197,113 @@ type Tool struct {
 	// Upstream names the server the tool belongs to; empty in the library.
 	Upstream string
 	Hints    Hints
-	// fast validates the common schemas without allocating; schema takes
-	// the others.
-	fast   *argSchema
-	schema *jsonschema.Resolved
+
+	inputSchema any
+	// full checks the arguments the tool finally runs with; model checks
+	// what the model sent, which lacks the arguments a human picks.
+	full, model validator
+	human       []string
 }
 
 // NewTool compiles the input schema (any form the SDK accepts) of a tool the
 // gate will guard.
 func NewTool(name, upstream string, h Hints, inputSchema any) (*Tool, error) {
-	t := &Tool{Name: name, Upstream: upstream, Hints: h}
-	if inputSchema == nil {
-		return t, nil
-	}
-	if t.fast = compileArgSchema(inputSchema); t.fast != nil {
-		return t, nil
-	}
-	s, err := resolveSchema(inputSchema)
+	v, err := compileValidator(inputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
-	t.schema = s
-	return t, nil
+	return &Tool{Name: name, Upstream: upstream, Hints: h, inputSchema: inputSchema, full: v, model: v}, nil
+}
+
+// setHumanArgs records the arguments a human picks in a form: the model's
+// arguments are checked without requiring them.
+func (t *Tool) setHumanArgs(names []string) error {
+	t.human = names
+	if len(names) == 0 || t.inputSchema == nil {
+		t.model = t.full
+		return nil
+	}
+	relaxed, err := withoutArgs(t.inputSchema, names, false)
+	if err != nil {
+		return err
+	}
+	t.model, err = compileValidator(relaxed)
+	return err
 }
 
 // Runner executes a call that the gate let through, with the business
 // arguments only.
 type Runner func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error)
 
+// Exchange is what a call's transport can carry back to a human before the
+// call completes, and what came back.
+type Exchange struct {
+	// Form reports that the client can show a form to a human during this
+	// call: it declared form elicitation, and either speaks multi round-trip
+	// requests or keeps a session the server can send a request on.
+	Form bool
+	// Responses and State are what a client sends when it retries a call
+	// that answered with input requests.
+	Responses mcp.InputResponseMap
+	State     string
+}
+
+// ExchangeOf reads what the client of req can carry and what it answered.
+func ExchangeOf(req *mcp.CallToolRequest) Exchange {
+	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState}
+	caps := req.ClientCapabilities()
+	// Since 2025-11-25 "elicitation": {} still means form support; a client
+	// that lists only URL mode cannot show a form.
+	form := caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
+	native := protocolVersion(req) >= protocolMRTR
+	// A stateless HTTP request has no session the server could send an
+	// elicitation on; only a client that retries with answers can be asked.
+	stateless := req.Extra != nil && req.Extra.Header != nil && req.Session != nil && req.Session.ID() == ""
+	ex.Form = form && req.Session != nil && (native || !stateless)
+	return ex
+}
+
+// protocolMRTR is the first protocol version with multi round-trip requests.
+const protocolMRTR = "2026-07-28"
+
+func protocolVersion(req *mcp.CallToolRequest) string {
+	if v, ok := req.Params.Meta[mcp.MetaKeyProtocolVersion].(string); ok && v != "" {
+		return v
+	}
+	if req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil {
+			return p.ProtocolVersion
+		}
+	}
+	return ""
+}
+
 // Call sends one call through the gate: it splits off the meta-arguments,
 // validates the rest, decides, applies the operator key and the mode, and
 // runs the tool only if every key the decision demands is present. The
 // result of a call that ran is returned untouched; every refusal or failure
-// is a structured error result.
+// is a structured error result. Call carries no exchange with a human: mode
+// elicit falls back. MCP handlers use [Gate.CallRequest].
 func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, run Runner) *mcp.CallToolResult {
-	res, d, err := g.call(ctx, t, id, raw, run)
+	return g.CallWith(ctx, t, id, raw, Exchange{}, run)
+}
+
+// CallRequest sends the call in req through the gate: [Gate.Call] with the
+// caller's identity and the exchange the client can carry.
+func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolRequest, run Runner) *mcp.CallToolResult {
+	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ExchangeOf(req), run)
+}
+
+// CallWith is [Gate.Call] with an explicit exchange.
+func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) *mcp.CallToolResult {
+	res, d, err := g.call(ctx, t, id, raw, ex, run)
 	outcome := "executed"
-	if err != nil {
+	switch {
+	case err != nil:
 		outcome = string(ErrorCode(err))
 		res = Result(err)
+	case res.InputRequests != nil:
+		outcome = "asked"
 	}
 	level := slog.LevelInfo
 	if ErrorCode(err) == CodeInternal {
@@ -259,7 +331,7 @@ func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	return res
 }
 
-func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, run Runner) (*mcp.CallToolResult, Decision, error) {
+func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) (*mcp.CallToolResult, Decision, error) {
 	var d Decision
 	if len(raw) > g.maxBytes {
 		return nil, d, &Error{
@@ -273,36 +345,50 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if err != nil {
 		return nil, d, err
 	}
-	if err := t.validate(p.args); err != nil {
+	if err := t.model.check(t.Name, p.args); err != nil {
 		return nil, d, err
 	}
 	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args,
-		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw}
+		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human}
 	d, err = g.policy.Decide(ctx, c)
 	if err != nil {
 		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
 	}
+	if res, err := g.apply(ctx, c, d, ex); res != nil || err != nil {
+		return res, d, err
+	}
+	if len(t.human) > 0 {
+		// What a human picked is in the arguments now; they must fit the
+		// tool as a whole.
+		if err := t.full.check(t.Name, c.Args); err != nil {
+			return nil, d, err
+		}
+	}
+	res, err := g.run(ctx, run, c.raw)
+	return res, d, err
+}
+
+// apply applies the decision's mode. A nil result and nil error let the
+// call run; a result is the answer instead of running (a question for a
+// human); an error refuses.
+func (g *Gate) apply(ctx context.Context, c *Call, d Decision, ex Exchange) (*mcp.CallToolResult, error) {
 	switch d.Mode {
 	case ModeAllow:
+		return nil, nil
 	case ModeDeny:
-		return nil, d, &Error{
+		return nil, &Error{
 			Code:    CodeToolNotAllowed,
-			Message: fmt.Sprintf("Policy does not allow %s%s.", t.Name, ruleClause(d.Rule)),
+			Message: fmt.Sprintf("Policy does not allow %s%s.", c.Tool, ruleClause(d.Rule)),
 			Hint:    "Do not retry this tool; tell the user it is not allowed here, or ask the operator to change the policy.",
 		}
 	case ModeFlag:
-		if err := g.flag(ctx, c, d); err != nil {
-			return nil, d, err
-		}
+		return nil, g.flag(ctx, c, d)
 	case ModeToken:
-		if err := g.token(ctx, c, d); err != nil {
-			return nil, d, err
-		}
-	default:
-		return nil, d, fmt.Errorf("decision for %s has unimplemented mode %q", t.Name, d.Mode)
+		return nil, g.token(ctx, c, d)
+	case ModeElicit:
+		return g.elicit(ctx, c, d, ex)
 	}
-	res, err := g.run(ctx, run, p.raw)
-	return res, d, err
+	return nil, fmt.Errorf("decision for %s has unimplemented mode %q", c.Tool, d.Mode)
 }
 
 func ruleClause(rule string) string {

@@ -22,6 +22,13 @@ type fixedPolicy struct {
 func (p fixedPolicy) Decide(context.Context, *Call) (Decision, error) { return p.d, p.err }
 func (p fixedPolicy) ToolModes(string, string, Hints) []Mode          { return []Mode{p.d.Mode} }
 func (p fixedPolicy) IsSecret(name string) bool                       { return IsSecretName(name, nil) }
+func (p fixedPolicy) HumanArgs(string, string, Hints) []string {
+	var names []string
+	for _, ch := range p.d.Form.Choices {
+		names = append(names, ch.Arg)
+	}
+	return names
+}
 
 func env(dryRun string) func(string) string {
 	return func(k string) string {

@@ -53,6 +53,12 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 	default:
 		return nil, fmt.Errorf("tool %q: input schema has type %v; MCP requires \"object\"", t.Name, typ)
 	}
+	if human := g.policy.HumanArgs(t.Name, upstream, h); len(human) > 0 {
+		// The model does not name what a human picks.
+		if schema, err = withoutArgs(schema, human, true); err != nil {
+			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+	}
 	out.InputSchema = schema
 	if t.OutputSchema != nil {
 		wide, err := withErrorBody(t.OutputSchema)
@@ -137,7 +143,7 @@ func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
 		return h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: gt.Name, Arguments: args}})
 	})
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.Call(ctx, gt, g.identify(ctx, req), req.Params.Arguments, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		return g.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			params := *req.Params
 			params.Arguments = args
 			inner := *req

@@ -21,10 +21,13 @@ const (
 	// ModeToken demands a single-use confirm token, handed out with a
 	// summary the user must see, bound to the exact call.
 	ModeToken Mode = "token"
+	// ModeElicit asks a human, in a form the client renders, before the
+	// call runs; without a client that can show one it falls back.
+	ModeElicit Mode = "elicit"
 )
 
 // Modes lists every implemented mode, in order of strictness.
-var Modes = []Mode{ModeAllow, ModeFlag, ModeToken, ModeDeny}
+var Modes = []Mode{ModeAllow, ModeFlag, ModeToken, ModeElicit, ModeDeny}
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
@@ -62,6 +65,41 @@ type Decision struct {
 	// preview tool's structured result, or nil. A nil Summarize, or an
 	// empty result, stands for a generic summary.
 	Summarize func(preview any) string
+
+	// Form is what mode elicit asks the human.
+	Form Form
+	// Fallback is the mode that applies when mode elicit cannot reach a
+	// human: ModeToken when empty, or ModeDeny.
+	Fallback Mode
+	// Timeout bounds how long an elicit form may stay unanswered;
+	// DefaultElicitTimeout when zero.
+	Timeout time.Duration
+}
+
+// DefaultElicitTimeout is how long a confirmation form may stay unanswered
+// unless the decision says otherwise.
+const DefaultElicitTimeout = 5 * time.Minute
+
+// Form describes the flat form mode elicit shows: always a checkbox, and
+// optionally a value to type back and choices the human makes instead of
+// the model.
+type Form struct {
+	// Confirm labels the checkbox; a generic label when empty.
+	Confirm string
+	// TypeBack is a value the human must type exactly (such as the id of
+	// what will be deleted); none when empty.
+	TypeBack string
+	// Choices are arguments the human picks; their answers replace whatever
+	// the model sent.
+	Choices []Choice
+}
+
+// Choice is an argument a human picks from fixed options.
+type Choice struct {
+	// Arg names the tool argument the answer is injected into.
+	Arg     string
+	Title   string
+	Options []string
 }
 
 // PreviewCall is a call of a read-only tool made to describe another call.
@@ -82,6 +120,10 @@ type Policy interface {
 	// IsSecret reports whether an argument with this name must never appear
 	// in previews or logs.
 	IsSecret(name string) bool
+	// HumanArgs returns the arguments of the tool that a human picks in a
+	// form rather than the model: they are left out of the schema the model
+	// sees and filled in before the tool runs.
+	HumanArgs(tool, upstream string, h Hints) []string
 }
 
 // ByAnnotations is a policy that reads only a tool's hints: read-only tools
@@ -111,6 +153,9 @@ func (p ByAnnotations) ToolModes(_, _ string, h Hints) []Mode { return []Mode{p.
 
 // IsSecret implements [Policy] with the default secret names.
 func (ByAnnotations) IsSecret(name string) bool { return IsSecretName(name, nil) }
+
+// HumanArgs implements [Policy]: ByAnnotations asks no choices.
+func (ByAnnotations) HumanArgs(string, string, Hints) []string { return nil }
 
 // DefaultSecretNames are the argument names whose values never appear in
 // previews or logs, whatever the policy adds. A name matches when, compared

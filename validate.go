@@ -3,6 +3,7 @@ package interlock
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,20 +34,71 @@ func resolveSchema(schema any) (*jsonschema.Resolved, error) {
 	return r, nil
 }
 
-// validate checks args against the tool's input schema and reports the
-// first problem as VALIDATION_FAILED naming the argument's path.
-func (t *Tool) validate(args map[string]any) error {
+// validator checks arguments against one input schema: the compiled fast
+// path for the common schemas (no allocation on success), jsonschema-go for
+// the others, nothing when the tool has no schema.
+type validator struct {
+	fast   *argSchema
+	schema *jsonschema.Resolved
+}
+
+func compileValidator(inputSchema any) (validator, error) {
+	if inputSchema == nil {
+		return validator{}, nil
+	}
+	if fast := compileArgSchema(inputSchema); fast != nil {
+		return validator{fast: fast}, nil
+	}
+	s, err := resolveSchema(inputSchema)
+	if err != nil {
+		return validator{}, err
+	}
+	return validator{schema: s}, nil
+}
+
+// check reports the first problem with args as VALIDATION_FAILED naming
+// the argument's path.
+func (v validator) check(tool string, args map[string]any) error {
 	switch {
-	case t.fast != nil:
-		if issue := t.fast.validate("", args); issue != nil {
-			return validationError(t.Name, *issue, nil)
+	case v.fast != nil:
+		if issue := v.fast.validate("", args); issue != nil {
+			return validationError(tool, *issue, nil)
 		}
-	case t.schema != nil:
-		if err := t.schema.Validate(args); err != nil {
-			return validationError(t.Name, issueOf(err.Error()), err)
+	case v.schema != nil:
+		if err := v.schema.Validate(args); err != nil {
+			return validationError(tool, issueOf(err.Error()), err)
 		}
 	}
 	return nil
+}
+
+// withoutArgs returns a copy of an input schema (as a map) in which the
+// named arguments are no longer required and, when hide is set, no longer
+// listed at all.
+func withoutArgs(inputSchema any, names []string, hide bool) (map[string]any, error) {
+	b, err := json.Marshal(inputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("encoding input schema: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("input schema is not a JSON object")
+	}
+	if req, ok := m["required"].([]any); ok {
+		kept := req[:0]
+		for _, r := range req {
+			if name, _ := r.(string); !slices.Contains(names, name) {
+				kept = append(kept, r)
+			}
+		}
+		m["required"] = kept
+	}
+	if props, ok := m["properties"].(map[string]any); ok && hide {
+		for _, n := range names {
+			delete(props, n)
+		}
+	}
+	return m, nil
 }
 
 func validationError(tool string, issue ValidationIssue, cause error) error {

@@ -20,7 +20,7 @@ func TestValidateArgs(t *testing.T) {
 		"additionalProperties": false,
 	}
 	fast, err := NewTool("tool", "", Hints{}, raw)
-	if err != nil || fast.fast == nil {
+	if err != nil || fast.full.fast == nil {
 		t.Fatalf("the schema should compile to the fast validator (%v)", err)
 	}
 	resolved, err := resolveSchema(raw)
@@ -28,7 +28,7 @@ func TestValidateArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both validators must tell the same story.
-	validators := map[string]*Tool{"fast": fast, "jsonschema": {Name: "tool", schema: resolved}}
+	validators := map[string]validator{"fast": fast.full, "jsonschema": {schema: resolved}}
 	tests := []struct {
 		name     string
 		args     map[string]any
@@ -47,7 +47,7 @@ func TestValidateArgs(t *testing.T) {
 	for vname, tool := range validators {
 		for _, tt := range tests {
 			t.Run(vname+"/"+tt.name, func(t *testing.T) {
-				err := tool.validate(tt.args)
+				err := tool.check("tool", tt.args)
 				if tt.wantPath == "" {
 					if err != nil {
 						t.Fatalf("unexpected error: %v", err)
@@ -91,7 +91,7 @@ func TestCompileArgSchemaFallsBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tool.fast == nil && tool.schema == nil {
+			if tool.full.fast == nil && tool.full.schema == nil {
 				t.Error("no validator at all")
 			}
 		})

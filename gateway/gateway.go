@@ -210,7 +210,7 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	g.gate.Register(gt, run)
 	g.advertised[name] = adv
 	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.gate.Call(ctx, gt, g.gate.Identify(ctx, req), req.Params.Arguments, run), nil
+		return g.gate.CallRequest(ctx, gt, req, run), nil
 	})
 	return nil
 }

@@ -259,3 +259,60 @@ func TestTokenRuleErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestElicitRules(t *testing.T) {
+	f := parse(t, `
+rules:
+  - name: deletes
+    match: {tools: [delete_customer]}
+    mode: elicit
+    fallback: deny
+    timeout: 2m
+    confirm: "I understand"
+    type_back: "{{.args.id}}"
+  - name: promote
+    match: {tools: [promote_release]}
+    mode: elicit
+    choices:
+      environment: {title: Target environment, options: [staging, production]}
+`)
+	d, err := f.Decide(context.Background(), &interlock.Call{Tool: "delete_customer", Hints: interlock.HintsOf(nil), Args: map[string]any{"id": "acct_9931"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Mode != interlock.ModeElicit || d.Fallback != interlock.ModeDeny || d.Timeout != 2*time.Minute ||
+		d.Form.Confirm != "I understand" || d.Form.TypeBack != "acct_9931" {
+		t.Errorf("decision = %+v", d)
+	}
+	if _, err := f.Decide(context.Background(), &interlock.Call{Tool: "delete_customer", Hints: interlock.HintsOf(nil), Args: map[string]any{}}); err == nil {
+		t.Error("a type_back that cannot be filled must not decide")
+	}
+	d, _ = f.Decide(context.Background(), &interlock.Call{Tool: "promote_release", Hints: interlock.HintsOf(nil), Args: map[string]any{"service": "web"}})
+	if len(d.Form.Choices) != 1 || d.Form.Choices[0].Arg != "environment" || len(d.Form.Choices[0].Options) != 2 {
+		t.Errorf("choices = %+v", d.Form.Choices)
+	}
+	if got := f.HumanArgs("promote_release", "", interlock.HintsOf(nil)); !slices.Equal(got, []string{"environment"}) {
+		t.Errorf("HumanArgs = %v", got)
+	}
+	if got := f.ToolModes("promote_release", "", interlock.HintsOf(nil)); !slices.Equal(got, []interlock.Mode{interlock.ModeElicit, interlock.ModeToken}) {
+		t.Errorf("ToolModes = %v: the fallback belongs in it", got)
+	}
+}
+
+func TestElicitRuleErrors(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"rules:\n  - {name: a, mode: elicit, fallback: allow}\n", `rule "a": fallback must be token or deny`},
+		{"rules:\n  - {name: a, mode: flag, type_back: x}\n", `rule "a": fallback, timeout, confirm, type_back and choices apply only to mode elicit`},
+		{"rules:\n  - {name: a, mode: elicit, timeout: later}\n", `rule "a": timeout "later" is not a duration`},
+		{"rules:\n  - {name: a, mode: elicit, type_back: '{{.args.password}}'}\n", `rule "a": type_back names the secret argument password`},
+		{"rules:\n  - {name: a, mode: elicit, choices: {api_key: {options: [x]}}}\n", `rule "a": choice api_key is a secret argument`},
+		{"rules:\n  - {name: a, mode: elicit, choices: {env: {title: x}}}\n", `rule "a": choice env needs options`},
+		{"rules:\n  - {name: a, mode: elicit, type_back: '{{.args'}\n", `rule "a": type_back:`},
+	}
+	for _, tt := range tests {
+		_, err := Parse("p.yaml", []byte(tt.src), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tt.src, err, tt.want)
+		}
+	}
+}

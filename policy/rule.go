@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"text/template"
 	"time"
@@ -36,6 +39,18 @@ type Rule struct {
 	// confirmation; its result is .preview in the summary template.
 	Preview *Preview `yaml:"preview"`
 
+	// Mode elicit: the mode that applies when the client cannot show a form
+	// (token or deny; token when absent), how long the form may stay
+	// unanswered, and what it asks.
+	Fallback interlock.Mode `yaml:"fallback"`
+	Timeout  string         `yaml:"timeout"`
+	// Confirm labels the form's checkbox.
+	Confirm string `yaml:"confirm"`
+	// TypeBack is a template for a value the human must type exactly.
+	TypeBack string `yaml:"type_back"`
+	// Choices are arguments the human picks instead of the model.
+	Choices map[string]*Choice `yaml:"choices"`
+
 	Line int `yaml:"-"`
 
 	program     cel.Program
@@ -43,6 +58,15 @@ type Rule struct {
 	override    func(interlock.Hints) interlock.Hints
 	ttl         time.Duration
 	previewArgs map[string]cel.Program
+	timeout     time.Duration
+	typeBack    *template.Template
+	choices     []interlock.Choice
+}
+
+// Choice is an argument a human picks in the form, from fixed options.
+type Choice struct {
+	Title   string   `yaml:"title"`
+	Options []string `yaml:"options"`
 }
 
 // Preview is a call of a read-only tool that shows what a gated call will
@@ -184,6 +208,7 @@ func (r *Rule) compile() []string {
 			r.previewArgs[name] = prg
 		}
 	}
+	errs = append(errs, r.compileForm(fail)...)
 	if r.Summary != "" {
 		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.Summary)
 		if err != nil {
@@ -193,6 +218,78 @@ func (r *Rule) compile() []string {
 		}
 	}
 	return errs
+}
+
+// compileForm checks the fields of mode elicit.
+func (r *Rule) compileForm(fail func(string, ...any)) []string {
+	elicit := r.Mode == interlock.ModeElicit
+	if !elicit && (r.Fallback != "" || r.Timeout != "" || r.Confirm != "" || r.TypeBack != "" || len(r.Choices) > 0) {
+		fail("fallback, timeout, confirm, type_back and choices apply only to mode elicit")
+		return nil
+	}
+	switch r.Fallback {
+	case "", interlock.ModeToken, interlock.ModeDeny:
+	default:
+		fail("fallback must be token or deny, not %q: a client that cannot show a form must never be let through", r.Fallback)
+	}
+	if r.Timeout != "" {
+		d, err := time.ParseDuration(r.Timeout)
+		switch {
+		case err != nil:
+			fail("timeout %q is not a duration such as 5m", r.Timeout)
+		case d < time.Second || d > 24*time.Hour:
+			fail("timeout %s must be between 1s and 24h", r.Timeout)
+		default:
+			r.timeout = d
+		}
+	}
+	if r.TypeBack != "" {
+		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.TypeBack)
+		if err != nil {
+			fail("type_back: %v", err)
+		} else {
+			r.typeBack = t
+		}
+		for _, name := range secretsIn(r.TypeBack) {
+			fail("type_back names the secret argument %s: a form must never ask for a secret", name)
+		}
+	}
+	names := make([]string, 0, len(r.Choices))
+	for name := range r.Choices {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ch := r.Choices[name]
+		switch {
+		case ch == nil || len(ch.Options) == 0:
+			fail("choice %s needs options: the values the human picks from", name)
+		case name == "confirm" || name == "type_back":
+			fail("choice %s clashes with the form's own field of that name", name)
+		case interlock.IsSecretName(name, nil):
+			fail("choice %s is a secret argument: a form must never ask for a secret", name)
+		default:
+			title := ch.Title
+			if title == "" {
+				title = name
+			}
+			r.choices = append(r.choices, interlock.Choice{Arg: name, Title: title, Options: ch.Options})
+		}
+	}
+	return nil
+}
+
+var argRefRE = regexp.MustCompile(`\.args\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// secretsIn returns the secret argument names a template refers to.
+func secretsIn(tmpl string) []string {
+	var out []string
+	for _, m := range argRefRE.FindAllStringSubmatch(tmpl, -1) {
+		if interlock.IsSecretName(m[1], nil) {
+			out = append(out, m[1])
+		}
+	}
+	return out
 }
 
 func modeNames() string {
@@ -281,6 +378,17 @@ func (r *Rule) decision(c *interlock.Call) (interlock.Decision, error) {
 		return d, nil
 	}
 	d.Summarize = func(preview any) string { return r.render(c, preview) }
+	if d.Mode == interlock.ModeElicit {
+		d.Fallback, d.Timeout = r.Fallback, r.timeout
+		d.Form = interlock.Form{Confirm: r.Confirm, Choices: r.choices}
+		if r.typeBack != nil {
+			var b strings.Builder
+			if err := r.typeBack.Execute(&b, activation(c)); err != nil || strings.TrimSpace(b.String()) == "" {
+				return d, fmt.Errorf("rule %q: type_back cannot be filled for this call: %v", r.Name, err)
+			}
+			d.Form.TypeBack = strings.TrimSpace(b.String())
+		}
+	}
 	if r.Preview != nil {
 		args := make(map[string]any, len(r.previewArgs))
 		for name, prg := range r.previewArgs {
@@ -342,11 +450,38 @@ func (f *File) ToolModes(tool, upstream string, h interlock.Hints) []interlock.M
 			continue
 		}
 		modes = append(modes, r.Mode)
+		if r.Mode == interlock.ModeElicit {
+			fb := r.Fallback
+			if fb == "" {
+				fb = interlock.ModeToken
+			}
+			modes = append(modes, fb)
+		}
 		if r.program == nil {
 			return modes
 		}
 	}
 	return append(modes, f.defaultMode(h))
+}
+
+// HumanArgs implements interlock.Policy: the choices of every elicit rule
+// that may match the tool.
+func (f *File) HumanArgs(tool, upstream string, h interlock.Hints) []string {
+	var names []string
+	for _, r := range f.Rules {
+		if !r.matchesTool(tool, upstream, h) {
+			continue
+		}
+		for _, ch := range r.choices {
+			if !slices.Contains(names, ch.Arg) {
+				names = append(names, ch.Arg)
+			}
+		}
+		if r.program == nil {
+			break
+		}
+	}
+	return names
 }
 
 // IsSecret implements interlock.Policy.

@@ -1,0 +1,203 @@
+package interlock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/seal"
+)
+
+// ElicitDryRunHint is the recovery hint of an elicit-mode DRY_RUN_PREVIEW.
+const ElicitDryRunHint = "Set MCP_DRY_RUN=false AND call again: the user will be asked to confirm in a form " +
+	"(or, where the client cannot show one, you will get a confirm token to show them)"
+
+// formRequestID names interlock's question among a result's input requests.
+const formRequestID = "interlock_confirm"
+
+// Names of the form's fixed fields.
+const (
+	fieldConfirm  = "confirm"
+	fieldTypeBack = "type_back"
+)
+
+// elicit applies mode elicit: a human confirms in a form the client renders,
+// carried by a multi round-trip input request (the SDK turns it into
+// elicitation/create for clients of earlier protocol versions). The first
+// call answers with the form and a sealed request state; the retry carries
+// the human's answer, and only a clean accept lets the call run. A client
+// that cannot show a form gets the decision's fallback instead.
+func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*mcp.CallToolResult, error) {
+	if g.dryRun {
+		return nil, g.dryRunPreview(ctx, c, d, ElicitDryRunHint, []string{operatorKeyMissing})
+	}
+	if ex.State == "" && len(ex.Responses) == 0 {
+		if !ex.Form {
+			return g.fallback(ctx, c, d, ex)
+		}
+		return g.askForm(ctx, c, d)
+	}
+	return nil, g.readForm(ctx, c, d, ex)
+}
+
+// fallback applies the decision's fallback mode (token unless it says
+// deny) for a client that cannot show a form: never a silent allow.
+func (g *Gate) fallback(ctx context.Context, c *Call, d Decision, ex Exchange) (*mcp.CallToolResult, error) {
+	fb := d
+	fb.Mode = d.Fallback
+	if fb.Mode != ModeDeny {
+		fb.Mode = ModeToken
+	}
+	g.log.DebugContext(ctx, "client cannot show a form; falling back", "tool", c.Tool, "fallback", string(fb.Mode))
+	return g.apply(ctx, c, fb, ex)
+}
+
+func (g *Gate) askForm(ctx context.Context, c *Call, d Decision) (*mcp.CallToolResult, error) {
+	message, err := g.describe(ctx, c, d)
+	if err != nil {
+		return nil, err
+	}
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = DefaultElicitTimeout
+	}
+	digest, err := seal.Digest(c.raw)
+	if err != nil {
+		return nil, fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
+	}
+	now := time.Now()
+	claims := seal.Claims{
+		Kind: seal.KindRequestState, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
+		Digest: digest, IssuedAt: now, Expires: now.Add(timeout), Nonce: seal.NewNonce(),
+	}
+	if err := g.tokens.Issue(ctx, formBinding(c.Tenant, c.Principal, c.Tool), claims.NonceString(), timeout); err != nil {
+		return nil, fmt.Errorf("storing request state for %s: %w", c.Tool, err)
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{formRequestID: &mcp.ElicitParams{
+			Mode:            "form",
+			Message:         message,
+			RequestedSchema: formSchema(c, d.Form),
+		}},
+		RequestState: g.sealer.Seal(claims),
+	}, nil
+}
+
+// formBinding keeps pending forms apart from confirm tokens in the store.
+func formBinding(tenant, principal, tool string) string {
+	return "form:" + BindingKey(tenant, principal, tool)
+}
+
+// formSchema is the flat form of spec form mode: a checkbox, the value to
+// type back, and the choices.
+func formSchema(c *Call, f Form) map[string]any {
+	label := f.Confirm
+	if label == "" {
+		label = fmt.Sprintf("I confirm: run %s as described above.", c.Tool)
+	}
+	props := map[string]any{
+		fieldConfirm: map[string]any{"type": "boolean", "title": label, "default": false},
+	}
+	required := []string{fieldConfirm}
+	if f.TypeBack != "" {
+		props[fieldTypeBack] = map[string]any{
+			"type": "string", "title": fmt.Sprintf("Type %s to confirm", f.TypeBack), "minLength": 1,
+		}
+		required = append(required, fieldTypeBack)
+	}
+	for _, ch := range f.Choices {
+		props[ch.Arg] = map[string]any{"type": "string", "title": ch.Title, "enum": ch.Options}
+		required = append(required, ch.Arg)
+	}
+	return map[string]any{"type": "object", "properties": props, "required": required}
+}
+
+// readForm checks the request state of a retried call and the human's
+// answer in it. Anything but a clean accept with every required answer
+// refuses; an accept injects the human's choices into the arguments.
+func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) error {
+	again := fmt.Sprintf("Call %s again, without input responses, to ask the user anew.", c.Tool)
+	claims, err := g.sealer.Open(ex.State)
+	if err != nil || claims.Kind != seal.KindRequestState {
+		return &Error{Code: CodeConsentTokenInvalid, Hint: again,
+			Message: "The request state is not valid: it was altered, cut short, or issued by another deployment."}
+	}
+	if !time.Now().Before(claims.Expires) {
+		return &Error{Code: CodeCancelled, Hint: again,
+			Message: fmt.Sprintf("Nobody answered the confirmation for %s in time; nothing ran.", c.Tool)}
+	}
+	live, err := g.tokens.Consume(ctx, formBinding(claims.Tenant, claims.Principal, claims.Tool), claims.NonceString())
+	if err != nil {
+		return fmt.Errorf("consuming request state for %s: %w", c.Tool, err)
+	}
+	if !live {
+		return &Error{Code: CodeConsentTokenInvalid, Hint: again,
+			Message: "The request state was already used, or a newer confirmation for this tool replaced it."}
+	}
+	if digest, err := seal.Digest(c.raw); err != nil || digest != claims.Digest ||
+		claims.Tool != c.Tool || claims.Principal != c.Principal || claims.Tenant != c.Tenant {
+		return &Error{Code: CodeConsentTokenMismatch, Hint: again,
+			Message: "The request state belongs to another call (caller, tool or arguments); it is used up now."}
+	}
+
+	answer, _ := ex.Responses[formRequestID].(*mcp.ElicitResult)
+	if answer == nil {
+		return &Error{Code: CodeCancelled, Hint: again,
+			Message: fmt.Sprintf("The confirmation for %s came back without an answer; nothing ran.", c.Tool)}
+	}
+	refuse := fmt.Sprintf("The user refused: do not call %s again unless the user gives new instructions.", c.Tool)
+	switch answer.Action {
+	case "decline":
+		return &Error{Code: CodeDeclined, Hint: refuse, Message: fmt.Sprintf("The user declined %s; nothing ran.", c.Tool)}
+	case "cancel":
+		return &Error{Code: CodeCancelled, Hint: "Nobody decided: ask the user whether to proceed, then call again.",
+			Message: fmt.Sprintf("The user dismissed the confirmation for %s without deciding; nothing ran.", c.Tool)}
+	case "accept":
+	default:
+		return &Error{Code: CodeCancelled, Hint: again,
+			Message: fmt.Sprintf("The confirmation for %s came back with the unknown action %q; nothing ran.", c.Tool, answer.Action)}
+	}
+
+	if ok, _ := answer.Content[fieldConfirm].(bool); !ok {
+		return &Error{Code: CodeDeclined, Hint: refuse,
+			Message: fmt.Sprintf("The user did not tick the confirmation box for %s; nothing ran.", c.Tool)}
+	}
+	if want := d.Form.TypeBack; want != "" {
+		typed, _ := answer.Content[fieldTypeBack].(string)
+		if strings.TrimSpace(typed) != want {
+			return &Error{Code: CodeDeclined, Hint: refuse,
+				Message: fmt.Sprintf("The value the user typed did not match %s; nothing ran.", want)}
+		}
+	}
+	if len(d.Form.Choices) == 0 {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(c.raw, &fields); err != nil {
+		return fmt.Errorf("re-reading arguments of %s: %w", c.Tool, err)
+	}
+	for _, ch := range d.Form.Choices {
+		picked, _ := answer.Content[ch.Arg].(string)
+		if !slices.Contains(ch.Options, picked) {
+			return &Error{Code: CodeDeclined, Hint: refuse,
+				Message: fmt.Sprintf("The user made no valid choice for %s; nothing ran.", ch.Arg)}
+		}
+		if sent, ok := c.Args[ch.Arg]; ok && sent != picked {
+			g.log.WarnContext(ctx, "replaced the model's value with the human's choice",
+				"tool", c.Tool, "argument", ch.Arg, "model", fmt.Sprint(sent), "human", picked)
+		}
+		c.Args[ch.Arg] = picked
+		fields[ch.Arg], _ = json.Marshal(picked)
+	}
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("encoding arguments of %s: %w", c.Tool, err)
+	}
+	c.raw = raw
+	return nil
+}
