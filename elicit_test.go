@@ -372,3 +372,48 @@ func TestInvalidChoice(t *testing.T) {
 		first = g.CallWith(context.Background(), tool, alice, args, Exchange{Form: true}, nil)
 	}
 }
+
+// TestToolQuestionsAreRelayed has a guarded tool ask its own question (a
+// multi round-trip input request): the question reaches the client's human,
+// the answer and the tool's own state come back to the tool, and the
+// gate's keys are not asked for again.
+func TestToolQuestionsAreRelayed(t *testing.T) {
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			s := mcp.NewServer(&mcp.Implementation{Name: "backups"}, nil)
+			g := newGate(t, ByAnnotations{}, &GateOptions{Getenv: env("false"), Logger: quiet})
+			var states []string
+			g.AddTool(s, &mcp.Tool{Name: "restore", InputSchema: map[string]any{"type": "object"}},
+				func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					states = append(states, req.Params.RequestState)
+					if req.Params.RequestState == "" {
+						return &mcp.CallToolResult{
+							InputRequests: mcp.InputRequestMap{"which": &mcp.ElicitParams{Mode: "form", Message: "Which backup?",
+								RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"backup": map[string]any{"type": "string"}}}}},
+							RequestState: "restore-round-1",
+						}, nil
+					}
+					answer, _ := req.Params.InputResponses["which"].(*mcp.ElicitResult)
+					if req.Params.RequestState != "restore-round-1" || answer == nil {
+						return nil, Errorf(CodeValidationFailed, "Answer the question.", "no answer")
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "restored " + answer.Content["backup"].(string)}}}, nil
+				})
+			h := &human{action: "accept", content: map[string]any{"backup": "monday"}}
+			cs := connectVersion(t, s, version, h)
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "restore", Arguments: map[string]any{"__confirm": true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError || res.Content[0].(*mcp.TextContent).Text != "restored monday" {
+				t.Fatalf("result = %+v", res)
+			}
+			if len(h.asked) != 1 || h.asked[0].Message != "Which backup?" {
+				t.Errorf("asked = %+v", h.asked)
+			}
+			if len(states) != 2 || states[1] != "restore-round-1" {
+				t.Errorf("the tool saw states %q; want its own state back on the retry", states)
+			}
+		})
+	}
+}

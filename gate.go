@@ -242,6 +242,11 @@ type Exchange struct {
 	// call: it declared form elicitation, and either speaks multi round-trip
 	// requests or keeps a session the server can send a request on.
 	Form bool
+	// Native reports that the client speaks multi round-trip requests
+	// (protocol 2026-07-28): it answers input requests by retrying the call.
+	// A client with Form but not Native is asked by elicitation/create on its
+	// session instead.
+	Native bool
 	// Responses and State are what a client sends when it retries a call
 	// that answered with input requests.
 	Responses mcp.InputResponseMap
@@ -255,11 +260,11 @@ func ExchangeOf(req *mcp.CallToolRequest) Exchange {
 	// Since 2025-11-25 "elicitation": {} still means form support; a client
 	// that lists only URL mode cannot show a form.
 	form := caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
-	native := protocolVersion(req) >= protocolMRTR
+	ex.Native = protocolVersion(req) >= protocolMRTR
 	// A stateless HTTP request has no session the server could send an
 	// elicitation on; only a client that retries with answers can be asked.
 	stateless := req.Extra != nil && req.Extra.Header != nil && req.Session != nil && req.Session.ID() == ""
-	ex.Form = form && req.Session != nil && (native || !stateless)
+	ex.Form = form && req.Session != nil && (ex.Native || !stateless)
 	return ex
 }
 
@@ -354,6 +359,22 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if err != nil {
 		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
 	}
+	if ex.State != "" {
+		// The retry of a call whose tool asked the client something: the
+		// gate let it through the first time, and the sealed state says so.
+		if claims, err := g.sealer.Open(ex.State); err == nil && claims.Kind == seal.KindUpstreamState {
+			args, retry, err := g.resume(ctx, c, p.raw, claims, ex)
+			if err != nil {
+				return nil, d, err
+			}
+			c.raw = args
+			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
+			if err == nil && res.InputRequests != nil {
+				res, err = g.relay(ctx, c, p.raw, ex, res)
+			}
+			return res, d, err
+		}
+	}
 	if res, err := g.apply(ctx, c, d, ex); res != nil || err != nil {
 		return res, d, err
 	}
@@ -365,6 +386,9 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		}
 	}
 	res, err := g.run(ctx, run, c.raw)
+	if err == nil && res.InputRequests != nil {
+		res, err = g.relay(ctx, c, p.raw, ex, res)
+	}
 	return res, d, err
 }
 

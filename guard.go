@@ -146,6 +146,10 @@ func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
 		return g.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			params := *req.Params
 			params.Arguments = args
+			params.InputResponses, params.RequestState = nil, ""
+			if r, ok := RetryOf(ctx); ok {
+				params.InputResponses, params.RequestState = r.Responses, r.State
+			}
 			inner := *req
 			inner.Params = &params
 			return h(ctx, &inner)

@@ -27,9 +27,20 @@ func TestMain(m *testing.M) {
 //   - wipe (no annotations at all): returns "wiped";
 //   - grow (read-only): adds the tool late_tool, which makes the server
 //     announce that its tool list changed;
-//   - crash (read-only): exits the process mid-call.
+//   - crash (read-only): exits the process mid-call;
+//   - ask (read-only): asks "Pick a color" with a multi round-trip input
+//     request and answers with what came back;
+//   - ask_push (read-only): asks the same by sending elicitation/create in
+//     the middle of the call, which only clients of earlier protocols allow.
+//
+// With INTERLOCK_FIXTURE=legacy the fixture speaks only protocol
+// 2025-11-25, as servers written before multi round-trip requests do.
 func serveFixture() {
-	s := mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1"}, nil)
+	var opts *mcp.ServerOptions
+	if os.Getenv("INTERLOCK_FIXTURE") == "legacy" {
+		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1"}, opts)
 	object := map[string]any{"type": "object"}
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	text := func(s string) *mcp.CallToolResult {
@@ -62,6 +73,31 @@ func serveFixture() {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			os.Exit(3)
 			return nil, nil
+		})
+	colorForm := &mcp.ElicitParams{Mode: "form", Message: "Pick a color",
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"color": map[string]any{"type": "string"}}}}
+	answer := func(prefix string, r *mcp.ElicitResult) *mcp.CallToolResult {
+		color, _ := r.Content["color"].(string)
+		return text(fmt.Sprintf("%s%s:%s", prefix, r.Action, color))
+	}
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: object, Annotations: readOnly},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if req.Params.RequestState != "ask-round-1" {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": colorForm}, RequestState: "ask-round-1"}, nil
+			}
+			r, _ := req.Params.InputResponses["color"].(*mcp.ElicitResult)
+			if r == nil {
+				return text("no answer"), nil
+			}
+			return answer("asked=", r), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "ask_push", InputSchema: object, Annotations: readOnly},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			r, err := req.Session.Elicit(ctx, colorForm)
+			if err != nil {
+				return text("push failed: " + err.Error()), nil
+			}
+			return answer("pushed=", r), nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "fixture:", err)

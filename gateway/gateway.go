@@ -83,7 +83,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		HasTools: true,
 	})
 	for _, cfg := range f.Upstreams {
-		g.upstreams = append(g.upstreams, &upstream{cfg: cfg, file: f.Path, version: opts.Version, onToolsChanged: g.refreshLogged})
+		g.upstreams = append(g.upstreams, &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged})
 	}
 	return g, nil
 }
@@ -204,13 +204,14 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 		return fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
 	}
 	upstreamName := t.Name
-	run := func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-		return u.call(ctx, upstreamName, args)
-	}
-	g.gate.Register(gt, run)
+	g.gate.Register(gt, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		return u.call(ctx, upstreamName, args, nil)
+	})
 	g.advertised[name] = adv
 	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.gate.CallRequest(ctx, gt, req, run), nil
+		return g.gate.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			return u.call(ctx, upstreamName, args, req)
+		}), nil
 	})
 	return nil
 }

@@ -19,6 +19,9 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// fixtureTools is how many tools the fixture upstream offers.
+const fixtureTools = 6
+
 // config builds a configuration whose upstreams all run the fixture.
 func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
 	t.Helper()
@@ -127,8 +130,8 @@ rules:
     mode: flag
 `, "fx"), "")
 	tools := listTools(t, client(t, gw, nil))
-	if len(tools) != 4 {
-		t.Fatalf("got %d tools, want the fixture's 4", len(tools))
+	if len(tools) != fixtureTools {
+		t.Fatalf("got %d tools, want the fixture's %d", len(tools), fixtureTools)
 	}
 	tests := []struct {
 		tool                             string
@@ -154,7 +157,7 @@ rules:
 			t.Errorf("%s: __confirm advertised = %v, want %v", tt.tool, ok, tt.confirm)
 		}
 	}
-	if counts := gw.ToolCounts(); counts["fx"] != 4 {
+	if counts := gw.ToolCounts(); counts["fx"] != fixtureTools {
 		t.Errorf("ToolCounts = %v", counts)
 	}
 }
@@ -271,7 +274,7 @@ func TestToolNameCollisions(t *testing.T) {
 	t.Run("a prefix resolves it", func(t *testing.T) {
 		gw := start(t, config(t, "", "one", "two:b_"), "false")
 		tools := listTools(t, client(t, gw, nil))
-		if tools["echo"] == nil || tools["b_echo"] == nil || len(tools) != 8 {
+		if tools["echo"] == nil || tools["b_echo"] == nil || len(tools) != 2*fixtureTools {
 			t.Fatalf("tools = %v", tools)
 		}
 		res := call(t, client(t, gw, nil), "b_echo", map[string]any{"x": 1})
@@ -394,7 +397,7 @@ rules:
 	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
 		t.Fatal(err)
 	}
-	if health.Status != "ok" || health.DryRun || len(health.Upstreams) != 1 || health.Upstreams[0].Tools != 4 {
+	if health.Status != "ok" || health.DryRun || len(health.Upstreams) != 1 || health.Upstreams[0].Tools != fixtureTools {
 		t.Errorf("healthz = %+v", health)
 	}
 }

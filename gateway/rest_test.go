@@ -115,10 +115,10 @@ rules:
 	}
 	json.NewDecoder(resp.Body).Decode(&list)
 	resp.Body.Close()
-	if len(list.Tools) != 4 || list.Tools[3].Name != "wipe" {
+	if len(list.Tools) != fixtureTools || list.Tools[fixtureTools-1].Name != "wipe" {
 		t.Fatalf("GET /v1/tools = %+v", list)
 	}
-	if props := list.Tools[3].InputSchema["properties"].(map[string]any); props[interlock.MetaConfirmToken] == nil {
+	if props := list.Tools[fixtureTools-1].InputSchema["properties"].(map[string]any); props[interlock.MetaConfirmToken] == nil {
 		t.Errorf("wipe does not advertise __confirm_token: %v", props)
 	}
 }

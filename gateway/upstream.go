@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,6 +28,7 @@ type upstream struct {
 	cfg     *policy.Upstream
 	file    string
 	version string
+	logger  *slog.Logger
 	// onToolsChanged is called, off the client's goroutine, when the child
 	// announces that its tool list changed.
 	onToolsChanged func(*upstream)
@@ -34,6 +36,22 @@ type upstream struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	started bool // a session was made before
+
+	callsMu sync.Mutex
+	// calls are the downstream calls in flight on this upstream, so that a
+	// question the upstream pushes (elicitation/create) can be carried to
+	// the client whose call it belongs to.
+	calls map[*inflight]struct{}
+}
+
+// inflight is one downstream call being served by the upstream.
+type inflight struct {
+	// session can receive elicitation/create now: a client of an earlier
+	// protocol on a stateful session that declared elicitation.
+	session *mcp.ServerSession
+	// cancelled records that a question of the upstream could not be
+	// carried and was answered with cancel.
+	cancelled bool
 }
 
 // where names the upstream's definition for messages to the operator.
@@ -62,6 +80,11 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			go u.onToolsChanged(u)
 		},
+		// Questions of the upstream are the downstream human's to answer:
+		// input requests come back in the result and go to the client
+		// through the gate; pushed elicitations are carried by elicit.
+		ElicitationHandler: u.elicit,
+		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -100,10 +123,67 @@ func (u *upstream) tools(ctx context.Context) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
+// elicit carries a question the upstream pushes during a call to the
+// client whose call it is. Only the client of an earlier protocol with a
+// session can be asked this way; for any other client, or when several
+// calls are in flight so the question cannot be told apart, the upstream is
+// answered with cancel and the call ends CANCELLED.
+func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	u.callsMu.Lock()
+	var only *inflight
+	if len(u.calls) == 1 {
+		for c := range u.calls {
+			only = c
+		}
+	}
+	if only != nil && only.session == nil {
+		only.cancelled = true
+	}
+	n := len(u.calls)
+	u.callsMu.Unlock()
+	if only == nil {
+		u.log().Warn("upstream asked a question that cannot be matched to one call; answering cancel", "upstream", u.cfg.Name, "calls_in_flight", n)
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}
+	if only.session == nil {
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}
+	return only.session.Elicit(ctx, req.Params)
+}
+
+func (u *upstream) log() *slog.Logger {
+	if u.logger != nil {
+		return u.logger
+	}
+	return slog.Default()
+}
+
+// track records a downstream call in flight; the returned func ends it.
+func (u *upstream) track(req *mcp.CallToolRequest) (*inflight, func()) {
+	fl := &inflight{}
+	if req != nil && req.Session != nil {
+		if ex := interlock.ExchangeOf(req); ex.Form && !ex.Native {
+			fl.session = req.Session
+		}
+	}
+	u.callsMu.Lock()
+	if u.calls == nil {
+		u.calls = map[*inflight]struct{}{}
+	}
+	u.calls[fl] = struct{}{}
+	u.callsMu.Unlock()
+	return fl, func() {
+		u.callsMu.Lock()
+		delete(u.calls, fl)
+		u.callsMu.Unlock()
+	}
+}
+
 // call forwards a call the gate let through and returns the upstream's
 // result untouched. Failures become server-side interlock errors; the
-// upstream's internal error text stays in the gateway's log.
-func (u *upstream) call(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+// upstream's internal error text stays in the gateway's log. req is the
+// downstream request, when there is one (a preview has none).
+func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	cs, err := u.connect(ctx)
 	if err != nil {
 		return nil, &interlock.Error{
@@ -113,8 +193,25 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage) 
 			Err:     err,
 		}
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	if r, ok := interlock.RetryOf(ctx); ok {
+		params.InputResponses, params.RequestState = r.Responses, r.State
+	}
+	fl, done := u.track(req)
+	res, err := cs.CallTool(ctx, params)
+	done()
 	if err == nil {
+		u.callsMu.Lock()
+		cancelled := fl.cancelled
+		u.callsMu.Unlock()
+		if cancelled {
+			return nil, &interlock.Error{
+				Code: interlock.CodeCancelled,
+				Message: fmt.Sprintf("The server behind %s asked a question during the call that this client cannot show; "+
+					"it was answered with cancel, and its result is withheld.", name),
+				Hint: "Use a client that supports MCP elicitation on a session, or ask the operator how to run this tool.",
+			}
+		}
 		return res, nil
 	}
 	var rpcErr *jsonrpc.Error

@@ -17,7 +17,7 @@
 //
 //	version(1) kind(1) issued_at(8) expires_at(8) nonce(16) digest(32)
 //	len(tenant)(2) tenant len(principal)(2) principal len(tool)(2) tool
-//	mac(32)
+//	len(payload)(4) payload mac(32)
 //
 // Times are Unix milliseconds, big-endian. The claims are readable by anyone
 // who holds the token; only the MAC is secret.
@@ -61,6 +61,9 @@ const (
 	KindConfirm Kind = 1
 	// KindRequestState is the state carried through a multi-round-trip call.
 	KindRequestState Kind = 2
+	// KindUpstreamState wraps the request state of a question the server
+	// behind the gate asked during a call.
+	KindUpstreamState Kind = 3
 )
 
 // Claims are what a token binds.
@@ -75,6 +78,9 @@ type Claims struct {
 	Expires  time.Time
 	// Nonce makes every token unique and is what a store consumes.
 	Nonce [16]byte
+	// Payload is carried sealed but not secret: anyone holding the token
+	// can read it.
+	Payload []byte
 }
 
 // NonceString returns the nonce in a form fit for store keys.
@@ -161,6 +167,8 @@ func (s *Sealer) Seal(c Claims) string {
 		payload = binary.BigEndian.AppendUint16(payload, uint16(min(len(f), 0xffff)))
 		payload = append(payload, f[:min(len(f), 0xffff)]...)
 	}
+	payload = binary.BigEndian.AppendUint32(payload, uint32(len(c.Payload)))
+	payload = append(payload, c.Payload...)
 	payload = append(payload, mac(s.keys[0], payload)...)
 	return Prefix + base64.RawURLEncoding.EncodeToString(payload)
 }
@@ -174,7 +182,7 @@ func (s *Sealer) Open(token string) (Claims, error) {
 		return c, ErrMalformed
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil || len(raw) < 2+16+16+32+6+32 {
+	if err != nil || len(raw) < 2+16+16+32+6+4+32 {
 		return c, ErrMalformed
 	}
 	payload, sum := raw[:len(raw)-32], raw[len(raw)-32:]
@@ -207,8 +215,11 @@ func (s *Sealer) Open(token string) (Claims, error) {
 		}
 		fields[i], p = string(p[2:2+n]), p[2+n:]
 	}
-	if len(p) != 0 {
+	if len(p) < 4 || uint64(len(p)-4) != uint64(binary.BigEndian.Uint32(p)) {
 		return Claims{}, ErrMalformed
+	}
+	if len(p) > 4 {
+		c.Payload = bytes.Clone(p[4:])
 	}
 	c.Tenant, c.Principal, c.Tool = fields[0], fields[1], fields[2]
 	return c, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +41,13 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("times: %v %v", got.IssuedAt, got.Expires)
 	}
 	got.IssuedAt, got.Expires, c.IssuedAt, c.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	if got != c {
+	if !reflect.DeepEqual(got, c) {
 		t.Errorf("Open = %+v, want %+v", got, c)
+	}
+	c.Payload = []byte(`{"state":"upstream"}`)
+	got, err = s.Open(s.Seal(c))
+	if err != nil || string(got.Payload) != string(c.Payload) {
+		t.Errorf("payload = %q, %v", got.Payload, err)
 	}
 }
 
@@ -77,6 +83,7 @@ func TestTampering(t *testing.T) {
 		{"tenant", flip(tenantAt), ErrForged},
 		{"principal", flip(principalAt), ErrForged},
 		{"tool", flip(toolAt), ErrForged},
+		{"payload length", flip(toolAt + len(c.Tool) + 3), ErrForged},
 		{"mac", flip(len(raw) - 1), ErrForged},
 		{"truncated by one byte", reseal(raw[:len(raw)-1]), ErrForged},
 		{"truncated to almost nothing", reseal(raw[:10]), ErrMalformed},

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// picker is the downstream human: it answers every form with blue.
+type picker struct{ asked []string }
+
+func (p *picker) answer(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	p.asked = append(p.asked, req.Params.Message)
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "blue"}}, nil
+}
+
+// TestUpstreamQuestions carries the questions an upstream asks during a
+// call to the downstream human, for each pairing of protocol generations.
+func TestUpstreamQuestions(t *testing.T) {
+	tests := []struct {
+		name       string
+		legacyUp   bool   // the upstream speaks only 2025-11-25
+		downstream string // the downstream client's protocol version
+		elicits    bool   // the downstream client declares elicitation
+		tool       string
+		want       string         // the upstream's answer text, when the call finishes
+		wantCode   interlock.Code // or the error
+	}{
+		{"input request, MRTR client", false, "2026-07-28", true, "ask", "asked=accept:blue", ""},
+		{"input request, earlier client", false, "2025-11-25", true, "ask", "asked=accept:blue", ""},
+		{"input request, client without elicitation", false, "2026-07-28", false, "ask", "", interlock.CodeCancelled},
+		{"pushed question, earlier client", true, "2025-11-25", true, "ask_push", "pushed=accept:blue", ""},
+		{"pushed question, MRTR client cannot carry it", true, "2026-07-28", true, "ask_push", "", interlock.CodeCancelled},
+		{"legacy upstream turns input requests into pushes", true, "2025-11-25", true, "ask", "asked=accept:blue", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := config(t, "", "fx")
+			if tt.legacyUp {
+				f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
+			}
+			gw := start(t, f, "false")
+			human := &picker{}
+			opts := &mcp.ClientOptions{}
+			if tt.elicits {
+				opts.ElicitationHandler = human.answer
+			}
+			st, ct := mcp.NewInMemoryTransports()
+			if _, err := gw.Server().Connect(context.Background(), st, nil); err != nil {
+				t.Fatal(err)
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(context.Background(), ct,
+				&mcp.ClientSessionOptions{ProtocolVersion: tt.downstream})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			res := call(t, cs, tt.tool, map[string]any{})
+			if tt.wantCode != "" {
+				if b := body(t, res); b.Code != tt.wantCode || b.RecoveryHint == "" {
+					t.Errorf("body = %+v, want %s", b, tt.wantCode)
+				}
+				return
+			}
+			if res.IsError {
+				t.Fatalf("result = %+v", body(t, res))
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; got != tt.want {
+				t.Errorf("upstream answered %q, want %q", got, tt.want)
+			}
+			if len(human.asked) != 1 || human.asked[0] != "Pick a color" {
+				t.Errorf("the human was asked %q", human.asked)
+			}
+		})
+	}
+}
