@@ -417,3 +417,63 @@ func TestToolQuestionsAreRelayed(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayedState drives a tool's own question by hand: the state the
+// client holds is interlock's seal around the tool's, single use and bound
+// to the call; a client cannot hand the tool a state of its own making.
+func TestRelayedState(t *testing.T) {
+	g := newGate(t, ByAnnotations{}, &GateOptions{Getenv: env("false"), Logger: quiet})
+	tool, _ := NewTool("restore", "", HintsOf(nil), nil)
+	const args = `{"__confirm":true,"backup":"latest"}`
+	var seen []Retry
+	run := func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
+		r, ok := RetryOf(ctx)
+		if !ok {
+			return &mcp.CallToolResult{RequestState: "tool-state",
+				InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Mode: "form", Message: "Sure?"}}}, nil
+		}
+		seen = append(seen, r)
+		return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+	}
+	ask := func() string {
+		res := g.CallWith(context.Background(), tool, alice, json.RawMessage(args), Exchange{Form: true, Native: true}, run)
+		if res.IsError || res.RequestState == "" || res.RequestState == "tool-state" {
+			t.Fatalf("first round: %+v", res)
+		}
+		return res.RequestState
+	}
+	answers := mcp.InputResponseMap{"q": &mcp.ElicitResult{Action: "accept"}}
+	retry := func(id Identity, args, state string) Code {
+		res := g.CallWith(context.Background(), tool, id, json.RawMessage(args), Exchange{Form: true, Native: true, Responses: answers, State: state}, run)
+		if !res.IsError {
+			return ""
+		}
+		return decodeBody(t, res).Code
+	}
+
+	state := ask()
+	if got := retry(alice, args, state); got != "" || len(seen) != 1 || seen[0].State != "tool-state" {
+		t.Fatalf("retry: code %s, the tool saw %+v", got, seen)
+	}
+	tests := []struct {
+		name string
+		code func() Code
+		want Code
+	}{
+		{"replayed", func() Code { return retry(alice, args, state) }, CodeConsentTokenInvalid},
+		{"other arguments", func() Code { return retry(alice, `{"__confirm":true,"backup":"oldest"}`, ask()) }, CodeConsentTokenMismatch},
+		{"other caller", func() Code { return retry(Identity{Principal: "mallory", Tenant: "acme"}, args, ask()) }, CodeConsentTokenMismatch},
+	}
+	for _, tt := range tests {
+		if got := tt.code(); got != tt.want {
+			t.Errorf("%s: code %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	// The tool's own state, sent bare, is not a relayed state: the call is
+	// a fresh one and the tool sees no answers.
+	before := len(seen)
+	if res := g.CallWith(context.Background(), tool, alice, json.RawMessage(args),
+		Exchange{Form: true, Native: true, Responses: answers, State: "tool-state"}, run); res.InputRequests == nil || len(seen) != before {
+		t.Errorf("a bare tool state reached the tool: %+v", res)
+	}
+}

@@ -7,6 +7,8 @@ import { after, before, describe, it } from 'node:test';
 
 import {
   ALL_TOOLS,
+  ELICIT_DRY_RUN_HINT,
+  ELICIT_TOOLS,
   FLAG_HINT,
   FLAG_TOOLS,
   GATED_TOOLS,
@@ -35,7 +37,11 @@ async function checkToolList(client) {
     }
     assert.equal(t.inputSchema.type, 'object', `${t.name}: inputSchema.type`);
   }
-  assert.deepEqual([...FLAG_TOOLS, ...TOKEN_TOOLS].sort(), [...GATED_TOOLS].sort(), 'every gated tool has one mode');
+  assert.deepEqual(
+    [...FLAG_TOOLS, ...TOKEN_TOOLS, ...ELICIT_TOOLS].sort(),
+    [...GATED_TOOLS].sort(),
+    'every gated tool has one mode',
+  );
   for (const name of READ_ONLY_TOOLS) {
     const props = byName[name].inputSchema.properties ?? {};
     assert.equal(byName[name].annotations.readOnlyHint, true, `${name}: readOnlyHint`);
@@ -57,6 +63,21 @@ async function checkToolList(client) {
     assert.ok(!(schema.required ?? []).includes('__confirm_token'), `${name}: __confirm_token must be optional`);
     assert.ok(!('__confirm' in schema.properties), `token-mode ${name} must not take __confirm`);
   }
+  // Elicit tools ask a human in a form; __confirm_token is their token
+  // fallback for clients that cannot show one. The flag key is no key here.
+  for (const name of ELICIT_TOOLS) {
+    const schema = byName[name].inputSchema;
+    assert.equal(schema.properties?.__confirm_token?.type, 'string', `${name} must take __confirm_token: string`);
+    assert.ok(!(schema.required ?? []).includes('__confirm_token'), `${name}: __confirm_token must be optional`);
+    assert.ok(!('__confirm' in schema.properties), `elicit-mode ${name} must not take __confirm`);
+  }
+  // The human, not the model, picks promote_release's environment: it is no
+  // longer an argument the model sees.
+  const promote = byName.promote_release.inputSchema;
+  assert.ok(!('environment' in promote.properties), `promote_release must not advertise environment: ${JSON.stringify(promote)}`);
+  assert.deepEqual(promote.required, ['service']);
+  assert.equal(promote.properties.service?.type, 'string');
+  assert.deepEqual(byName.delete_customer.inputSchema.required, ['id']);
   assert.equal(byName.get_customer.annotations.readOnlyHint, true);
   assert.equal(byName.delete_customer.annotations.destructiveHint, true);
   assert.equal(byName.send_reminder.annotations.destructiveHint, false);
@@ -79,7 +100,7 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
     assert.ok(gw.client.getServerCapabilities()?.tools, 'tools capability');
   });
 
-  it('tools/list returns the 9 demo tools with explicit hints, __confirm on flag tools, __confirm_token on token tools', T, async () => {
+  it('tools/list returns the 9 demo tools with explicit hints, __confirm on flag tools, __confirm_token on token and elicit tools', T, async () => {
     await checkToolList(gw.client);
   });
 
@@ -108,21 +129,30 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
   });
 
   it('every destructive demo tool previews instead of running, with the hint of its mode', T, async () => {
-    // Flag tools are called with the agent's key; token tools as an agent
-    // first calls them, without __confirm_token.
+    // Flag tools are called with the agent's key; token and elicit tools as
+    // an agent first calls them, without __confirm_token. The elicit tools
+    // preview and nobody is asked (this client declares no elicitation).
     const calls = [
-      ['delete_customer', { id: 'acct_2048', __confirm: true }, FLAG_HINT],
+      ['delete_customer', { id: 'acct_2048' }, ELICIT_DRY_RUN_HINT],
       ['upgrade_plan', { customer_id: 'acct_2048', to: 'pro' }, TOKEN_DRY_RUN_HINT],
       ['downgrade_plan', { customer_id: 'acct_1024', to: 'pro' }, TOKEN_DRY_RUN_HINT],
-      ['promote_release', { service: 'web', environment: 'production', __confirm: true }, FLAG_HINT],
+      ['promote_release', { service: 'web' }, ELICIT_DRY_RUN_HINT],
       ['refund_invoice', { invoice_id: 'inv_1003', amount: 10 }, TOKEN_DRY_RUN_HINT],
       ['send_reminder', { customer_id: 'acct_2048', __confirm: true }, FLAG_HINT],
     ];
     assert.deepEqual(calls.map(([name]) => name).sort(), [...GATED_TOOLS].sort(), 'covers every gated tool');
+    const summaries = {};
     for (const [name, args, hint] of calls) {
       const res = await gw.client.callTool({ name, arguments: args });
-      assertPreview(res, args, hint);
+      summaries[name] = assertPreview(res, args, hint).summary;
     }
+    // The summaries come from the policy (and delete_customer's from its
+    // get_customer preview), not from the model.
+    for (const part of ['Initech', 'acct_2048', '0 invoices', 'cannot be undone']) {
+      assert.ok(summaries.delete_customer.includes(part), `delete summary ${JSON.stringify(summaries.delete_customer)} must name ${part}`);
+    }
+    assert.match(summaries.promote_release, /\bweb\b/);
+    assert.match(summaries.promote_release, /environment/i);
     // Nothing ran: Initech still exists on the free plan, Globex is still on
     // scale and inv_1003 has no refund.
     const res = await gw.client.callTool({ name: 'get_customer', arguments: { id: 'acct_2048' } });
@@ -291,10 +321,15 @@ for (const stateless of [false, true]) {
       assert.deepEqual(ids, ['acct_1024', 'acct_2048', 'acct_9931']);
     });
 
-    it('delete_customer with __confirm gives DRY_RUN_PREVIEW', T, async () => {
-      const args = { id: 'acct_2048', __confirm: true };
-      const sc = assertPreview(await gw.client.callTool({ name: 'delete_customer', arguments: args }), args);
+    it('delete_customer gives DRY_RUN_PREVIEW with the elicit hint and the get_customer summary', T, async () => {
+      const args = { id: 'acct_2048' };
+      const sc = assertPreview(
+        await gw.client.callTool({ name: 'delete_customer', arguments: args }),
+        args,
+        ELICIT_DRY_RUN_HINT,
+      );
       assert.deepEqual(sc.preview, { id: 'acct_2048' });
+      assert.match(sc.summary, /Initech \(acct_2048, plan free\)/);
     });
 
     it('get_customer {id: 5} gives VALIDATION_FAILED', T, async () => {

@@ -1,12 +1,18 @@
 // Shared helpers for the interop tests: start interlock over stdio or
-// streamable HTTP with the official TypeScript MCP SDK client, and check the
-// shape of interlock's structured error results.
+// streamable HTTP with an official TypeScript MCP client (SDK 1.x by
+// default, or the 2.x client package), and check the shape of interlock's
+// structured error results.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import {
+  Client as Client2,
+  StreamableHTTPClientTransport as StreamableHTTPClientTransport2,
+} from '@modelcontextprotocol/client';
+import { StdioClientTransport as StdioClientTransport2 } from '@modelcontextprotocol/client/stdio';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -43,18 +49,41 @@ export const GATED_TOOLS = [
 export const ALL_TOOLS = [...READ_ONLY_TOOLS, ...GATED_TOOLS].sort();
 
 // The built-in policy's modes: flag tools take `__confirm: true`, token tools
-// take `__confirm_token` (the confirm-token handshake). refund_invoice over
-// $1,000 is denied outright.
-export const FLAG_TOOLS = ['delete_customer', 'promote_release', 'send_reminder'];
+// take `__confirm_token` (the confirm-token handshake), elicit tools ask a
+// human in a form and take `__confirm_token` only for their token fallback.
+// refund_invoice over $1,000 is denied outright.
+export const FLAG_TOOLS = ['send_reminder'];
 export const TOKEN_TOOLS = ['downgrade_plan', 'refund_invoice', 'upgrade_plan'];
+export const ELICIT_TOOLS = ['delete_customer', 'promote_release'];
 
-// The recovery hints of a DRY_RUN_PREVIEW (interlock.FlagHint and
-// interlock.TokenDryRunHint in Go).
+// The recovery hints of a DRY_RUN_PREVIEW (interlock.FlagHint,
+// interlock.TokenDryRunHint and interlock.ElicitDryRunHint in Go).
 export const FLAG_HINT = 'Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute';
 export const TOKEN_DRY_RUN_HINT =
   'Set MCP_DRY_RUN=false AND call again without __confirm_token to get a confirm token; ' +
   'show its summary to the user and pass it back as __confirm_token only after they agree';
+export const ELICIT_DRY_RUN_HINT =
+  'Set MCP_DRY_RUN=false AND call again: the user will be asked to confirm in a form ' +
+  '(or, where the client cannot show one, you will get a confirm token to show them)';
 export const RECOVERY_HINT = FLAG_HINT;
+
+// The two TypeScript clients under test. SDK1 is `@modelcontextprotocol/sdk`
+// 1.x (protocol 2025-11-25: elicitation is a server-to-client request);
+// SDK2 is `@modelcontextprotocol/client` 2.x, which speaks 2026-07-28 once
+// versionNegotiation asks for it (elicitation rides in `input_required`
+// results, multi round-trip requests).
+export const SDK1 = {
+  name: '@modelcontextprotocol/sdk 1.x',
+  Client,
+  StdioClientTransport,
+  StreamableHTTPClientTransport,
+};
+export const SDK2 = {
+  name: '@modelcontextprotocol/client 2.x',
+  Client: Client2,
+  StdioClientTransport: StdioClientTransport2,
+  StreamableHTTPClientTransport: StreamableHTTPClientTransport2,
+};
 
 // A fresh state directory per gateway, so tests never share the demo database.
 export function tempDataDir() {
@@ -74,15 +103,20 @@ function childEnv(dryRun) {
   return env;
 }
 
-function newClient() {
-  return new Client({ name: 'interlock-interop', version: '1.0.0' });
+// A client of the given SDK with clientOptions (capabilities,
+// versionNegotiation, …); setup(client), if given, runs before connecting
+// (to register request handlers such as elicitation/create).
+function newClient(sdk, clientOptions, setup) {
+  const client = new sdk.Client({ name: 'interlock-interop', version: '1.0.0' }, clientOptions);
+  setup?.(client);
+  return client;
 }
 
 // Starts `interlock serve --stdio` through the SDK's StdioClientTransport and
 // connects a client. Returns { client, transport, stderr(), close() }.
-export async function startStdio({ dryRun, extraArgs = [] } = {}) {
+export async function startStdio({ dryRun, extraArgs = [], sdk = SDK1, clientOptions, setup } = {}) {
   const dataDir = tempDataDir();
-  const transport = new StdioClientTransport({
+  const transport = new sdk.StdioClientTransport({
     command: BIN,
     args: ['serve', '--stdio', '--data', dataDir, ...extraArgs],
     env: childEnv(dryRun),
@@ -92,7 +126,7 @@ export async function startStdio({ dryRun, extraArgs = [] } = {}) {
   transport.stderr?.on('data', (chunk) => {
     stderr += chunk;
   });
-  const client = newClient();
+  const client = newClient(sdk, clientOptions, setup);
   try {
     await client.connect(transport);
   } catch (err) {
@@ -130,7 +164,7 @@ export function isAlive(pid) {
 // Starts `interlock serve --listen 127.0.0.1:0` as a child process, reads the
 // URL from its stderr banner and connects a client over streamable HTTP.
 // fetch, if given, is handed to the SDK transport (to observe requests).
-export async function startHttp({ dryRun, stateless = false, fetch } = {}) {
+export async function startHttp({ dryRun, stateless = false, fetch, sdk = SDK1, clientOptions, setup } = {}) {
   const dataDir = tempDataDir();
   const args = ['serve', '--listen', '127.0.0.1:0', '--data', dataDir];
   if (stateless) args.push('--stateless');
@@ -178,8 +212,8 @@ export async function startHttp({ dryRun, stateless = false, fetch } = {}) {
     throw new Error(`${err.message}\n--- gateway stderr ---\n${stderr}`);
   }
 
-  const transport = new StreamableHTTPClientTransport(url, fetch ? { fetch } : undefined);
-  const client = newClient();
+  const transport = new sdk.StreamableHTTPClientTransport(url, fetch ? { fetch } : undefined);
+  const client = newClient(sdk, clientOptions, setup);
   try {
     await client.connect(transport);
   } catch (err) {
@@ -259,6 +293,17 @@ export function assertPreview(result, args, hint = FLAG_HINT) {
     assert.ok(!(key in sc), `a dry-run preview must not carry ${key}: ${JSON.stringify(sc)}`);
   }
   return sc;
+}
+
+// Changes one character in the middle of a confirm token or request state
+// to another one of the base64url alphabet.
+export function tamper(token) {
+  const i = Math.floor(token.length / 2);
+  const replacement = token[i] === 'A' ? 'B' : 'A';
+  const out = token.slice(0, i) + replacement + token.slice(i + 1);
+  assert.notEqual(out, token);
+  assert.equal(out.length, token.length);
+  return out;
 }
 
 function isDeepEqual(a, b) {

@@ -17,6 +17,7 @@ import {
   assertPreview,
   startHttp,
   startStdio,
+  tamper,
 } from './helpers.mjs';
 
 const T = { timeout: TEST_TIMEOUT };
@@ -104,17 +105,6 @@ async function invoice(client, customerId, invoiceId) {
   const inv = res.structuredContent?.invoices?.find((i) => i.id === invoiceId);
   assert.ok(inv, `${invoiceId} not in ${JSON.stringify(res.structuredContent)}`);
   return inv;
-}
-
-// Changes one character in the middle of a token to another one of the
-// token alphabet.
-function tamper(token) {
-  const i = Math.floor(token.length / 2);
-  const replacement = token[i] === 'A' ? 'B' : 'A';
-  const out = token.slice(0, i) + replacement + token.slice(i + 1);
-  assert.notEqual(out, token);
-  assert.equal(out.length, token.length);
-  return out;
 }
 
 // A test with its own gateway (its own --data directory and token store),
