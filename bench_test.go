@@ -47,3 +47,17 @@ func BenchmarkGate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTokenHandshake measures one describe and one redemption.
+func BenchmarkTokenHandshake(b *testing.B) {
+	r := newTokenRig(b, Decision{Mode: ModeToken}, nil)
+	const args = `{"customer_id":"acct_9931","to":"scale"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		res := r.call(alice, args)
+		tok := bodyOfResult(res).ConfirmToken
+		if res := r.call(alice, withToken(args, tok)); res.IsError {
+			b.Fatal("redeem failed")
+		}
+	}
+}

@@ -182,3 +182,30 @@ func BenchmarkConsume(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConsumeParallel is BenchmarkConsume from several goroutines at
+// once, as a busy gateway consumes.
+func BenchmarkConsumeParallel(b *testing.B) {
+	ctx := context.Background()
+	stores := map[string]interlock.TokenStore{"memory": interlock.NewMemoryTokens(), "redis": store(b)}
+	for _, name := range []string{"memory", "redis"} {
+		s := stores[name]
+		b.Run(name, func(b *testing.B) {
+			var n atomic.Int64
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					binding := fmt.Sprintf("p%d", n.Add(1))
+					if err := s.Issue(ctx, binding, "n", time.Minute); err != nil {
+						b.Error(err)
+						return
+					}
+					if ok, err := s.Consume(ctx, binding, "n"); err != nil || !ok {
+						b.Error("consume failed", err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
