@@ -46,7 +46,9 @@ func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*m
 }
 
 // fallback applies the decision's fallback mode (token unless it says
-// deny) for a client that cannot show a form: never a silent allow.
+// deny) for a client that cannot show a form: never a silent allow. The
+// choices the form would have asked become the agent's to relay: each must
+// be in the arguments, and the summary the user confirms names them.
 func (g *Gate) fallback(ctx context.Context, c *Call, d Decision, ex Exchange) (*mcp.CallToolResult, error) {
 	fb := d
 	fb.Mode = d.Fallback
@@ -54,6 +56,35 @@ func (g *Gate) fallback(ctx context.Context, c *Call, d Decision, ex Exchange) (
 		fb.Mode = ModeToken
 	}
 	g.log.DebugContext(ctx, "client cannot show a form; falling back", "tool", c.Tool, "fallback", string(fb.Mode))
+	if fb.Mode == ModeToken && len(d.Form.Choices) > 0 {
+		var picked []string
+		for _, ch := range d.Form.Choices {
+			v, ok := c.Args[ch.Arg].(string)
+			if !ok || !slices.Contains(ch.Options, v) {
+				options := strings.Join(ch.Options, ", ")
+				return nil, &Error{
+					Code: CodeValidationFailed,
+					Message: fmt.Sprintf("This client cannot show the confirmation form, so %s must come from the user: %s is one of %s.",
+						c.Tool, ch.Arg, options),
+					Hint: fmt.Sprintf("Ask the user which %s they want (%s) and call %s again with %s set to their answer; never choose it yourself.",
+						ch.Title, options, c.Tool, ch.Arg),
+					ValidationIssues: []ValidationIssue{{Path: ch.Arg, Message: "must be the user's choice of " + options, Code: "human_choice"}},
+				}
+			}
+			picked = append(picked, fmt.Sprintf("%s: %s", ch.Title, v))
+		}
+		summarize := d.Summarize
+		fb.Summarize = func(preview any) string {
+			base := ""
+			if summarize != nil {
+				base = summarize(preview)
+			}
+			if base == "" {
+				base = fmt.Sprintf("Call %s with the arguments shown in preview.", c.Tool)
+			}
+			return base + " " + strings.Join(picked, "; ") + "."
+		}
+	}
 	return g.apply(ctx, c, fb, ex)
 }
 
@@ -168,8 +199,7 @@ func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) e
 			Message: fmt.Sprintf("The user did not tick the confirmation box for %s; nothing ran.", c.Tool)}
 	}
 	if want := d.Form.TypeBack; want != "" {
-		typed, _ := answer.Content[fieldTypeBack].(string)
-		if strings.TrimSpace(typed) != want {
+		if typed, _ := answer.Content[fieldTypeBack].(string); typed != want {
 			return &Error{Code: CodeDeclined, Hint: refuse,
 				Message: fmt.Sprintf("The value the user typed did not match %s; nothing ran.", want)}
 		}

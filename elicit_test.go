@@ -242,8 +242,8 @@ func TestAdvertisedElicitTools(t *testing.T) {
 		}
 		schema := tool.InputSchema.(map[string]any)
 		props := schema["properties"].(map[string]any)
-		if _, ok := props["environment"]; ok {
-			t.Errorf("the model is shown the argument a human picks: %v", props)
+		if env, _ := props["environment"].(map[string]any); env["description"] != humanArgNote {
+			t.Errorf("the argument a human picks is not marked as theirs: %v", props["environment"])
 		}
 		if req, _ := schema["required"].([]any); len(req) != 1 || req[0] != "service" {
 			t.Errorf("required = %v", schema["required"])
@@ -475,5 +475,31 @@ func TestRelayedState(t *testing.T) {
 	if res := g.CallWith(context.Background(), tool, alice, json.RawMessage(args),
 		Exchange{Form: true, Native: true, Responses: answers, State: "tool-state"}, run); res.InputRequests == nil || len(seen) != before {
 		t.Errorf("a bare tool state reached the tool: %+v", res)
+	}
+}
+
+// TestFallbackWithChoices: without a form, the user's choice comes through
+// the agent, and the summary the user confirms names it.
+func TestFallbackWithChoices(t *testing.T) {
+	e := newElicitServer(t, "false", "")
+	cs := connectVersion(t, e.server, "", nil)
+	call := func(args map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "promote_release", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	b := decodeBody(t, call(map[string]any{"service": "web"}))
+	if b.Code != CodeValidationFailed || b.ValidationIssues[0].Path != "environment" || !strings.Contains(b.RecoveryHint, "Ask the user") {
+		t.Fatalf("without the choice: %+v", b)
+	}
+	b = decodeBody(t, call(map[string]any{"service": "web", "environment": "production"}))
+	if b.Code != CodeConfirmationRequired || !strings.Contains(b.Summary, "Target environment: production") {
+		t.Fatalf("with the choice: %+v", b)
+	}
+	res := call(map[string]any{"service": "web", "environment": "production", "__confirm_token": b.ConfirmToken})
+	if res.IsError || e.promoted.Load() != "production" {
+		t.Errorf("redeem: %+v, ran with %v", res, e.promoted.Load())
 	}
 }

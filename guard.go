@@ -19,12 +19,17 @@ var confirmSchema = map[string]any{
 		"explicitly agreed to this exact call. A dry-run preview is returned until the operator also enables execution.",
 }
 
+// humanArgNote describes an argument a human picks in the confirmation
+// form.
+const humanArgNote = "Chosen by the user in interlock's confirmation form, which replaces any value sent here. " +
+	"Leave it out unless interlock answers that this client cannot show the form; then pass the user's own choice, never yours."
+
 // confirmTokenSchema describes __confirm_token likewise.
 var confirmTokenSchema = map[string]any{
 	"type": "string",
-	"description": "Meta-argument read by interlock, never passed to the tool: leave it out at first; the call then " +
-		"answers CONFIRMATION_REQUIRED with a summary and a confirm_token. Show the summary to the user and, only " +
-		"after they explicitly agree, call again with the same arguments and this set to the confirm_token.",
+	"description": "Meta-argument read by interlock, never passed to the tool. Leave it out; when a call answers " +
+		"CONFIRMATION_REQUIRED with a summary and a confirm_token, show the summary to the user and, only after they " +
+		"explicitly agree, call again with the same arguments and this set to the confirm_token.",
 }
 
 // Advertise returns a copy of t as clients should see it behind the gate:
@@ -54,9 +59,16 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 		return nil, fmt.Errorf("tool %q: input schema has type %v; MCP requires \"object\"", t.Name, typ)
 	}
 	if human := g.policy.HumanArgs(t.Name, upstream, h); len(human) > 0 {
-		// The model does not name what a human picks.
-		if schema, err = withoutArgs(schema, human, true); err != nil {
+		// What a human picks is not the model's to require; it stays listed
+		// so an agent can relay the user's choice where no form can be shown.
+		if schema, err = withoutArgs(schema, human, false); err != nil {
 			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		props, _ := schema["properties"].(map[string]any)
+		for _, name := range human {
+			if p, ok := props[name].(map[string]any); ok {
+				p["description"] = humanArgNote
+			}
 		}
 	}
 	out.InputSchema = schema

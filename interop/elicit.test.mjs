@@ -96,11 +96,11 @@ const FORM_CONNECTIONS = [
 ];
 
 // Starts a gateway for conn with a scripted human; runs fn; stops it.
-async function withGateway(conn, { answer, elicitation = true, dryRun = 'false' } = {}, fn) {
+async function withGateway(conn, { answer, elicitation = true, dryRunOn = false } = {}, fn) {
   const human = scriptedHuman(answer);
   const calls = [];
   const opts = {
-    dryRun,
+    dryRun: dryRunOn ? undefined : 'false',
     sdk: conn.sdk,
     clientOptions: clientOptions(conn.sdk, { elicitation }),
     setup: elicitation ? (client) => attachHuman(conn.sdk, client, human) : undefined,
@@ -311,7 +311,7 @@ for (const conn of FORM_CONNECTIONS) {
       await assertProductionUntouched(client, human);
     });
 
-    gwIt('dry run on: DRY_RUN_PREVIEW with the elicit hint, and nobody is asked', { answer: ACCEPT_NORTHWIND, dryRun: undefined }, async ({ client, human }) => {
+    gwIt('dry run on: DRY_RUN_PREVIEW with the elicit hint, and nobody is asked', { answer: ACCEPT_NORTHWIND, dryRunOn: true }, async ({ client, human }) => {
       const sc = assertPreview(
         await client.callTool({ name: 'delete_customer', arguments: DELETE_NORTHWIND }),
         DELETE_NORTHWIND,
@@ -505,19 +505,25 @@ for (const conn of FALLBACK_CONNECTIONS) {
     });
 
     if (conn.sdk === SDK1 && conn.transport === 'stdio') {
-      // promote_release advertises only `service` (the human picks the
-      // environment). A client without a form that calls it as advertised
-      // must still be able to redeem the fallback token.
-      gwIt('promote_release called as advertised (service only) runs once its token is redeemed', async ({ client }) => {
-        const args = { service: 'web' };
+      // Without a form, the user's choice of environment comes through the
+      // agent: the gate asks for it, and the summary the user confirms names it.
+      gwIt('promote_release without a form: the environment must be the user\'s choice, named in the summary', async ({ client }) => {
+        const missing = await client.callTool({ name: 'promote_release', arguments: { service: 'web' } });
+        assert.equal(missing.isError, true);
+        assert.equal(missing.structuredContent.code, 'VALIDATION_FAILED');
+        assert.equal(missing.structuredContent.validation_issues?.[0]?.path, 'environment');
+        assert.match(missing.structuredContent.recovery_hint, /Ask the user/);
+        const args = { service: 'web', environment: 'staging' };
         const sc = assertConfirmationRequired(
           await client.callTool({ name: 'promote_release', arguments: args }),
           'promote_release',
           args,
         );
+        assert.match(sc.summary, /Target environment: staging/);
         const res = await client.callTool({ name: 'promote_release', arguments: { ...args, __confirm_token: sc.confirm_token } });
         const ran = assertRan(res);
         assert.equal(ran.service, 'web');
+        assert.equal(ran.environment, 'staging');
       });
     }
   });

@@ -71,10 +71,11 @@ async function checkToolList(client) {
     assert.ok(!(schema.required ?? []).includes('__confirm_token'), `${name}: __confirm_token must be optional`);
     assert.ok(!('__confirm' in schema.properties), `elicit-mode ${name} must not take __confirm`);
   }
-  // The human, not the model, picks promote_release's environment: it is no
-  // longer an argument the model sees.
+  // The human, not the model, picks promote_release's environment: the
+  // model is no longer required to send it, and its description says whose
+  // choice it is.
   const promote = byName.promote_release.inputSchema;
-  assert.ok(!('environment' in promote.properties), `promote_release must not advertise environment: ${JSON.stringify(promote)}`);
+  assert.match(promote.properties.environment?.description ?? '', /confirmation form/, `promote_release: ${JSON.stringify(promote)}`);
   assert.deepEqual(promote.required, ['service']);
   assert.equal(promote.properties.service?.type, 'string');
   assert.deepEqual(byName.delete_customer.inputSchema.required, ['id']);
