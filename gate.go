@@ -9,9 +9,9 @@ import (
 	"os/user"
 	"sync"
 
-	"github.com/interlock-mcp/interlock/seal"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // DefaultMaxArgumentBytes is the largest raw argument object the gate reads
@@ -30,7 +30,8 @@ func DryRunFromEnv(getenv func(string) string) bool {
 
 // GateOptions configure a [Gate]. The zero value is ready to use.
 type GateOptions struct {
-	// Getenv reads the environment for the operator key; os.Getenv when nil.
+	// Getenv reads the environment for the operator key and the sealing
+	// keys; os.Getenv when nil.
 	Getenv func(string) string
 	// MaxArgumentBytes bounds the raw arguments of one call;
 	// DefaultMaxArgumentBytes when zero.
