@@ -26,23 +26,57 @@ const (
 	fieldTypeBack = "type_back"
 )
 
-// elicit applies mode elicit: a human confirms in a form the client renders,
-// carried by a multi round-trip input request (the SDK turns it into
-// elicitation/create for clients of earlier protocol versions). The first
-// call answers with the form and a sealed request state; the retry carries
-// the human's answer, and only a clean accept lets the call run. A client
-// that cannot show a form gets the decision's fallback instead.
+// elicit applies mode elicit: a human confirms in a form the client renders.
+// A client of protocol 2026-07-28 gets the form as a multi round-trip input
+// request with a sealed request state and retries with the human's answer;
+// a client of an earlier protocol is sent elicitation/create on its session
+// and answers within the same call. Either way the answer is read by
+// readForm, and only a clean accept lets the call run. A client that
+// cannot show a form gets the decision's fallback instead.
 func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*mcp.CallToolResult, error) {
 	if g.dryRun {
 		return nil, g.dryRunPreview(ctx, c, d, ElicitDryRunHint, []string{operatorKeyMissing})
 	}
-	if ex.State == "" && len(ex.Responses) == 0 {
-		if !ex.Form {
-			return g.fallback(ctx, c, d, ex)
-		}
-		return g.askForm(ctx, c, d)
+	if ex.State != "" || len(ex.Responses) > 0 {
+		return nil, g.readForm(ctx, c, d, ex)
 	}
-	return nil, g.readForm(ctx, c, d, ex)
+	if !ex.Form {
+		return g.fallback(ctx, c, d, ex)
+	}
+	res, err := g.askForm(ctx, c, d)
+	if err != nil || ex.Ask == nil {
+		return res, err
+	}
+	answer, err := askNow(ctx, c, d, ex.Ask, res.InputRequests[formRequestID].(*mcp.ElicitParams))
+	if err != nil {
+		return nil, err
+	}
+	return nil, g.readForm(ctx, c, d, Exchange{Responses: mcp.InputResponseMap{formRequestID: answer}, State: res.RequestState})
+}
+
+// askNow sends the form on the client's session and waits for the answer,
+// no longer than the decision's timeout.
+func askNow(ctx context.Context, c *Call, d Decision, ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error), form *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = DefaultElicitTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	answer, err := ask(actx, form)
+	switch {
+	case err == nil && answer != nil:
+		return answer, nil
+	case actx.Err() != nil && ctx.Err() == nil:
+		return nil, &Error{Code: CodeCancelled,
+			Message: fmt.Sprintf("Nobody answered the confirmation for %s within %s; nothing ran.", c.Tool, timeout),
+			Hint:    "Ask the user whether to proceed, then call again."}
+	}
+	// The client could not show the form or sent an answer that does not
+	// fit it; either way nobody confirmed.
+	return nil, &Error{Code: CodeCancelled, Err: err,
+		Message: fmt.Sprintf("The client did not complete the confirmation form for %s; nothing ran.", c.Tool),
+		Hint:    "Ask the user whether to proceed, then call again."}
 }
 
 // fallback applies the decision's fallback mode (token unless it says

@@ -503,3 +503,57 @@ func TestFallbackWithChoices(t *testing.T) {
 		t.Errorf("redeem: %+v, ran with %v", res, e.promoted.Load())
 	}
 }
+
+// TestEarlierClientTimeout: a client of an earlier protocol that never
+// answers the form is given up on after the rule's timeout, and nothing
+// runs; an answer that does not fit the form is no confirmation either.
+func TestEarlierClientTimeout(t *testing.T) {
+	t.Run("no answer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newElicitServer(t, "false", "")
+			slow := func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				select {
+				case <-time.After(time.Hour):
+				case <-ctx.Done():
+				}
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true, "type_back": "acct_9931"}}, nil
+			}
+			ctx := context.Background()
+			st, ct := mcp.NewInMemoryTransports()
+			ss, err := e.server.Connect(ctx, st, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "slow"}, &mcp.ClientOptions{ElicitationHandler: slow}).
+				Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "delete_customer", Arguments: map[string]any{"id": "acct_9931"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := decodeBody(t, res).Code; got != CodeCancelled || e.deleted.Load() != 0 {
+				t.Errorf("code %s, deleted %d", got, e.deleted.Load())
+			}
+			if waited := time.Since(start); waited != DefaultElicitTimeout {
+				t.Errorf("waited %v, want the default timeout %v", waited, DefaultElicitTimeout)
+			}
+			cs.Close()
+			ss.Wait()
+		})
+	})
+	t.Run("an answer outside the form", func(t *testing.T) {
+		e := newElicitServer(t, "false", "")
+		h := &human{action: "accept", content: map[string]any{"confirm": true, "environment": "moon"}}
+		cs := connectVersion(t, e.server, "2025-11-25", h)
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "promote_release", Arguments: map[string]any{"service": "web"}})
+		if err != nil {
+			t.Fatalf("a bad answer must be a tool result, not a protocol error: %v", err)
+		}
+		if b := decodeBody(t, res); b.Code != CodeCancelled || strings.Contains(b.Message, "schema") || e.promoted.Load() != nil {
+			t.Errorf("body %+v, promoted %v", b, e.promoted.Load())
+		}
+	})
+}

@@ -252,6 +252,10 @@ type Exchange struct {
 	// that answered with input requests.
 	Responses mcp.InputResponseMap
 	State     string
+	// Ask sends a form to a client of an earlier protocol on its session
+	// and waits for the answer; nil for MRTR clients, which are asked by
+	// the call's result instead.
+	Ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 }
 
 // ExchangeOf reads what the client of req can carry and what it answered.
@@ -266,6 +270,9 @@ func ExchangeOf(req *mcp.CallToolRequest) Exchange {
 	// elicitation on; only a client that retries with answers can be asked.
 	stateless := req.Extra != nil && req.Extra.Header != nil && req.Session != nil && req.Session.ID() == ""
 	ex.Form = form && req.Session != nil && (ex.Native || !stateless)
+	if ex.Form && !ex.Native {
+		ex.Ask = req.Session.Elicit
+	}
 	return ex
 }
 
