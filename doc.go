@@ -14,8 +14,22 @@
 // The operator key is the environment variable MCP_DRY_RUN. Unless it is the
 // literal string "false", no gated call executes: the gate answers
 // DRY_RUN_PREVIEW with the redacted arguments instead. The per-call key is
-// what the decision's mode demands; in [ModeFlag] it is the agent passing
-// __confirm: true. Either key alone fails closed.
+// what the decision's mode demands. Either key alone fails closed.
+//
+// # Modes
+//
+// [ModeAllow] runs the call; [ModeDeny] refuses it. [ModeFlag] runs it when
+// the agent passes __confirm: true. [ModeToken] answers
+// CONFIRMATION_REQUIRED with a summary and a single-use confirm token,
+// sealed by package seal and bound to the caller, tool and arguments; the
+// call runs when the agent presents the token. [ModeElicit] asks a human in
+// a form the client renders, through a multi round-trip input request or,
+// for clients of earlier protocols, elicitation/create; a client that
+// cannot show a form gets the decision's fallback. A decision may name a
+// read-only preview tool whose result feeds the summary the human reads.
+//
+// Questions a tool itself asks during a call are carried to the client's
+// human too, with the tool's request state sealed inside the gate's.
 //
 // # Errors
 //
