@@ -50,7 +50,15 @@ func CheckListen(addr string, f *policy.File) error {
 func (g *Gateway) Handler(stateless bool) http.Handler {
 	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(
 		func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{Stateless: stateless, Logger: g.log},
+		&mcp.StreamableHTTPOptions{
+			Stateless: stateless,
+			Logger:    g.log,
+			// Room for the largest arguments the gate accepts and the
+			// envelope around them, so an oversized call gets the gate's
+			// VALIDATION_FAILED, not a bare 413.
+			MaxRequestBodyBytes:          max(int64(g.file.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes),
+			PropagateRequestCancellation: true,
+		},
 	)
 	rest := g.restHandler()
 	if len(g.file.Auth.Keys) > 0 {
