@@ -34,6 +34,7 @@ import {
   startHttp,
   startStdio,
   tamper,
+  assertRan,
 } from './helpers.mjs';
 
 const T = { timeout: TEST_TIMEOUT };
@@ -143,14 +144,6 @@ async function assertNorthwindExists(client) {
   assert.ok(c, 'acct_9931 must still exist: nothing may be deleted without a clean accept');
   assert.equal(c.name, 'Northwind Traders');
   assert.equal(c.invoice_count, 3);
-}
-
-function assertRan(res) {
-  assert.notEqual(res.isError, true, `expected the call to run, got ${JSON.stringify(res)}`);
-  const sc = res.structuredContent;
-  assert.ok(sc && typeof sc === 'object', `expected structuredContent, got ${JSON.stringify(res)}`);
-  assert.ok(!('code' in sc), `an executed call is not a gateway error: ${JSON.stringify(sc)}`);
-  return sc;
 }
 
 function assertDeletedNorthwind(res) {

@@ -297,6 +297,15 @@ export function assertPreview(result, args, hint = FLAG_HINT) {
 
 // Changes one character in the middle of a confirm token or request state
 // to another one of the base64url alphabet.
+// Asserts that a call ran: no error, structured upstream output.
+export function assertRan(res) {
+  assert.notEqual(res.isError, true, `expected the call to run, got ${JSON.stringify(res)}`);
+  const sc = res.structuredContent;
+  assert.ok(sc && typeof sc === 'object', `expected structuredContent, got ${JSON.stringify(res)}`);
+  assert.ok(!('code' in sc), `an executed call is not a gateway error: ${JSON.stringify(sc)}`);
+  return sc;
+}
+
 export function tamper(token) {
   const i = Math.floor(token.length / 2);
   const replacement = token[i] === 'A' ? 'B' : 'A';

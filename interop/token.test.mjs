@@ -18,6 +18,7 @@ import {
   startHttp,
   startStdio,
   tamper,
+  assertRan,
 } from './helpers.mjs';
 
 const T = { timeout: TEST_TIMEOUT };
@@ -70,15 +71,6 @@ function assertTokenRefused(res, code) {
   for (const key of TOKEN_BODY_KEYS) {
     assert.ok(!(key in sc), `${code} must not carry ${key}: ${JSON.stringify(sc)}`);
   }
-  return sc;
-}
-
-// Asserts that a call ran: no error, structured upstream output.
-function assertRan(res) {
-  assert.notEqual(res.isError, true, `expected the call to run, got ${JSON.stringify(res)}`);
-  const sc = res.structuredContent;
-  assert.ok(sc && typeof sc === 'object', `expected structuredContent, got ${JSON.stringify(res)}`);
-  assert.ok(!('code' in sc), `an executed call is not a gateway error: ${JSON.stringify(sc)}`);
   return sc;
 }
 
