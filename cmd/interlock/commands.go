@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,6 +56,15 @@ func check(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	// A command missing here may exist where the gateway runs, so this is
+	// a warning, not an error.
+	if *config != "" {
+		for _, u := range f.Upstreams {
+			if _, err := exec.LookPath(u.Command[0]); err != nil {
+				fmt.Fprintf(stderr, "%s:%d: warning: upstream %q: %s is not an executable on this machine's PATH\n", f.Path, u.Line, u.Name, u.Command[0])
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d rules, %d API keys)\n", f.Path, len(f.Upstreams), len(f.Rules), len(f.Auth.Keys))
 	return nil

@@ -303,6 +303,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"check the built-in config", []string{"check"}, 0, "built-in config: ok", nil},
 		{"check a bad file", []string{"check", "--config", bad}, 1, "", []string{bad + `:3: unknown field "mdoe"`}},
 		{"check a missing file", []string{"check", "--config", filepath.Join(dir, "nope.yaml")}, 1, "", []string{"nope.yaml"}},
+		{"check warns about a command that is not here", []string{"check", "--config", ghost}, 0, "ghost.yaml: ok", []string{ghost + `:2: warning: upstream "ghost"`}},
 		{"non-loopback without keys", []string{"serve", "--listen", "0.0.0.0:0", "--data", dir}, 1, "", []string{"auth.keys", "interlock key"}},
 		{"an upstream that does not start", []string{"serve", "--stdio", "--config", ghost, "--data", dir}, 1, "", []string{`upstream "ghost"`, ghost + ":2"}},
 		{"unknown command", []string{"launch"}, 2, "", []string{`unknown command "launch"`}},
