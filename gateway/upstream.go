@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -69,13 +70,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if u.session != nil {
 		return u.session, nil
 	}
-	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
-	cmd.Dir = u.cfg.Dir
-	cmd.Env = os.Environ()
-	for k, v := range u.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stderr = os.Stderr
+	transport, what := u.transport()
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			go u.onToolsChanged(u)
@@ -88,10 +83,10 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	})
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	cs, err := client.Connect(cctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := client.Connect(cctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("upstream %q (%s): command %q did not start as an MCP server: %w; fix its command in %s",
-			u.cfg.Name, u.where(), strings.Join(u.cfg.Command, " "), err, u.where())
+		return nil, fmt.Errorf("upstream %q (%s): %s did not answer as an MCP server: %w; fix it in %s",
+			u.cfg.Name, u.where(), what, err, u.where())
 	}
 	u.session = cs
 	if u.started {
@@ -105,6 +100,38 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		u.forget(cs)
 	}()
 	return cs, nil
+}
+
+// transport makes the connection to the upstream: a child over stdio, or
+// streamable HTTP with the configured headers. what names it for messages.
+func (u *upstream) transport() (mcp.Transport, string) {
+	if u.cfg.URL != "" {
+		return &mcp.StreamableClientTransport{
+			Endpoint:   u.cfg.URL,
+			HTTPClient: &http.Client{Transport: withHeaders{u.cfg.Headers}},
+		}, fmt.Sprintf("url %s", u.cfg.URL)
+	}
+	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
+	cmd.Dir = u.cfg.Dir
+	cmd.Env = os.Environ()
+	for k, v := range u.cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = os.Stderr
+	return &mcp.CommandTransport{Command: cmd}, fmt.Sprintf("command %q", strings.Join(u.cfg.Command, " "))
+}
+
+// withHeaders adds fixed headers to every request to an HTTP upstream.
+type withHeaders struct{ headers map[string]string }
+
+func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range h.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // tools lists every tool the upstream offers, following pagination.
@@ -188,8 +215,8 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 	if err != nil {
 		return nil, &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
-			Message: fmt.Sprintf("The server behind %s is not running.", name),
-			Hint:    "Retry in a few seconds; if it keeps failing, tell the operator that the upstream does not start.",
+			Message: fmt.Sprintf("The server behind %s is not running or cannot be reached.", name),
+			Hint:    "Retry in a few seconds; if it keeps failing, tell the operator that the upstream is down.",
 			Err:     err,
 		}
 	}
@@ -215,6 +242,7 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		return res, nil
 	}
 	var rpcErr *jsonrpc.Error
+	answered := errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport
 	switch {
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		u.forget(cs)
@@ -231,11 +259,22 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 			Hint:    "Check the current state with a read-only tool before retrying.",
 			Err:     err,
 		}
-	case errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams:
+	case answered && rpcErr.Code == jsonrpc.CodeInvalidParams:
 		return nil, &interlock.Error{
 			Code:    interlock.CodeValidationFailed,
 			Message: fmt.Sprintf("The server behind %s rejected the arguments: %s", name, rpcErr.Message),
 			Hint:    fmt.Sprintf("Fix the arguments as the message says, then call %s again.", name),
+			Err:     err,
+		}
+	case !answered && u.cfg.URL != "":
+		// Not an answer from the server but a failure to reach it (a
+		// refused connection, an expired session): start a new session on
+		// the next call.
+		u.forget(cs)
+		return nil, &interlock.Error{
+			Code:    interlock.CodeUpstreamUnavailable,
+			Message: fmt.Sprintf("The server behind %s could not be reached; it may or may not have run.", name),
+			Hint:    "Check the current state with a read-only tool before retrying, then retry once.",
 			Err:     err,
 		}
 	}
@@ -246,6 +285,10 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		Err:     err,
 	}
 }
+
+// codeRejectedByTransport is the code the SDK gives a request its
+// transport could not send (a refused connection, a lost session).
+const codeRejectedByTransport = -32005
 
 // forget drops a session that broke, so the next call starts the child again.
 func (u *upstream) forget(cs *mcp.ClientSession) {

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path"
 	"regexp"
@@ -54,8 +55,9 @@ type File struct {
 	Log *slog.Logger `yaml:"-"`
 }
 
-// Upstream is an MCP server the gateway starts as a child and talks to over
-// stdio.
+// Upstream is an MCP server behind the gateway: a child it starts and talks
+// to over stdio (Command), or a server it reaches over streamable HTTP
+// (URL).
 type Upstream struct {
 	Name string `yaml:"name"`
 	// Command is the program and its arguments.
@@ -65,6 +67,12 @@ type Upstream struct {
 	Env map[string]string `yaml:"env"`
 	// Dir is the child's working directory.
 	Dir string `yaml:"dir"`
+	// URL is the MCP endpoint of an HTTP upstream.
+	URL string `yaml:"url"`
+	// Headers are sent with every request to an HTTP upstream, such as
+	// Authorization; ${VAR} in a value is read from the gateway's
+	// environment at load.
+	Headers map[string]string `yaml:"headers"`
 	// Prefix is put before each of this upstream's tool names, to resolve two
 	// upstreams that expose the same name.
 	Prefix string `yaml:"prefix"`
@@ -189,18 +197,36 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		default:
 			names[u.Name] = u.Line
 		}
-		if len(u.Command) == 0 || u.Command[0] == "" {
-			add(u.Line, "upstream %q has no command: add command: [program, arg…]", u.Name)
+		switch {
+		case u.URL != "" && len(u.Command) > 0:
+			add(u.Line, "upstream %q has both command and url: use command for a child over stdio, url for an HTTP server", u.Name)
+		case u.URL != "":
+			if parsed, err := url.Parse(u.URL); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+				add(u.Line, "upstream %q: url %q must be an http:// or https:// URL, such as https://mcp.example.com/mcp", u.Name, u.URL)
+			}
+			if len(u.Env) > 0 || u.Dir != "" {
+				add(u.Line, "upstream %q: env and dir apply only to a command; use headers for an HTTP upstream", u.Name)
+			}
+		case len(u.Command) == 0 || u.Command[0] == "":
+			add(u.Line, "upstream %q has no command or url: add command: [program, arg…] or url: https://…", u.Name)
+		case len(u.Headers) > 0:
+			add(u.Line, "upstream %q: headers apply only to a url", u.Name)
 		}
 		if !toolNameRE.MatchString(u.Prefix) {
 			add(u.Line, "upstream %q: prefix %q may only use letters, digits, '_', '-' and '.'", u.Name, u.Prefix)
 		}
-		for k, v := range u.Env {
-			expanded, missing := expandEnv(v, lookupEnv)
-			if missing != "" {
-				add(u.Line, "upstream %q: env %s refers to ${%s}, which is not set in interlock's environment", u.Name, k, missing)
+		for _, f := range []struct {
+			field  string
+			values map[string]string
+		}{{"env", u.Env}, {"headers", u.Headers}} {
+			field, values := f.field, f.values
+			for k, v := range values {
+				expanded, missing := expandEnv(v, lookupEnv)
+				if missing != "" {
+					add(u.Line, "upstream %q: %s %s refers to ${%s}, which is not set in interlock's environment", u.Name, field, k, missing)
+				}
+				values[k] = expanded
 			}
-			u.Env[k] = expanded
 		}
 	}
 
