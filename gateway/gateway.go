@@ -1,8 +1,8 @@
 // Package gateway puts interlock's gate in front of MCP servers whose code
 // you do not control.
 //
-// A [Gateway] starts each upstream server as a child over stdio, mirrors its
-// tools (refreshing when the child announces a change), advertises each tool
+// A [Gateway] starts each upstream server as a child over stdio, or connects
+// to it over streamable HTTP, mirrors its tools (refreshing when the child announces a change), advertises each tool
 // with the hints the policy sees and the meta-arguments it accepts, and sends
 // every call through the same [interlock.Gate] the library uses. Clients
 // reach it over stdio or streamable HTTP; see [Gateway.Handler] for HTTP
