@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
+	"net"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -73,13 +76,47 @@ func writeError(w http.ResponseWriter, err error) {
 // restHandler serves the REST face for callers that do not speak MCP:
 // POST /v1/tools/{name}/call runs one call through the gate, and
 // GET /v1/tools lists the tools as MCP clients see them.
+//
+// A web page the user visits must not be able to drive a gateway on their
+// machine: calls must be JSON (which a cross-origin page cannot send
+// without a preflight this face never grants), cross-origin requests are
+// refused, and without API keys the Host must be a loopback name, which
+// defeats DNS rebinding.
 func (g *Gateway) restHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tools", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"tools": g.advertisedTools()})
 	})
 	mux.HandleFunc("POST /v1/tools/{name}/call", g.restCall)
-	return mux
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
+			Message: "Cross-origin requests to the REST face are refused.",
+			Hint:    "Call the REST face from a server or a command-line client, not from a web page."})
+	}))
+	guarded := cop.Handler(mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(g.file.Auth.Keys) == 0 && !loopbackHost(r.Host) {
+			writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
+				Message: fmt.Sprintf("Host %q is not a loopback name; without API keys this gateway answers only loopback names.", r.Host),
+				Hint:    "Call http://127.0.0.1:<port>/ or http://localhost:<port>/, or ask the operator to configure API keys."})
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names this machine.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
@@ -87,6 +124,12 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 	tool, run, ok := g.gate.Tool(name)
 	if !ok {
 		writeError(w, interlock.Errorf(interlock.CodeNotFound, "List the tools with GET /v1/tools and call one of them.", "No tool named %q.", name))
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed,
+			Message: "The request body must be JSON.",
+			Hint:    "Send the body with Content-Type: application/json."})
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, int64(g.file.MaxArgumentBytes)+64<<10)

@@ -145,3 +145,42 @@ func TestRESTUnderDryRunAndFlag(t *testing.T) {
 		t.Errorf("flag without confirm: %d %v", status, body)
 	}
 }
+
+// TestRESTRefusesWebPages: a page in the user's browser must not reach a
+// gateway on their machine.
+func TestRESTRefusesWebPages(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	tests := []struct {
+		name       string
+		header     map[string]string
+		host       string
+		wantStatus int
+	}{
+		{"plain JSON from a script", map[string]string{"Content-Type": "application/json"}, "", http.StatusOK},
+		{"a form post (no preflight)", map[string]string{"Content-Type": "text/plain"}, "", http.StatusBadRequest},
+		{"cross-site fetch", map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, "", http.StatusForbidden},
+		{"cross-origin by Origin", map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, "", http.StatusForbidden},
+		{"DNS rebinding", map[string]string{"Content-Type": "application/json"}, "evil.example:8740", http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tools/echo/call", strings.NewReader(`{"arguments":{}}`))
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.wantStatus)
+			}
+		})
+	}
+}
