@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -31,7 +32,8 @@ func TestMain(m *testing.M) {
 //   - ask (read-only): asks "Pick a color" with a multi round-trip input
 //     request and answers with what came back;
 //   - ask_push (read-only): asks the same by sending elicitation/create in
-//     the middle of the call, which only clients of earlier protocols allow.
+//     the middle of the call, which only clients of earlier protocols allow;
+//   - slow (read-only): answers after {"ms": n} milliseconds.
 //
 // With INTERLOCK_FIXTURE=legacy the fixture speaks only protocol
 // 2025-11-25, as servers written before multi round-trip requests do.
@@ -98,6 +100,16 @@ func serveFixture() {
 				return text("push failed: " + err.Error()), nil
 			}
 			return answer("pushed=", r), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: object, Annotations: readOnly},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ MS int }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			select {
+			case <-time.After(time.Duration(args.MS) * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return text("slept"), nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "fixture:", err)

@@ -20,7 +20,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 6
+const fixtureTools = 7
 
 // config builds a configuration whose upstreams all run the fixture.
 func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
@@ -425,5 +425,19 @@ rules:
 	// Over stdio or in memory the caller is the local user, not anonymous.
 	if res := call(t, client(t, gw, nil), "wipe", map[string]any{"target": "x", "__confirm": true}); res.IsError {
 		t.Errorf("local caller: %+v", res)
+	}
+}
+
+func TestUpstreamTimeout(t *testing.T) {
+	f := config(t, "", "fx")
+	f.Upstreams[0].CallTimeout = 300 * time.Millisecond
+	gw := start(t, f, "false")
+	cs := client(t, gw, nil)
+	b := body(t, call(t, cs, "slow", map[string]any{"ms": 5000}))
+	if b.Code != interlock.CodeUpstreamTimeout || !b.Retriable || !strings.Contains(b.Message, "300ms") {
+		t.Errorf("body = %+v", b)
+	}
+	if res := call(t, cs, "slow", map[string]any{"ms": 1}); res.IsError {
+		t.Errorf("a quick call after a timeout: %+v", body(t, res))
 	}
 }

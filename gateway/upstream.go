@@ -225,7 +225,10 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
 	fl, done := u.track(req)
-	res, err := cs.CallTool(ctx, params)
+	cctx, cancel := context.WithTimeout(ctx, u.timeout())
+	res, err := cs.CallTool(cctx, params)
+	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
+	cancel()
 	done()
 	if err == nil {
 		u.callsMu.Lock()
@@ -252,10 +255,10 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 			Hint:    "Check the current state with a read-only tool before retrying, then retry once.",
 			Err:     err,
 		}
-	case errors.Is(err, context.DeadlineExceeded):
+	case timedOut:
 		return nil, &interlock.Error{
 			Code:    interlock.CodeUpstreamTimeout,
-			Message: fmt.Sprintf("The server behind %s did not answer in time; it may or may not have run.", name),
+			Message: fmt.Sprintf("The server behind %s did not answer within %s; it may or may not have run.", name, u.timeout()),
 			Hint:    "Check the current state with a read-only tool before retrying.",
 			Err:     err,
 		}
@@ -289,6 +292,14 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 // codeRejectedByTransport is the code the SDK gives a request its
 // transport could not send (a refused connection, a lost session).
 const codeRejectedByTransport = -32005
+
+// timeout bounds one call to the upstream.
+func (u *upstream) timeout() time.Duration {
+	if u.cfg.CallTimeout > 0 {
+		return u.cfg.CallTimeout
+	}
+	return policy.DefaultCallTimeout
+}
 
 // forget drops a session that broke, so the next call starts the child again.
 func (u *upstream) forget(cs *mcp.ClientSession) {

@@ -28,6 +28,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v4"
 
@@ -76,9 +77,17 @@ type Upstream struct {
 	// Prefix is put before each of this upstream's tool names, to resolve two
 	// upstreams that expose the same name.
 	Prefix string `yaml:"prefix"`
+	// Timeout bounds one call to the upstream, as a Go duration; 5m when
+	// absent. A call that takes longer is UPSTREAM_TIMEOUT.
+	Timeout string `yaml:"timeout"`
+	// CallTimeout is Timeout, parsed.
+	CallTimeout time.Duration `yaml:"-"`
 
 	Line int `yaml:"-"`
 }
+
+// DefaultCallTimeout bounds a call to an upstream that sets no timeout.
+const DefaultCallTimeout = 5 * time.Minute
 
 // Store says where live confirm tokens are kept: in the gateway's memory
 // when Redis is empty, or in Redis, shared by every gateway that uses the
@@ -211,6 +220,14 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			add(u.Line, "upstream %q has no command or url: add command: [program, arg…] or url: https://…", u.Name)
 		case len(u.Headers) > 0:
 			add(u.Line, "upstream %q: headers apply only to a url", u.Name)
+		}
+		u.CallTimeout = DefaultCallTimeout
+		if u.Timeout != "" {
+			d, err := time.ParseDuration(u.Timeout)
+			if err != nil || d < 100*time.Millisecond || d > 24*time.Hour {
+				add(u.Line, "upstream %q: timeout %q must be a duration between 100ms and 24h, such as 30s", u.Name, u.Timeout)
+			}
+			u.CallTimeout = d
 		}
 		if !toolNameRE.MatchString(u.Prefix) {
 			add(u.Line, "upstream %q: prefix %q may only use letters, digits, '_', '-' and '.'", u.Name, u.Prefix)

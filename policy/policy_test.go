@@ -316,3 +316,14 @@ func TestElicitRuleErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestUpstreamTimeoutConfig(t *testing.T) {
+	f := parse(t, "upstreams:\n  - {name: a, command: [x], timeout: 30s}\n  - {name: b, command: [y]}\n")
+	if f.Upstreams[0].CallTimeout != 30*time.Second || f.Upstreams[1].CallTimeout != DefaultCallTimeout {
+		t.Errorf("timeouts = %v, %v", f.Upstreams[0].CallTimeout, f.Upstreams[1].CallTimeout)
+	}
+	if _, err := Parse("p.yaml", []byte("upstreams:\n  - {name: a, command: [x], timeout: forever}\n"), func(string) (string, bool) { return "", false }); err == nil ||
+		!strings.Contains(err.Error(), `p.yaml:2: upstream "a": timeout "forever" must be a duration`) {
+		t.Errorf("Parse = %v", err)
+	}
+}
