@@ -117,12 +117,16 @@ type Key struct {
 // DefaultTenant is the tenant of an API key that names none.
 const DefaultTenant = "default"
 
+// UnmarshalYAML records where the upstream starts, for messages, and
+// rejects unknown fields.
 func (u *Upstream) UnmarshalYAML(n *yaml.Node) error {
 	type plain Upstream
 	u.Line = n.Line
 	return n.Load((*plain)(u), yaml.WithKnownFields())
 }
 
+// UnmarshalYAML records where the key starts, for messages, and
+// rejects unknown fields.
 func (k *Key) UnmarshalYAML(n *yaml.Node) error {
 	type plain Key
 	k.Line = n.Line

@@ -89,6 +89,8 @@ type Match struct {
 	Annotations map[string]bool `yaml:"annotations"`
 }
 
+// UnmarshalYAML records where the rule starts, for messages, and
+// rejects unknown fields.
 func (r *Rule) UnmarshalYAML(n *yaml.Node) error {
 	type plain Rule
 	r.Line = n.Line
