@@ -20,7 +20,7 @@ import {
   assertPreview,
   startHttp,
   startStdio,
-} from './helpers.mjs';
+} from './harness.mjs';
 
 const T = { timeout: TEST_TIMEOUT };
 

@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
-import { TEST_TIMEOUT, assertPreview, removeDir, startStdio, tempDataDir } from './helpers.mjs';
+import { TEST_TIMEOUT, assertPreview, removeDir, startStdio, tempDataDir } from './harness.mjs';
 
 const T = { timeout: TEST_TIMEOUT };
 const FIXTURE = fileURLToPath(new URL('./fixtures/typed-upstream.mjs', import.meta.url));

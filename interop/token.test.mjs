@@ -19,7 +19,7 @@ import {
   startStdio,
   tamper,
   assertRan,
-} from './helpers.mjs';
+} from './harness.mjs';
 
 const T = { timeout: TEST_TIMEOUT };
 
