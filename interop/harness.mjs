@@ -1,4 +1,4 @@
-// Shared helpers for the interop tests: start interlock over stdio or
+// The harness of the interop tests: start interlock over stdio or
 // streamable HTTP with an official TypeScript MCP client (SDK 1.x by
 // default, or the 2.x client package), and check the shape of interlock's
 // structured error results.
