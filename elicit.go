@@ -57,10 +57,7 @@ func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*m
 // askNow sends the form on the client's session and waits for the answer,
 // no longer than the decision's timeout.
 func askNow(ctx context.Context, c *Call, d Decision, ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error), form *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	timeout := d.Timeout
-	if timeout <= 0 {
-		timeout = DefaultElicitTimeout
-	}
+	timeout := formTimeout(d)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	answer, err := ask(actx, form)
@@ -127,10 +124,7 @@ func (g *Gate) askForm(ctx context.Context, c *Call, d Decision) (*mcp.CallToolR
 	if err != nil {
 		return nil, err
 	}
-	timeout := d.Timeout
-	if timeout <= 0 {
-		timeout = DefaultElicitTimeout
-	}
+	timeout := formTimeout(d)
 	digest, err := seal.Digest(c.raw)
 	if err != nil {
 		return nil, fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
@@ -151,6 +145,14 @@ func (g *Gate) askForm(ctx context.Context, c *Call, d Decision) (*mcp.CallToolR
 		}},
 		RequestState: g.sealer.Seal(claims),
 	}, nil
+}
+
+// formTimeout is how long the decision's form may stay unanswered.
+func formTimeout(d Decision) time.Duration {
+	if d.Timeout > 0 {
+		return d.Timeout
+	}
+	return DefaultElicitTimeout
 }
 
 // formBinding keeps pending forms apart from confirm tokens in the store.
