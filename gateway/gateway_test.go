@@ -385,6 +385,18 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
+	var bare map[string]any
+	json.NewDecoder(resp.Body).Decode(&bare)
+	resp.Body.Close()
+	if len(bare) != 1 || bare["status"] != "ok" {
+		t.Errorf("healthz without a key says more than its status: %v", bare)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/healthz", nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer resp.Body.Close()
 	var health struct {
 		Status    string `json:"status"`

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -68,7 +69,18 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, mcpHandler)
 	mux.Handle("/v1/", rest)
+	verify := keyVerifier(g.file.Auth.Keys)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		// With keys configured, only a caller holding one learns what is
+		// behind the gateway; a health check without one gets the status.
+		if len(g.file.Auth.Keys) > 0 {
+			key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if _, err := verify(r.Context(), key, r); err != nil {
+				_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
+				return
+			}
+		}
 		counts := g.ToolCounts()
 		names := make([]string, 0, len(counts))
 		for n := range counts {
@@ -87,7 +99,6 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		for _, n := range names {
 			body.Upstreams = append(body.Upstreams, up{n, counts[n]})
 		}
-		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(body)
 	})
 	return mux
