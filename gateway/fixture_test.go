@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 //     request and answers with what came back;
 //   - ask_push (read-only): asks the same by sending elicitation/create in
 //     the middle of the call, which only clients of earlier protocols allow;
-//   - slow (read-only): answers after {"ms": n} milliseconds.
+//   - slow (read-only): answers after {"ms": n} milliseconds;
+//   - getenv (read-only): answers the value of the environment variable
+//     {"name": …}, or "unset".
 //
 // With INTERLOCK_FIXTURE=legacy the fixture speaks only protocol
 // 2025-11-25, as servers written before multi round-trip requests do.
@@ -110,6 +112,15 @@ func serveFixture() {
 			case <-ctx.Done():
 			}
 			return text("slept"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "getenv", InputSchema: object, Annotations: readOnly},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Name string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			if v, ok := os.LookupEnv(args.Name); ok {
+				return text(v), nil
+			}
+			return text("unset"), nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "fixture:", err)

@@ -20,7 +20,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 7
+const fixtureTools = 8
 
 // config builds a configuration whose upstreams all run the fixture.
 func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
@@ -451,5 +451,26 @@ func TestUpstreamTimeout(t *testing.T) {
 	}
 	if res := call(t, cs, "slow", map[string]any{"ms": 1}); res.IsError {
 		t.Errorf("a quick call after a timeout: %+v", body(t, res))
+	}
+}
+
+// TestChildEnvironment: an upstream child inherits the gateway's
+// environment and its own env entries, but never the sealing keys.
+func TestChildEnvironment(t *testing.T) {
+	t.Setenv(interlock.SecretEnv, "a secret that must stay inside the gateway")
+	t.Setenv("INTERLOCK_TEST_INHERITED", "inherited")
+	f := config(t, "", "fx")
+	f.Upstreams[0].Env["FROM_CONFIG"] = "configured"
+	gw := start(t, f, "false")
+	cs := client(t, gw, nil)
+	for name, want := range map[string]string{
+		interlock.SecretEnv:        "unset",
+		"INTERLOCK_TEST_INHERITED": "inherited",
+		"FROM_CONFIG":              "configured",
+	} {
+		res := call(t, cs, "getenv", map[string]any{"name": name})
+		if got := res.Content[0].(*mcp.TextContent).Text; got != want {
+			t.Errorf("%s in the child = %q, want %q", name, got, want)
+		}
 	}
 }

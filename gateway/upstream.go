@@ -113,7 +113,13 @@ func (u *upstream) transport() (mcp.Transport, string) {
 	}
 	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
 	cmd.Dir = u.cfg.Dir
-	cmd.Env = os.Environ()
+	// The child gets the gateway's environment, less its sealing keys: a
+	// server behind the gate must never be able to mint confirm tokens.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, interlock.SecretEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	for k, v := range u.cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
