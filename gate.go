@@ -309,7 +309,7 @@ func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolReques
 
 // CallWith is [Gate.Call] with an explicit exchange.
 func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) *mcp.CallToolResult {
-	res, d, err := g.call(ctx, t, id, raw, ex, run)
+	res, d, err := g.safeCall(ctx, t, id, raw, ex, run)
 	outcome := "executed"
 	switch {
 	case err != nil:
@@ -342,6 +342,18 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 		g.log.LogAttrs(ctx, level, "tool call", attrs...)
 	}
 	return res
+}
+
+// safeCall is call, with a panic anywhere on the decision path (a policy, a
+// store) turned into INTERNAL_ERROR: the gateway keeps serving, and
+// nothing ran that the gate had not let through.
+func (g *Gate) safeCall(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) (res *mcp.CallToolResult, d Decision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("deciding %s panicked: %v", t.Name, r)
+		}
+	}()
+	return g.call(ctx, t, id, raw, ex, run)
 }
 
 func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) (*mcp.CallToolResult, Decision, error) {

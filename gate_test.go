@@ -260,3 +260,20 @@ func newGate(t testing.TB, p Policy, opts *GateOptions) *Gate {
 	}
 	return g
 }
+
+// panickyPolicy fails in the worst way.
+type panickyPolicy struct{ fixedPolicy }
+
+func (panickyPolicy) Decide(context.Context, *Call) (Decision, error) { panic("policy bug") }
+
+func TestGateSurvivesAPanickingPolicy(t *testing.T) {
+	g := newGate(t, panickyPolicy{}, &GateOptions{Getenv: env("false"), Logger: quiet})
+	res := g.Call(context.Background(), testTool(t), Identity{}, json.RawMessage(`{"customer_id":"a"}`),
+		func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+			t.Fatal("the tool ran")
+			return nil, nil
+		})
+	if b := decodeBody(t, res); b.Code != CodeInternal || strings.Contains(b.Message, "policy bug") {
+		t.Errorf("body = %+v", b)
+	}
+}
