@@ -55,7 +55,7 @@ func BenchmarkTokenHandshake(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		res := r.call(alice, args)
-		tok := bodyOfResult(res).ConfirmToken
+		tok := BodyOfResult(res).ConfirmToken
 		if res := r.call(alice, withToken(args, tok)); res.IsError {
 			b.Fatal("redeem failed")
 		}

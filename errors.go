@@ -219,3 +219,16 @@ func Result(err error) *mcp.CallToolResult {
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
 	}
 }
+
+// BodyOfResult reads the error body back from a tool result, as far as it
+// is one: a result that did not come from [Result] gives a Body with an
+// empty Code.
+func BodyOfResult(res *mcp.CallToolResult) Body {
+	var body Body
+	if res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			_ = json.Unmarshal(b, &body)
+		}
+	}
+	return body
+}

@@ -131,7 +131,7 @@ func replayConversations(t *testing.T, pattern string, mode Mode, toolName strin
 					if err != nil {
 						t.Fatalf("call: %v", err)
 					}
-					if tok := bodyOfResult(res).ConfirmToken; tok != "" {
+					if tok := BodyOfResult(res).ConfirmToken; tok != "" {
 						tokens = append(tokens, tok)
 					}
 					got := normalize(canonicalResult(t, res))

@@ -60,7 +60,7 @@ func (g *Gate) runPreview(ctx context.Context, c *Call, p *PreviewCall) (any, er
 		return nil, failed(err)
 	}
 	if res.IsError {
-		body := bodyOfResult(res)
+		body := BodyOfResult(res)
 		if body.Code == CodeNotFound {
 			return nil, notFound(c, p, body)
 		}
@@ -96,18 +96,6 @@ func notFound(c *Call, p *PreviewCall, body Body) error {
 		hint = fmt.Sprintf("Check the arguments of %s (a list tool shows what exists), then call again; nothing was changed.", c.Tool)
 	}
 	return &Error{Code: CodeNotFound, Message: msg, Hint: hint}
-}
-
-// bodyOfResult reads interlock's error body from a tool result, as far as
-// it is one.
-func bodyOfResult(res *mcp.CallToolResult) Body {
-	var body Body
-	if res.StructuredContent != nil {
-		if b, err := json.Marshal(res.StructuredContent); err == nil {
-			_ = json.Unmarshal(b, &body)
-		}
-	}
-	return body
 }
 
 // dryRunPreview answers DRY_RUN_PREVIEW: the call did not run, this is what

@@ -245,7 +245,7 @@ func redeemConcurrently(t *testing.T, n int, redeem func() *mcp.CallToolResult) 
 			switch {
 			case !res.IsError:
 				ran.Add(1)
-			case bodyOfResult(res).Code == CodeConsentTokenInvalid:
+			case BodyOfResult(res).Code == CodeConsentTokenInvalid:
 				invalid.Add(1)
 			}
 		})

@@ -113,10 +113,9 @@ func body(t *testing.T, res *mcp.CallToolResult) interlock.Body {
 	if !res.IsError {
 		t.Fatalf("want an error result, got %+v", res)
 	}
-	b, _ := json.Marshal(res.StructuredContent)
-	var out interlock.Body
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
+	out := interlock.BodyOfResult(res)
+	if out.Code == "" {
+		t.Fatalf("error result without an interlock body: %+v", res)
 	}
 	return out
 }

@@ -157,7 +157,7 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	body := bodyOf(res)
+	body := interlock.BodyOfResult(res)
 	if body.Code == "" {
 		writeJSON(w, statusOf(""), res)
 		return
@@ -189,13 +189,4 @@ func withMeta(call restCall) (json.RawMessage, error) {
 		fields[interlock.MetaConfirmToken], _ = json.Marshal(call.ConfirmToken)
 	}
 	return json.Marshal(fields)
-}
-
-// bodyOf reads an error result's structured body.
-func bodyOf(res *mcp.CallToolResult) interlock.Body {
-	var body interlock.Body
-	if b, err := json.Marshal(res.StructuredContent); err == nil {
-		_ = json.Unmarshal(b, &body)
-	}
-	return body
 }
