@@ -224,10 +224,11 @@ func (t *Tool) setHumanArgs(names []string) error {
 		t.model = t.full
 		return nil
 	}
-	relaxed, err := withoutArgs(t.inputSchema, names, false)
+	relaxed, err := schemaMap(t.inputSchema)
 	if err != nil {
 		return err
 	}
+	dropRequired(relaxed, names)
 	t.model, err = compileValidator(relaxed)
 	return err
 }

@@ -43,13 +43,9 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 		title = t.Annotations.Title
 	}
 	out.Annotations = h.Annotations(title)
-	var schema map[string]any
-	b, err := json.Marshal(t.InputSchema)
+	schema, err := schemaMap(t.InputSchema)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: encoding input schema: %w", t.Name, err)
-	}
-	if err := json.Unmarshal(b, &schema); err != nil || schema == nil {
-		return nil, fmt.Errorf("tool %q: input schema is not a JSON object", t.Name)
+		return nil, fmt.Errorf("tool %q: input %w", t.Name, err)
 	}
 	switch typ := schema["type"]; typ {
 	case nil:
@@ -61,9 +57,7 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 	if human := g.policy.HumanArgs(t.Name, upstream, h); len(human) > 0 {
 		// What a human picks is not the model's to require; it stays listed
 		// so an agent can relay the user's choice where no form can be shown.
-		if schema, err = withoutArgs(schema, human, false); err != nil {
-			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
-		}
+		dropRequired(schema, human)
 		props, _ := schema["properties"].(map[string]any)
 		for _, name := range human {
 			if p, ok := props[name].(map[string]any); ok {
@@ -120,13 +114,9 @@ var errorBodySchema = map[string]any{
 // otherwise reject every preview and refusal the gate returns. Definitions
 // move to the root so that "#/$defs/…" references still resolve.
 func withErrorBody(outputSchema any) (map[string]any, error) {
-	var orig map[string]any
-	b, err := json.Marshal(outputSchema)
+	orig, err := schemaMap(outputSchema)
 	if err != nil {
-		return nil, fmt.Errorf("encoding output schema: %w", err)
-	}
-	if err := json.Unmarshal(b, &orig); err != nil || orig == nil {
-		return nil, fmt.Errorf("output schema is not a JSON object")
+		return nil, fmt.Errorf("output %w", err)
 	}
 	wide := map[string]any{"type": "object"}
 	for _, k := range []string{"$schema", "$defs", "definitions"} {

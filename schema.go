@@ -1,7 +1,6 @@
 package interlock
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -40,12 +39,8 @@ var annotationKeywords = map[string]bool{
 // compileArgSchema compiles schema (any JSON form) into an argSchema. It
 // returns nil when the schema uses a keyword it does not cover.
 func compileArgSchema(schema any) *argSchema {
-	b, err := json.Marshal(schema)
+	m, err := schemaMap(schema)
 	if err != nil {
-		return nil
-	}
-	var m map[string]any
-	if json.Unmarshal(b, &m) != nil || m == nil {
 		return nil
 	}
 	return compileObject(m)

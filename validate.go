@@ -72,18 +72,22 @@ func (v validator) check(tool string, args map[string]any) error {
 	return nil
 }
 
-// withoutArgs returns a copy of an input schema (as a map) in which the
-// named arguments are no longer required and, when hide is set, no longer
-// listed at all.
-func withoutArgs(inputSchema any, names []string, hide bool) (map[string]any, error) {
-	b, err := json.Marshal(inputSchema)
+// schemaMap returns a fresh copy of a schema, given in any form the SDK
+// accepts, as a JSON object.
+func schemaMap(schema any) (map[string]any, error) {
+	b, err := json.Marshal(schema)
 	if err != nil {
-		return nil, fmt.Errorf("encoding input schema: %w", err)
+		return nil, fmt.Errorf("schema cannot be encoded as JSON: %w", err)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("input schema is not a JSON object")
+		return nil, fmt.Errorf("schema is not a JSON object")
 	}
+	return m, nil
+}
+
+// dropRequired removes the named arguments from a schema's required list.
+func dropRequired(m map[string]any, names []string) {
 	if req, ok := m["required"].([]any); ok {
 		kept := req[:0]
 		for _, r := range req {
@@ -93,12 +97,6 @@ func withoutArgs(inputSchema any, names []string, hide bool) (map[string]any, er
 		}
 		m["required"] = kept
 	}
-	if props, ok := m["properties"].(map[string]any); ok && hide {
-		for _, n := range names {
-			delete(props, n)
-		}
-	}
-	return m, nil
 }
 
 func validationError(tool string, issue ValidationIssue, cause error) error {
