@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/interlock-mcp/interlock/seal"
 )
 
 // ElicitDryRunHint is the recovery hint of an elicit-mode DRY_RUN_PREVIEW.
@@ -124,18 +122,9 @@ func (g *Gate) askForm(ctx context.Context, c *Call, d Decision) (*mcp.CallToolR
 	if err != nil {
 		return nil, err
 	}
-	timeout := formTimeout(d)
-	digest, err := seal.Digest(c.raw)
+	state, _, err := g.issue(ctx, formGrant, c, c.raw, formTimeout(d), nil)
 	if err != nil {
-		return nil, fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
-	}
-	now := time.Now()
-	claims := seal.Claims{
-		Kind: seal.KindRequestState, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
-		Digest: digest, IssuedAt: now, Expires: now.Add(timeout), Nonce: seal.NewNonce(),
-	}
-	if err := g.tokens.Issue(ctx, formBinding(c.Tenant, c.Principal, c.Tool), claims.NonceString(), timeout); err != nil {
-		return nil, fmt.Errorf("storing request state for %s: %w", c.Tool, err)
+		return nil, err
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{formRequestID: &mcp.ElicitParams{
@@ -143,7 +132,7 @@ func (g *Gate) askForm(ctx context.Context, c *Call, d Decision) (*mcp.CallToolR
 			Message:         message,
 			RequestedSchema: formSchema(c, d.Form),
 		}},
-		RequestState: g.sealer.Seal(claims),
+		RequestState: state,
 	}, nil
 }
 
@@ -153,11 +142,6 @@ func formTimeout(d Decision) time.Duration {
 		return d.Timeout
 	}
 	return DefaultElicitTimeout
-}
-
-// formBinding keeps pending forms apart from confirm tokens in the store.
-func formBinding(tenant, principal, tool string) string {
-	return "form:" + BindingKey(tenant, principal, tool)
 }
 
 // formSchema is the flat form of spec form mode: a checkbox, the value to
@@ -189,29 +173,9 @@ func formSchema(c *Call, f Form) map[string]any {
 // refuses; an accept injects the human's choices into the arguments.
 func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) error {
 	again := fmt.Sprintf("Call %s again, without input responses, to ask the user anew.", c.Tool)
-	claims, err := g.sealer.Open(ex.State)
-	if err != nil || claims.Kind != seal.KindRequestState {
-		return &Error{Code: CodeConsentTokenInvalid, Hint: again,
-			Message: "The request state is not valid: it was altered, cut short, or issued by another deployment."}
+	if _, err := g.spend(ctx, formGrant, c, c.raw, ex.State, again); err != nil {
+		return err
 	}
-	if !time.Now().Before(claims.Expires) {
-		return &Error{Code: CodeCancelled, Hint: again,
-			Message: fmt.Sprintf("Nobody answered the confirmation for %s in time; nothing ran.", c.Tool)}
-	}
-	live, err := g.tokens.Consume(ctx, formBinding(claims.Tenant, claims.Principal, claims.Tool), claims.NonceString())
-	if err != nil {
-		return fmt.Errorf("consuming request state for %s: %w", c.Tool, err)
-	}
-	if !live {
-		return &Error{Code: CodeConsentTokenInvalid, Hint: again,
-			Message: "The request state was already used, or a newer confirmation for this tool replaced it."}
-	}
-	if digest, err := seal.Digest(c.raw); err != nil || digest != claims.Digest ||
-		claims.Tool != c.Tool || claims.Principal != c.Principal || claims.Tenant != c.Tenant {
-		return &Error{Code: CodeConsentTokenMismatch, Hint: again,
-			Message: "The request state belongs to another call (caller, tool or arguments); it is used up now."}
-	}
-
 	answer, _ := ex.Responses[formRequestID].(*mcp.ElicitResult)
 	if answer == nil {
 		return &Error{Code: CodeCancelled, Hint: again,

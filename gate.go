@@ -383,8 +383,8 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if ex.State != "" {
 		// The retry of a call whose tool asked the client something: the
 		// gate let it through the first time, and the sealed state says so.
-		if claims, err := g.sealer.Open(ex.State); err == nil && claims.Kind == seal.KindUpstreamState {
-			args, retry, err := g.resume(ctx, c, p.raw, claims, ex)
+		if claims, err := g.sealer.Open(ex.State); err == nil && claims.Kind == relayGrant.kind {
+			args, retry, err := g.resume(ctx, c, p.raw, ex)
 			if err != nil {
 				return nil, d, err
 			}

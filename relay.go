@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/interlock-mcp/interlock/seal"
 )
 
 // Retry carries a client's answers to the questions a tool itself asked
@@ -37,10 +34,6 @@ type relayed struct {
 	Args  json.RawMessage `json:"args"`
 }
 
-func relayBinding(tenant, principal, tool string) string {
-	return "relay:" + BindingKey(tenant, principal, tool)
-}
-
 // relay wraps the request state of a result in which the tool asks the
 // client for input. The client's retry then carries interlock's sealed
 // state, bound like a confirm token to {tenant, principal, tool, the
@@ -59,43 +52,22 @@ func (g *Gate) relay(ctx context.Context, c *Call, sent json.RawMessage, ex Exch
 	if err != nil {
 		return nil, fmt.Errorf("wrapping request state of %s: %w", c.Tool, err)
 	}
-	digest, err := seal.Digest(sent)
+	state, _, err := g.issue(ctx, relayGrant, c, sent, DefaultElicitTimeout, payload)
 	if err != nil {
-		return nil, fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
-	}
-	now := time.Now()
-	claims := seal.Claims{
-		Kind: seal.KindUpstreamState, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
-		Digest: digest, IssuedAt: now, Expires: now.Add(DefaultElicitTimeout), Nonce: seal.NewNonce(), Payload: payload,
-	}
-	if err := g.tokens.Issue(ctx, relayBinding(c.Tenant, c.Principal, c.Tool), claims.NonceString(), DefaultElicitTimeout); err != nil {
-		return nil, fmt.Errorf("storing request state of %s: %w", c.Tool, err)
+		return nil, err
 	}
 	out := *res
-	out.RequestState = g.sealer.Seal(claims)
+	out.RequestState = state
 	return &out, nil
 }
 
-// resume checks the wrapped state of a retried call and returns what the
+// resume spends the wrapped state of a retried call and returns what the
 // tool needs to continue: the arguments it ran with and its own state.
-func (g *Gate) resume(ctx context.Context, c *Call, sent json.RawMessage, claims seal.Claims, ex Exchange) (json.RawMessage, Retry, error) {
+func (g *Gate) resume(ctx context.Context, c *Call, sent json.RawMessage, ex Exchange) (json.RawMessage, Retry, error) {
 	again := fmt.Sprintf("Call %s again, without input responses, to start over.", c.Tool)
-	if !time.Now().Before(claims.Expires) {
-		return nil, Retry{}, &Error{Code: CodeCancelled, Hint: again,
-			Message: fmt.Sprintf("Nobody answered the question of %s in time; it did not finish.", c.Tool)}
-	}
-	live, err := g.tokens.Consume(ctx, relayBinding(claims.Tenant, claims.Principal, claims.Tool), claims.NonceString())
+	claims, err := g.spend(ctx, relayGrant, c, sent, ex.State, again)
 	if err != nil {
-		return nil, Retry{}, fmt.Errorf("consuming request state of %s: %w", c.Tool, err)
-	}
-	if !live {
-		return nil, Retry{}, &Error{Code: CodeConsentTokenInvalid, Hint: again,
-			Message: "The request state was already used, or a newer question for this tool replaced it."}
-	}
-	if digest, err := seal.Digest(sent); err != nil || digest != claims.Digest ||
-		claims.Tool != c.Tool || claims.Principal != c.Principal || claims.Tenant != c.Tenant {
-		return nil, Retry{}, &Error{Code: CodeConsentTokenMismatch, Hint: again,
-			Message: "The request state belongs to another call (caller, tool or arguments); it is used up now."}
+		return nil, Retry{}, err
 	}
 	var r relayed
 	if err := json.Unmarshal(claims.Payload, &r); err != nil {
