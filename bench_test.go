@@ -35,6 +35,25 @@ func BenchmarkGate(b *testing.B) {
 		{"flag/preview", &destructive, "", `{"id":"acct_9931"}`},
 		{"flag/confirmed", &destructive, "false", `{"id":"acct_9931","__confirm":true}`},
 	}
+	// The same read-only call as an MCP handler sees it from a 2026-07-28
+	// client, whose capabilities travel in every request's _meta.
+	b.Run("allow/request", func(b *testing.B) {
+		g := newGate(b, ByAnnotations{}, &GateOptions{Getenv: env(""), Logger: quiet,
+			Identify: func(context.Context, *mcp.CallToolRequest) Identity { return id }})
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+			Name:      "get_customer",
+			Arguments: json.RawMessage(`{"id":"acct_9931"}`),
+			Meta: mcp.Meta{
+				mcp.MetaKeyProtocolVersion:    "2026-07-28",
+				mcp.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{"form": map[string]any{}}},
+			},
+		}}
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			g.CallRequest(ctx, tool, req, run)
+		}
+	})
 	for _, bb := range benches {
 		b.Run(bb.name, func(b *testing.B) {
 			g := newGate(b, ByAnnotations{}, &GateOptions{Getenv: env(bb.dryRun), Logger: quiet})

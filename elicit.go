@@ -38,7 +38,7 @@ func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*m
 	if ex.State != "" || len(ex.Responses) > 0 {
 		return nil, g.readForm(ctx, c, d, ex)
 	}
-	if !ex.Form {
+	if ex = ex.resolved(); !ex.Form {
 		return g.fallback(ctx, c, d, ex)
 	}
 	res, err := g.askForm(ctx, c, d)

@@ -257,6 +257,20 @@ type Exchange struct {
 	// and waits for the answer; nil for MRTR clients, which are asked by
 	// the call's result instead.
 	Ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+
+	// req, when set, is read for Form, Native and Ask only when a mode
+	// needs them (see resolved), so calls that run at once pay nothing for
+	// decoding the client's capabilities.
+	req *mcp.CallToolRequest
+}
+
+// resolved returns the exchange with what the client can carry read from
+// its request.
+func (ex Exchange) resolved() Exchange {
+	if ex.req == nil {
+		return ex
+	}
+	return ExchangeOf(ex.req)
 }
 
 // ExchangeOf reads what the client of req can carry and what it answered.
@@ -305,7 +319,8 @@ func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 // CallRequest sends the call in req through the gate: [Gate.Call] with the
 // caller's identity and the exchange the client can carry.
 func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolRequest, run Runner) *mcp.CallToolResult {
-	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ExchangeOf(req), run)
+	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req}
+	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }
 
 // CallWith is [Gate.Call] with an explicit exchange.

@@ -43,7 +43,7 @@ type relayed struct {
 // A client that cannot show a form gets CANCELLED instead: the question
 // cannot reach a human through it.
 func (g *Gate) relay(ctx context.Context, c *Call, sent json.RawMessage, ex Exchange, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
-	if !ex.Form {
+	if !ex.resolved().Form {
 		return nil, &Error{Code: CodeCancelled,
 			Message: fmt.Sprintf("%s asked a question that this client cannot show to a human, so it did not finish.", c.Tool),
 			Hint:    "Use a client that supports MCP elicitation for this tool, or ask the operator how to run it."}

@@ -47,9 +47,8 @@ type upstream struct {
 
 // inflight is one downstream call being served by the upstream.
 type inflight struct {
-	// session can receive elicitation/create now: a client of an earlier
-	// protocol on a stateful session that declared elicitation.
-	session *mcp.ServerSession
+	// req is the downstream request; nil for a preview.
+	req *mcp.CallToolRequest
 	// cancelled records that a question of the upstream could not be
 	// carried and was answered with cancel.
 	cancelled bool
@@ -169,19 +168,23 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 			only = c
 		}
 	}
-	if only != nil && only.session == nil {
-		only.cancelled = true
-	}
 	n := len(u.calls)
 	u.callsMu.Unlock()
 	if only == nil {
 		u.log().Warn("upstream asked a question that cannot be matched to one call; answering cancel", "upstream", u.cfg.Name, "calls_in_flight", n)
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
-	if only.session == nil {
-		return &mcp.ElicitResult{Action: "cancel"}, nil
+	// Only a client of an earlier protocol, on a session, that declared
+	// elicitation can be sent the question now.
+	if only.req != nil && only.req.Session != nil {
+		if ex := interlock.ExchangeOf(only.req); ex.Form && !ex.Native {
+			return only.req.Session.Elicit(ctx, req.Params)
+		}
 	}
-	return only.session.Elicit(ctx, req.Params)
+	u.callsMu.Lock()
+	only.cancelled = true
+	u.callsMu.Unlock()
+	return &mcp.ElicitResult{Action: "cancel"}, nil
 }
 
 func (u *upstream) log() *slog.Logger {
@@ -193,12 +196,7 @@ func (u *upstream) log() *slog.Logger {
 
 // track records a downstream call in flight; the returned func ends it.
 func (u *upstream) track(req *mcp.CallToolRequest) (*inflight, func()) {
-	fl := &inflight{}
-	if req != nil && req.Session != nil {
-		if ex := interlock.ExchangeOf(req); ex.Form && !ex.Native {
-			fl.session = req.Session
-		}
-	}
+	fl := &inflight{req: req}
 	u.callsMu.Lock()
 	if u.calls == nil {
 		u.calls = map[*inflight]struct{}{}
