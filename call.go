@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // Meta-argument names. A meta-argument is addressed to interlock, not to the
@@ -19,7 +21,7 @@ const (
 )
 
 // metaPrefix marks every meta-argument, known or not.
-const metaPrefix = "__"
+const metaPrefix = seal.MetaPrefix
 
 // Identity is who makes a call: the principal and the tenant it acts for.
 type Identity struct {
