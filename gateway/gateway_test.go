@@ -20,7 +20,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 8
+const fixtureTools = 9
 
 // config builds a configuration whose upstreams all run the fixture.
 func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
@@ -52,7 +52,13 @@ func newGateway(t *testing.T, f *policy.File, opts Options) *Gateway {
 
 func start(t *testing.T, f *policy.File, dryRun string) *Gateway {
 	t.Helper()
-	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Getenv: func(k string) string {
+	return startLogged(t, f, dryRun, quiet)
+}
+
+// startLogged is start with the gateway's records going to log.
+func startLogged(t *testing.T, f *policy.File, dryRun string, log *slog.Logger) *Gateway {
+	t.Helper()
+	gw := newGateway(t, f, Options{Version: "test", Logger: log, Getenv: func(k string) string {
 		switch k {
 		case "MCP_DRY_RUN":
 			return dryRun

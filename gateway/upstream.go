@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -217,6 +218,7 @@ func (u *upstream) track(req *mcp.CallToolRequest) (*inflight, func()) {
 func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	cs, err := u.connect(ctx)
 	if err != nil {
+		u.log().Warn("upstream not reachable", "upstream", u.cfg.Name, "tool", name, "error", logText(err.Error()))
 		return nil, &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("The server behind %s is not running or cannot be reached.", name),
@@ -248,29 +250,40 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		}
 		return res, nil
 	}
+	failure := u.failure(cs, name, err, timedOut)
+	// The upstream's own words (a JSON-RPC message, a transport error) can
+	// carry paths, stack frames or secrets: they go to the operator's log,
+	// never to the client, who gets interlock's message for the code.
+	u.log().Warn("upstream call failed", "upstream", u.cfg.Name, "tool", name, "code", failure.Code, "error", logText(err.Error()))
+	return nil, failure
+}
+
+// failure turns an upstream's failed call into the error the client sees,
+// in interlock's words only, and drops a session that broke.
+func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedOut bool) *interlock.Error {
 	var rpcErr *jsonrpc.Error
 	answered := errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport
 	switch {
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		u.forget(cs)
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("The connection to the server behind %s closed during the call; it may or may not have run.", name),
 			Hint:    "Check the current state with a read-only tool before retrying, then retry once.",
 			Err:     err,
 		}
 	case timedOut:
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeUpstreamTimeout,
 			Message: fmt.Sprintf("The server behind %s did not answer within %s; it may or may not have run.", name, u.timeout()),
 			Hint:    "Check the current state with a read-only tool before retrying.",
 			Err:     err,
 		}
 	case answered && rpcErr.Code == jsonrpc.CodeInvalidParams:
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeValidationFailed,
-			Message: fmt.Sprintf("The server behind %s rejected the arguments: %s", name, rpcErr.Message),
-			Hint:    fmt.Sprintf("Fix the arguments as the message says, then call %s again.", name),
+			Message: fmt.Sprintf("The server behind %s rejected the arguments.", name),
+			Hint:    fmt.Sprintf("Check the arguments against the input schema of %s, then call it again; the operator's log has the server's reason.", name),
 			Err:     err,
 		}
 	case !answered && u.cfg.URL != "":
@@ -278,19 +291,37 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		// refused connection, an expired session): start a new session on
 		// the next call.
 		u.forget(cs)
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("The server behind %s could not be reached; it may or may not have run.", name),
 			Hint:    "Check the current state with a read-only tool before retrying, then retry once.",
 			Err:     err,
 		}
 	}
-	return nil, &interlock.Error{
+	return &interlock.Error{
 		Code:    interlock.CodeUpstreamError,
 		Message: fmt.Sprintf("The server behind %s failed to handle the call.", name),
 		Hint:    "Retry once; if it fails again, tell the operator.",
 		Err:     err,
 	}
+}
+
+// maxLoggedError bounds the upstream text one log record carries, so an
+// upstream cannot flood the gateway's log through its error messages.
+const maxLoggedError = 2048
+
+// logText makes an upstream's text fit for one log record: valid UTF-8, at
+// most maxLoggedError bytes, with a note of what was cut.
+func logText(s string) string {
+	s = strings.ToValidUTF8(s, "\ufffd")
+	if len(s) <= maxLoggedError {
+		return s
+	}
+	cut := maxLoggedError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
 }
 
 // codeRejectedByTransport is the code the SDK gives a request its
