@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -37,7 +39,8 @@ type upstream struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
-	started bool // a session was made before
+	client  *http.Client // an HTTP upstream's, made once for its connection pool
+	started bool         // a session was made before
 
 	callsMu sync.Mutex
 	// calls are the downstream calls in flight on this upstream, so that a
@@ -108,7 +111,7 @@ func (u *upstream) transport() (mcp.Transport, string) {
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{
 			Endpoint:   u.cfg.URL,
-			HTTPClient: &http.Client{Transport: withHeaders{u.cfg.Headers}},
+			HTTPClient: u.httpClient(),
 		}, fmt.Sprintf("url %s", u.cfg.URL)
 	}
 	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
@@ -127,8 +130,69 @@ func (u *upstream) transport() (mcp.Transport, string) {
 	return &mcp.CommandTransport{Command: cmd}, fmt.Sprintf("command %q", strings.Join(u.cfg.Command, " "))
 }
 
+// maxIdleConnsPerUpstream keeps enough connections to an HTTP upstream
+// open for concurrent calls; net/http's default of 2 would make most calls
+// under load open a new connection.
+const maxIdleConnsPerUpstream = 64
+
+// maxRedirects is how many same-origin redirects an HTTP upstream may send
+// for one request, as net/http allows by default.
+const maxRedirects = 10
+
+// httpClient returns the upstream's own HTTP client, made once: a pool of
+// connections to it alone, its configured headers on every request, and no
+// redirect to another origin, which would carry those headers (an
+// Authorization among them) to a host the operator never named.
+func (u *upstream) httpClient() *http.Client {
+	if u.client != nil {
+		return u.client
+	}
+	pool := http.DefaultTransport.(*http.Transport).Clone()
+	pool.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+	origin, _ := url.Parse(u.cfg.URL)
+	u.client = &http.Client{
+		Transport: withHeaders{headers: u.cfg.Headers, next: pool},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if !sameOrigin(req.URL, origin) {
+				u.log().Warn("refused a redirect to another origin: the upstream's headers are sent only to its configured origin",
+					"upstream", u.cfg.Name, "from", via[len(via)-1].URL.Redacted(), "to", req.URL.Redacted())
+				return fmt.Errorf("upstream %q redirected to %s, another origin than its url %s", u.cfg.Name, originOf(req.URL), originOf(origin))
+			}
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("upstream %q: stopped after %d redirects", u.cfg.Name, maxRedirects)
+			}
+			return nil
+		},
+	}
+	return u.client
+}
+
+// sameOrigin reports whether a and b share scheme, host and port, the
+// port made explicit when it is the scheme's default.
+func sameOrigin(a, b *url.URL) bool {
+	return originOf(a) == originOf(b)
+}
+
+// originOf is scheme://host:port, lower-cased, with the default port spelled out.
+func originOf(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 // withHeaders adds fixed headers to every request to an HTTP upstream.
-type withHeaders struct{ headers map[string]string }
+type withHeaders struct {
+	headers map[string]string
+	next    http.RoundTripper
+}
 
 func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	if len(h.headers) > 0 {
@@ -137,7 +201,7 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return h.next.RoundTrip(r)
 }
 
 // tools lists every tool the upstream offers, following pagination.
