@@ -20,7 +20,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 9
+const fixtureTools = 10
 
 // config builds a configuration whose upstreams all run the fixture.
 func config(t *testing.T, yaml string, upstreams ...string) *policy.File {

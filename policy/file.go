@@ -82,9 +82,17 @@ type Upstream struct {
 	Timeout string `yaml:"timeout"`
 	// CallTimeout is Timeout, parsed.
 	CallTimeout time.Duration `yaml:"-"`
+	// TrustHints, when false, has the gateway ignore the annotations this
+	// upstream claims: its tools are unannotated (destructive, open-world)
+	// unless a rule's annotations override says otherwise. True when absent.
+	TrustHints *bool `yaml:"trust_hints"`
 
 	Line int `yaml:"-"`
 }
+
+// TrustsHints reports whether the gateway takes the upstream's tool
+// annotations into account.
+func (u *Upstream) TrustsHints() bool { return u.TrustHints == nil || *u.TrustHints }
 
 // DefaultCallTimeout bounds a call to an upstream that sets no timeout.
 const DefaultCallTimeout = 5 * time.Minute
