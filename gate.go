@@ -358,7 +358,8 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 			attrs = append(attrs, slog.String("upstream", t.Upstream))
 		}
 		if level == slog.LevelError {
-			attrs = append(attrs, slog.String("error", err.Error()))
+			// Bounded: an error can quote arguments of any size.
+			attrs = append(attrs, slog.String("error", clip(err.Error())))
 		}
 		g.log.LogAttrs(ctx, level, "tool call", attrs...)
 	}
