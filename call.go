@@ -164,7 +164,7 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 		sort.Strings(unknown)
 		issues := make([]ValidationIssue, len(unknown))
 		for i, k := range unknown {
-			issues[i] = ValidationIssue{Path: pathKey(k), Message: "unknown meta-argument", Code: "unknown_meta_argument"}
+			issues[i] = ValidationIssue{Path: clip(pathKey(k)), Message: "unknown meta-argument", Code: "unknown_meta_argument"}
 		}
 		return p, &Error{
 			Code:             CodeValidationFailed,

@@ -70,7 +70,7 @@ func (e *jsonError) wire() *Error {
 		}
 		b.WriteString(seg)
 	}
-	where := b.String()
+	where := clip(b.String())
 	at := "the arguments"
 	if where != "" {
 		at = where
