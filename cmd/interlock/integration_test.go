@@ -227,7 +227,7 @@ func TestSendReminderTwoKeys(t *testing.T) {
 				return
 			}
 			body := structured(t, res)
-			if body["code"] != string(interlock.CodeDryRunPreview) || body["recovery_hint"] != interlock.FlagHint {
+			if body["code"] != string(interlock.CodeDryRunPreview) || !strings.HasPrefix(body["recovery_hint"].(string), interlock.FlagHint) {
 				t.Fatalf("body = %v", body)
 			}
 			if preview, _ := body["preview"].(map[string]any); preview["customer_id"] != "acct_9931" || preview["__confirm"] != nil {
