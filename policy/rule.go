@@ -116,13 +116,13 @@ func hintField(h *interlock.Hints, name string) *bool {
 }
 
 var celEnv = func() *cel.Env {
-	env, err := cel.NewEnv(
+	env, err := cel.NewEnv(append([]cel.EnvOption{
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("upstream", cel.StringType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("principal", cel.StringType),
 		cel.Variable("tenant", cel.StringType),
-	)
+	}, functions...)...)
 	if err != nil {
 		panic(err)
 	}
