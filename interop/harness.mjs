@@ -60,6 +60,8 @@ export const ELICIT_TOOLS = ['delete_customer', 'promote_release'];
 // interlock.TokenDryRunHint and interlock.ElicitDryRunHint in Go); a flag
 // hint goes on to say what the agent can do about the missing keys.
 export const FLAG_HINT = 'Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute';
+// With dry run off, only the agent's key is missing.
+export const FLAG_DRY_RUN_OFF_HINT = 'Pass __confirm:true to actually execute';
 export const TOKEN_DRY_RUN_HINT =
   'Set MCP_DRY_RUN=false AND call again without __confirm_token to get a confirm token; ' +
   'show its summary to the user and pass it back as __confirm_token only after they agree';
