@@ -2,6 +2,7 @@ package interlock
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -91,6 +92,11 @@ type Call struct {
 
 	raw   json.RawMessage // the business arguments, as the tool will get them
 	human []string        // arguments a human picks in a form
+	// sent are the business arguments as the client sent them, before a
+	// human's choices were added: what grants are bound to.
+	sent map[string]any
+	// definition is the digest of the tool's definition as advertised.
+	definition [32]byte
 }
 
 // parsedArgs is the result of splitting raw arguments.
@@ -101,8 +107,14 @@ type parsedArgs struct {
 	token   string
 }
 
-// splitArgs parses raw tool arguments, which must be a JSON object (absent
-// and null mean {}), and takes the meta-arguments out of them.
+// splitArgs reads raw tool arguments, which must be a JSON object (absent
+// and null mean {}), with the one strict decoder ([DecodeJSON]) and takes
+// the meta-arguments out of them. Meta-arguments are recognised on the
+// decoded keys, so an escaped spelling such as "\u005f_confirm" is one too.
+//
+// The bytes the tool receives always decode to exactly args: they are the
+// client's own bytes when no meta-argument was present (DecodeJSON accepted
+// them, so every reader decodes them alike), and args re-encoded otherwise.
 func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 	var p parsedArgs
 	trimmed := bytes.TrimSpace(raw)
@@ -118,25 +130,18 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 			ValidationIssues: []ValidationIssue{{Path: "", Message: "arguments are not a JSON object", Code: "type"}},
 		}
 	}
-	if err := json.Unmarshal(trimmed, &p.args); err != nil {
-		return p, &Error{
-			Code:             CodeValidationFailed,
-			Message:          "The tool arguments are not valid JSON.",
-			Hint:             "Send the arguments as one well-formed JSON object.",
-			ValidationIssues: []ValidationIssue{{Path: "", Message: "malformed JSON", Code: "syntax"}},
-			Err:              err,
-		}
+	v, err := DecodeJSON(trimmed)
+	if err != nil {
+		return p, err
 	}
-	// Most calls carry no meta-argument: then the raw bytes go on as they are.
-	if !bytes.Contains(trimmed, []byte(`"`+metaPrefix)) {
-		p.raw = trimmed
-		return p, nil
-	}
+	p.args = v.(map[string]any)
 	var unknown []string
+	meta := false
 	for k, v := range p.args {
 		if !strings.HasPrefix(k, metaPrefix) {
 			continue
 		}
+		meta = true
 		delete(p.args, k)
 		switch k {
 		case MetaConfirm:
@@ -159,32 +164,34 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 		sort.Strings(unknown)
 		issues := make([]ValidationIssue, len(unknown))
 		for i, k := range unknown {
-			issues[i] = ValidationIssue{Path: k, Message: "unknown meta-argument", Code: "unknown_meta_argument"}
+			issues[i] = ValidationIssue{Path: clip(pathKey(k)), Message: "unknown meta-argument", Code: "unknown_meta_argument"}
 		}
 		return p, &Error{
 			Code:             CodeValidationFailed,
-			Message:          fmt.Sprintf("Unknown meta-argument %s: names that start with %q are reserved for interlock.", strings.Join(unknown, ", "), metaPrefix),
-			Hint:             fmt.Sprintf("Remove %s; the meta-arguments interlock knows are %s and %s.", strings.Join(unknown, ", "), MetaConfirm, MetaConfirmToken),
+			Message:          fmt.Sprintf("Unknown meta-argument %s: names that start with %q are reserved for interlock.", clip(strings.Join(unknown, ", ")), metaPrefix),
+			Hint:             fmt.Sprintf("Remove it; the meta-arguments interlock knows are %s and %s.", MetaConfirm, MetaConfirmToken),
 			ValidationIssues: issues,
 		}
 	}
-	// Re-encode from raw values so numbers and strings reach the tool
-	// byte for byte as the client sent them.
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &fields); err != nil {
-		return p, fmt.Errorf("re-reading arguments: %w", err)
+	if !meta {
+		p.raw = trimmed
+		return p, nil
 	}
-	for k := range fields {
-		if strings.HasPrefix(k, metaPrefix) {
-			delete(fields, k)
-		}
+	if p.raw, err = encodeArgs(p.args); err != nil {
+		return p, err
 	}
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return p, fmt.Errorf("re-encoding arguments: %w", err)
-	}
-	p.raw = b
 	return p, nil
+}
+
+// encodeArgs writes decoded arguments back as JSON. Every value came from
+// [DecodeJSON], so encoding cannot fail short of a bug; numbers come out in
+// their shortest form, which denotes the same float64.
+func encodeArgs(args map[string]any) (json.RawMessage, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encoding arguments: %w", err)
+	}
+	return b, nil
 }
 
 // metaTypeError reports a meta-argument of the wrong JSON type.
@@ -213,4 +220,37 @@ func jsonKind(v any) string {
 		return "a boolean"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// DefinitionDigest returns the digest of a tool's definition as advertised:
+// the canonical form of its JSON, every field included.
+func DefinitionDigest(t *mcp.Tool) [32]byte {
+	b, err := json.Marshal(t)
+	if err == nil {
+		// The gate's own encoding, read back leniently: no limit of the
+		// strict reader can leave a part of the definition unbound.
+		var v any
+		if err = json.Unmarshal(b, &v); err == nil {
+			var sum [32]byte
+			if sum, err = seal.DigestValue(v); err == nil {
+				return sum
+			}
+		}
+	}
+	// A definition that cannot be encoded still gets a digest of its own
+	// (its error), which no other definition shares by accident.
+	return sha256.Sum256([]byte("unencodable tool definition: " + t.Name + ": " + err.Error()))
+}
+
+// maxText bounds a value quoted in a message or a log record, so that a
+// huge argument or error costs one short line.
+const maxText = 200
+
+// clip shortens s to at most maxText bytes, on a rune boundary, saying how
+// long it was.
+func clip(s string) string {
+	if len(s) <= maxText {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxText], "") + fmt.Sprintf("… (%d bytes)", len(s))
 }

@@ -2,7 +2,6 @@ package interlock
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,7 +35,10 @@ func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*m
 		return nil, g.dryRunPreview(ctx, c, d, ElicitDryRunHint, []string{operatorKeyMissing})
 	}
 	if ex.State != "" || len(ex.Responses) > 0 {
-		return nil, g.readForm(ctx, c, d, ex)
+		if err := g.readForm(ctx, c, d, ex); err != nil {
+			return nil, err
+		}
+		return g.redecide(ctx, c, d, ex)
 	}
 	if ex = ex.resolved(); !ex.Form {
 		return g.fallback(ctx, c, d, ex)
@@ -49,7 +51,10 @@ func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*m
 	if err != nil {
 		return nil, err
 	}
-	return nil, g.readForm(ctx, c, d, Exchange{Responses: mcp.InputResponseMap{formRequestID: answer}, State: res.RequestState})
+	if err := g.readForm(ctx, c, d, Exchange{Responses: mcp.InputResponseMap{formRequestID: answer}, State: res.RequestState}); err != nil {
+		return nil, err
+	}
+	return g.redecide(ctx, c, d, ex)
 }
 
 // askNow sends the form on the client's session and waits for the answer,
@@ -85,6 +90,16 @@ func (g *Gate) fallback(ctx context.Context, c *Call, d Decision, ex Exchange) (
 		fb.Mode = ModeToken
 	}
 	g.log.DebugContext(ctx, "client cannot show a form; falling back", "tool", c.Tool, "fallback", string(fb.Mode))
+	if fb.Mode == ModeDeny {
+		return nil, &Error{
+			Code: CodeToolNotAllowed,
+			Message: fmt.Sprintf("%s needs a human to confirm in a form, and this client cannot show one "+
+				"(it declared no form elicitation, or its transport cannot carry a question during a call)%s; nothing ran.",
+				c.Tool, ruleClause(d.Rule)),
+			Hint: fmt.Sprintf("Do not retry %s from this client; tell the user it must be run from a client that supports "+
+				"MCP form elicitation, or ask the operator to allow a confirm-token fallback.", c.Tool),
+		}
+	}
 	if fb.Mode == ModeToken && len(d.Form.Choices) > 0 {
 		var picked []string
 		for _, ch := range d.Form.Choices {
@@ -122,7 +137,7 @@ func (g *Gate) askForm(ctx context.Context, c *Call, d Decision) (*mcp.CallToolR
 	if err != nil {
 		return nil, err
 	}
-	state, _, err := g.issue(ctx, formGrant, c, c.raw, formTimeout(d), nil)
+	state, _, err := g.issue(ctx, formGrant, c, formTimeout(d), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +188,7 @@ func formSchema(c *Call, f Form) map[string]any {
 // refuses; an accept injects the human's choices into the arguments.
 func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) error {
 	again := fmt.Sprintf("Call %s again, without input responses, to ask the user anew.", c.Tool)
-	if _, err := g.spend(ctx, formGrant, c, c.raw, ex.State, again); err != nil {
+	if _, err := g.spend(ctx, formGrant, c, ex.State, again); err != nil {
 		return err
 	}
 	answer, _ := ex.Responses[formRequestID].(*mcp.ElicitResult)
@@ -207,9 +222,11 @@ func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	if len(d.Form.Choices) == 0 {
 		return nil
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(c.raw, &fields); err != nil {
-		return fmt.Errorf("re-reading arguments of %s: %w", c.Tool, err)
+	// The human's choices go into a copy: what the client sent stays what
+	// grants are bound to.
+	final := make(map[string]any, len(c.Args)+len(d.Form.Choices))
+	for k, v := range c.Args {
+		final[k] = v
 	}
 	for _, ch := range d.Form.Choices {
 		picked, _ := answer.Content[ch.Arg].(string)
@@ -219,15 +236,31 @@ func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		}
 		if sent, ok := c.Args[ch.Arg]; ok && sent != picked {
 			g.log.WarnContext(ctx, "replaced the model's value with the human's choice",
-				"tool", c.Tool, "argument", ch.Arg, "model", fmt.Sprint(sent), "human", picked)
+				"tool", c.Tool, "argument", ch.Arg, "model", clip(fmt.Sprint(sent)), "human", picked)
 		}
-		c.Args[ch.Arg] = picked
-		fields[ch.Arg], _ = json.Marshal(picked)
+		final[ch.Arg] = picked
 	}
-	raw, err := json.Marshal(fields)
+	raw, err := encodeArgs(final)
 	if err != nil {
-		return fmt.Errorf("encoding arguments of %s: %w", c.Tool, err)
+		return fmt.Errorf("%s: %w", c.Tool, err)
 	}
-	c.raw = raw
+	c.Args, c.raw = final, raw
 	return nil
+}
+
+// redecide asks the policy again about a call whose arguments a human
+// completed: the policy decides on the call that will run, not on the one
+// the model proposed. A stricter answer than the one the human confirmed
+// applies instead.
+func (g *Gate) redecide(ctx context.Context, c *Call, confirmed Decision, ex Exchange) (*mcp.CallToolResult, error) {
+	d, err := g.policy.Decide(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("deciding %s on the final arguments: %w", c.Tool, err)
+	}
+	if !d.Mode.StricterThan(confirmed.Mode) {
+		return nil, nil
+	}
+	g.log.WarnContext(ctx, "the user's choices make the call stricter than what they confirmed",
+		"tool", c.Tool, "confirmed_mode", string(confirmed.Mode), "final_mode", string(d.Mode), "final_rule", d.Rule)
+	return g.apply(ctx, c, d, ex)
 }

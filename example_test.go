@@ -78,6 +78,6 @@ func Example() {
 		fmt.Println(string(b))
 	}
 	// Output:
-	// DRY_RUN_PREVIEW: Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute
+	// DRY_RUN_PREVIEW: Pass __confirm:true to actually execute. Ask the user first: show them the summary and preview, and only after they explicitly agree to this exact call, call again with the same arguments and __confirm: true.
 	// {"deleted":"acct_9931"}
 }

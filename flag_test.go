@@ -183,3 +183,35 @@ func canonicalResult(t *testing.T, res *mcp.CallToolResult) []byte {
 	}
 	return append(out, '\n')
 }
+
+// TestFlagHintsSayWhatTheAgentCanDo: each combination of keys gets a hint
+// that an agent can act on without looping.
+func TestFlagHintsSayWhatTheAgentCanDo(t *testing.T) {
+	tests := []struct {
+		name, dryRun, args string
+		want, notWant      []string
+	}{
+		{"dry run on, no confirm", "", `{"customer_id":"a"}`,
+			[]string{FlagHint, "Ask the user first", "explicitly agree"}, []string{"already passed"}},
+		{"dry run on, confirmed", "", `{"customer_id":"a","__confirm":true}`,
+			[]string{FlagHint, "already passed __confirm: true", "will not help", "operator"}, []string{"Ask the user first"}},
+		{"dry run off, no confirm", "false", `{"customer_id":"a"}`,
+			[]string{"Pass __confirm:true", "Ask the user first"}, []string{"MCP_DRY_RUN"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGate(t, fixedPolicy{d: Decision{Mode: ModeFlag}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
+			hint := decodeBody(t, g.Call(context.Background(), testTool(t), alice, json.RawMessage(tt.args), nil)).RecoveryHint
+			for _, w := range tt.want {
+				if !strings.Contains(hint, w) {
+					t.Errorf("hint %q lacks %q", hint, w)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(hint, w) {
+					t.Errorf("hint %q says %q", hint, w)
+				}
+			}
+		})
+	}
+}

@@ -199,6 +199,11 @@ type Tool struct {
 	Upstream string
 	Hints    Hints
 
+	// Definition is the digest of the tool's definition as clients see it
+	// (see [DefinitionDigest]); grants bind it, so a tool that changes
+	// between a confirmation and its redemption is a mismatch.
+	Definition [32]byte
+
 	inputSchema any
 	// full checks the arguments the tool finally runs with; model checks
 	// what the model sent, which lacks the arguments a human picks.
@@ -353,7 +358,8 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 			attrs = append(attrs, slog.String("upstream", t.Upstream))
 		}
 		if level == slog.LevelError {
-			attrs = append(attrs, slog.String("error", err.Error()))
+			// Bounded: an error can quote arguments of any size.
+			attrs = append(attrs, slog.String("error", clip(err.Error())))
 		}
 		g.log.LogAttrs(ctx, level, "tool call", attrs...)
 	}
@@ -390,7 +396,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		return nil, d, err
 	}
 	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args,
-		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human}
+		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human, sent: p.args, definition: t.Definition}
 	d, err = g.policy.Decide(ctx, c)
 	if err != nil {
 		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
@@ -399,14 +405,14 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		// The retry of a call whose tool asked the client something: the
 		// gate let it through the first time, and the sealed state says so.
 		if claims, err := g.sealer.Open(ex.State); err == nil && claims.Kind == relayGrant.kind {
-			args, retry, err := g.resume(ctx, c, p.raw, ex)
+			args, retry, err := g.resume(ctx, c, ex)
 			if err != nil {
 				return nil, d, err
 			}
 			c.raw = args
 			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
 			if err == nil && res.InputRequests != nil {
-				res, err = g.relay(ctx, c, p.raw, ex, res)
+				res, err = g.relay(ctx, c, ex, res)
 			}
 			return res, d, err
 		}
@@ -423,7 +429,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	}
 	res, err := g.run(ctx, run, c.raw)
 	if err == nil && res.InputRequests != nil {
-		res, err = g.relay(ctx, c, p.raw, ex, res)
+		res, err = g.relay(ctx, c, ex, res)
 	}
 	return res, d, err
 }

@@ -107,7 +107,7 @@ func TestGateModes(t *testing.T) {
 				t.Fatalf("code = %s, want %s (%s)", body.Code, tt.wantCode, body.Message)
 			}
 			if tt.wantCode == CodeDryRunPreview {
-				if body.RecoveryHint != FlagHint {
+				if !strings.Contains(body.RecoveryHint, "__confirm") {
 					t.Errorf("hint = %q", body.RecoveryHint)
 				}
 				if body.Preview["password"] != Redacted || body.Preview["customer_id"] == nil {

@@ -2,7 +2,6 @@ package interlock
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -54,23 +53,37 @@ func (k grant) binding(tenant, principal, tool string) string {
 	return k.store + BindingKey(tenant, principal, tool)
 }
 
-// issue seals a grant for c, bound to args (the arguments the client sent),
-// and makes it the binding's only live grant of its kind: issuing
-// supersedes the earlier one.
-func (g *Gate) issue(ctx context.Context, k grant, c *Call, args json.RawMessage, ttl time.Duration, payload []byte) (string, seal.Claims, error) {
-	digest, err := seal.Digest(args)
+// issue seals a grant for c, bound to the arguments the client sent and
+// the tool's definition, and makes it the binding's only live grant of its
+// kind: issuing supersedes the earlier one. The store keeps the grant's
+// fingerprint, so only these exact claims can be spent.
+func (g *Gate) issue(ctx context.Context, k grant, c *Call, ttl time.Duration, payload []byte) (string, seal.Claims, error) {
+	digest, err := seal.Digest(c.sent)
 	if err != nil {
 		return "", seal.Claims{}, fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
 	}
 	now := time.Now()
 	claims := seal.Claims{
 		Kind: k.kind, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
-		Digest: digest, IssuedAt: now, Expires: now.Add(ttl), Nonce: seal.NewNonce(), Payload: payload,
+		Digest: digest, Definition: c.definition,
+		IssuedAt: now, Expires: now.Add(ttl), Nonce: seal.NewNonce(), Payload: payload,
 	}
-	if err := g.tokens.Issue(ctx, k.binding(c.Tenant, c.Principal, c.Tool), claims.NonceString(), ttl); err != nil {
-		return "", seal.Claims{}, fmt.Errorf("storing %s for %s: %w", k.name, c.Tool, err)
+	if err := g.tokens.Issue(ctx, k.binding(c.Tenant, c.Principal, c.Tool), claims.Fingerprint(), ttl); err != nil {
+		return "", seal.Claims{}, storeUnavailable(c, err)
 	}
 	return g.sealer.Seal(claims), claims, nil
+}
+
+// storeUnavailable answers a call whose grant could not be written or
+// read: a transient failure of interlock's own store, in which nothing ran.
+func storeUnavailable(c *Call, err error) error {
+	return &Error{
+		Code:         CodeUpstreamUnavailable,
+		Message:      fmt.Sprintf("interlock's confirmation store cannot be reached, so %s cannot be confirmed now; nothing ran.", c.Tool),
+		Hint:         "Retry in a few seconds; if it keeps failing, tell the operator that interlock's store is down.",
+		RetryAfterMS: 2000,
+		Err:          err,
+	}
 }
 
 // spend checks a grant presented with c and consumes it, in this order:
@@ -78,7 +91,7 @@ func (g *Gate) issue(ctx context.Context, k grant, c *Call, args json.RawMessage
 // binding is compared, so one presented for the wrong call is gone
 // afterwards: a mistake or a probe costs a new confirmation, never a second
 // try. again is the recovery hint of every refusal.
-func (g *Gate) spend(ctx context.Context, k grant, c *Call, args json.RawMessage, token, again string) (seal.Claims, error) {
+func (g *Gate) spend(ctx context.Context, k grant, c *Call, token, again string) (seal.Claims, error) {
 	claims, err := g.sealer.Open(token)
 	if err != nil || claims.Kind != k.kind {
 		return claims, &Error{Code: CodeConsentTokenInvalid, Hint: again,
@@ -89,9 +102,9 @@ func (g *Gate) spend(ctx context.Context, k grant, c *Call, args json.RawMessage
 		e.Hint = again
 		return claims, e
 	}
-	live, err := g.tokens.Consume(ctx, k.binding(claims.Tenant, claims.Principal, claims.Tool), claims.NonceString())
+	live, err := g.tokens.Consume(ctx, k.binding(claims.Tenant, claims.Principal, claims.Tool), claims.Fingerprint())
 	if err != nil {
-		return claims, fmt.Errorf("consuming %s for %s: %w", k.name, c.Tool, err)
+		return claims, storeUnavailable(c, err)
 	}
 	if !live {
 		return claims, &Error{Code: CodeConsentTokenInvalid, Hint: again,
@@ -107,8 +120,11 @@ func (g *Gate) spend(ctx context.Context, k grant, c *Call, args json.RawMessage
 	if claims.Tool != c.Tool {
 		differ = append(differ, "tool")
 	}
-	if digest, err := seal.Digest(args); err != nil || digest != claims.Digest {
+	if digest, err := seal.Digest(c.sent); err != nil || digest != claims.Digest {
 		differ = append(differ, "arguments")
+	}
+	if claims.Definition != c.definition {
+		differ = append(differ, "tool definition (the tool changed since)")
 	}
 	if len(differ) > 0 {
 		return claims, &Error{Code: CodeConsentTokenMismatch, Hint: again,

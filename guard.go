@@ -133,11 +133,23 @@ func withErrorBody(outputSchema any) (map[string]any, error) {
 // calls h only when the decision lets it run. h sees the arguments without
 // meta-arguments.
 func (g *Gate) Guard(t *mcp.Tool, h mcp.ToolHandler) (mcp.ToolHandler, error) {
+	_, guarded, err := g.guard(t, h)
+	return guarded, err
+}
+
+// guard returns t as clients see it and the handler that guards it, bound
+// to the digest of that advertised definition.
+func (g *Gate) guard(t *mcp.Tool, h mcp.ToolHandler) (*mcp.Tool, mcp.ToolHandler, error) {
 	gt, err := NewTool(t.Name, "", HintsOf(t.Annotations), t.InputSchema)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return g.handler(gt, h), nil
+	adv, err := g.Advertise(t, "", gt.Hints)
+	if err != nil {
+		return nil, nil, err
+	}
+	gt.Definition = DefinitionDigest(adv)
+	return adv, g.handler(gt, h), nil
 }
 
 func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
@@ -163,11 +175,7 @@ func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
 // Like the SDK, it panics when the tool cannot be registered (a missing or
 // invalid input schema), a programming error.
 func (g *Gate) AddTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) {
-	guarded, err := g.Guard(t, h)
-	if err != nil {
-		panic(fmt.Sprintf("interlock: AddTool: %v", err))
-	}
-	adv, err := g.Advertise(t, "", HintsOf(t.Annotations))
+	adv, guarded, err := g.guard(t, h)
 	if err != nil {
 		panic(fmt.Sprintf("interlock: AddTool: %v", err))
 	}

@@ -3,6 +3,7 @@ package interlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -41,6 +42,12 @@ func ParseMode(s string) (Mode, error) {
 		names[i] = string(m)
 	}
 	return "", fmt.Errorf("unknown mode %q: use one of %s", s, strings.Join(names, ", "))
+}
+
+// StricterThan reports whether m demands more than other, in the order of
+// [Modes].
+func (m Mode) StricterThan(other Mode) bool {
+	return slices.Index(Modes, m) > slices.Index(Modes, other)
 }
 
 // Gated reports whether m puts a call behind a key (every mode but allow and

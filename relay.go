@@ -42,7 +42,7 @@ type relayed struct {
 //
 // A client that cannot show a form gets CANCELLED instead: the question
 // cannot reach a human through it.
-func (g *Gate) relay(ctx context.Context, c *Call, sent json.RawMessage, ex Exchange, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+func (g *Gate) relay(ctx context.Context, c *Call, ex Exchange, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 	if !ex.resolved().Form {
 		return nil, &Error{Code: CodeCancelled,
 			Message: fmt.Sprintf("%s asked a question that this client cannot show to a human, so it did not finish.", c.Tool),
@@ -52,7 +52,7 @@ func (g *Gate) relay(ctx context.Context, c *Call, sent json.RawMessage, ex Exch
 	if err != nil {
 		return nil, fmt.Errorf("wrapping request state of %s: %w", c.Tool, err)
 	}
-	state, _, err := g.issue(ctx, relayGrant, c, sent, DefaultElicitTimeout, payload)
+	state, _, err := g.issue(ctx, relayGrant, c, DefaultElicitTimeout, payload)
 	if err != nil {
 		return nil, err
 	}
@@ -63,9 +63,9 @@ func (g *Gate) relay(ctx context.Context, c *Call, sent json.RawMessage, ex Exch
 
 // resume spends the wrapped state of a retried call and returns what the
 // tool needs to continue: the arguments it ran with and its own state.
-func (g *Gate) resume(ctx context.Context, c *Call, sent json.RawMessage, ex Exchange) (json.RawMessage, Retry, error) {
+func (g *Gate) resume(ctx context.Context, c *Call, ex Exchange) (json.RawMessage, Retry, error) {
 	again := fmt.Sprintf("Call %s again, without input responses, to start over.", c.Tool)
-	claims, err := g.spend(ctx, relayGrant, c, sent, ex.State, again)
+	claims, err := g.spend(ctx, relayGrant, c, ex.State, again)
 	if err != nil {
 		return nil, Retry{}, err
 	}

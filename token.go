@@ -35,7 +35,7 @@ func (g *Gate) issueToken(ctx context.Context, c *Call, d Decision) error {
 	}
 	// Issuing supersedes the binding's earlier token, so only the latest
 	// summary the user saw can be confirmed.
-	token, claims, err := g.issue(ctx, confirmGrant, c, c.raw, ttl, nil)
+	token, claims, err := g.issue(ctx, confirmGrant, c, ttl, nil)
 	if err != nil {
 		return err
 	}
@@ -57,6 +57,6 @@ func (g *Gate) issueToken(ctx context.Context, c *Call, d Decision) error {
 // redeem checks a confirm token and consumes it (see [Gate.spend]).
 func (g *Gate) redeem(ctx context.Context, c *Call) error {
 	again := fmt.Sprintf("Call %s again without __confirm_token to get a new summary and token, and ask the user again.", c.Tool)
-	_, err := g.spend(ctx, confirmGrant, c, c.raw, c.ConfirmToken, again)
+	_, err := g.spend(ctx, confirmGrant, c, c.ConfirmToken, again)
 	return err
 }

@@ -172,11 +172,11 @@ func TestCallsThroughTheGate(t *testing.T) {
 	cs := client(t, gw, nil)
 
 	t.Run("read-only result is passed on untouched", func(t *testing.T) {
-		res := call(t, cs, "echo", json.RawMessage(`{"n":12345678901234567890,"s":"x"}`))
+		res := call(t, cs, "echo", json.RawMessage(`{"n":1.50,"s":"x"}`))
 		if res.IsError || res.Meta["fixture"] != "untouched" {
 			t.Fatalf("result = %+v", res)
 		}
-		if got := res.Content[0].(*mcp.TextContent).Text; got != `{"n":12345678901234567890,"s":"x"}` {
+		if got := res.Content[0].(*mcp.TextContent).Text; got != `{"n":1.50,"s":"x"}` {
 			t.Errorf("upstream received %s", got)
 		}
 	})

@@ -10,6 +10,7 @@ import {
   ELICIT_DRY_RUN_HINT,
   ELICIT_TOOLS,
   FLAG_HINT,
+  FLAG_DRY_RUN_OFF_HINT,
   FLAG_TOOLS,
   GATED_TOOLS,
   READ_ONLY_TOOLS,
@@ -222,12 +223,12 @@ describe('stdio, MCP_DRY_RUN=false', () => {
 
   it('send_reminder without __confirm gives DRY_RUN_PREVIEW', T, async () => {
     const args = { customer_id: 'acct_9931' };
-    assertPreview(await gw.client.callTool({ name: 'send_reminder', arguments: args }), args);
+    assertPreview(await gw.client.callTool({ name: 'send_reminder', arguments: args }), args, FLAG_DRY_RUN_OFF_HINT);
   });
 
   it('send_reminder with __confirm: false gives DRY_RUN_PREVIEW', T, async () => {
     const args = { customer_id: 'acct_9931', __confirm: false };
-    assertPreview(await gw.client.callTool({ name: 'send_reminder', arguments: args }), args);
+    assertPreview(await gw.client.callTool({ name: 'send_reminder', arguments: args }), args, FLAG_DRY_RUN_OFF_HINT);
   });
 
   it('send_reminder with __confirm: "true" (a string) does not run', T, async () => {

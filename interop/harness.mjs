@@ -56,9 +56,12 @@ export const FLAG_TOOLS = ['send_reminder'];
 export const TOKEN_TOOLS = ['downgrade_plan', 'refund_invoice', 'upgrade_plan'];
 export const ELICIT_TOOLS = ['delete_customer', 'promote_release'];
 
-// The recovery hints of a DRY_RUN_PREVIEW (interlock.FlagHint,
-// interlock.TokenDryRunHint and interlock.ElicitDryRunHint in Go).
+// How the recovery hints of a DRY_RUN_PREVIEW start (interlock.FlagHint,
+// interlock.TokenDryRunHint and interlock.ElicitDryRunHint in Go); a flag
+// hint goes on to say what the agent can do about the missing keys.
 export const FLAG_HINT = 'Set MCP_DRY_RUN=false AND pass __confirm:true to actually execute';
+// With dry run off, only the agent's key is missing.
+export const FLAG_DRY_RUN_OFF_HINT = 'Pass __confirm:true to actually execute';
 export const TOKEN_DRY_RUN_HINT =
   'Set MCP_DRY_RUN=false AND call again without __confirm_token to get a confirm token; ' +
   'show its summary to the user and pass it back as __confirm_token only after they agree';
@@ -280,7 +283,7 @@ export function assertGatewayError(result, code) {
 export function assertPreview(result, args, hint = FLAG_HINT) {
   const sc = assertGatewayError(result, 'DRY_RUN_PREVIEW');
   assert.equal(sc.retriable, false);
-  assert.equal(sc.recovery_hint, hint);
+  assert.ok(sc.recovery_hint.startsWith(hint), `hint ${JSON.stringify(sc.recovery_hint)} must start with ${JSON.stringify(hint)}`);
   const expected = { ...args };
   delete expected.__confirm;
   delete expected.__confirm_token;

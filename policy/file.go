@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -292,7 +291,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			}
 			ruleNames[r.Name] = r.Line
 		}
-		for _, msg := range r.compile() {
+		for _, msg := range r.compile(f.IsSecret) {
 			add(r.Line, "%s", msg)
 		}
 	}
@@ -365,10 +364,4 @@ func yamlMessage(msg string) string {
 		return fmt.Sprintf("unknown field %q: check its spelling and where it is indented", m[1])
 	}
 	return msg
-}
-
-// validGlob reports whether pattern is a valid tool-name glob.
-func validGlob(pattern string) bool {
-	_, err := path.Match(pattern, "")
-	return err == nil
 }

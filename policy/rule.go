@@ -3,12 +3,12 @@ package policy
 import (
 	"context"
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"text/template"
+	tmplparse "text/template/parse"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -53,6 +53,7 @@ type Rule struct {
 
 	Line int `yaml:"-"`
 
+	globs       []*regexp.Regexp
 	program     cel.Program
 	summary     *template.Template
 	override    func(interlock.Hints) interlock.Hints
@@ -80,7 +81,8 @@ type Preview struct {
 // Match selects tools by name, upstream and hints. Every field that is set
 // must match.
 type Match struct {
-	// Tools are globs (path.Match syntax) over the tool name as clients see it.
+	// Tools are globs over the tool name as clients see it: '*' matches
+	// any characters, '/' included (see compileGlob).
 	Tools    []string `yaml:"tools"`
 	Upstream string   `yaml:"upstream"`
 	// Annotations are hints the tool must have, after the specification's
@@ -114,13 +116,13 @@ func hintField(h *interlock.Hints, name string) *bool {
 }
 
 var celEnv = func() *cel.Env {
-	env, err := cel.NewEnv(
+	env, err := cel.NewEnv(append([]cel.EnvOption{
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("upstream", cel.StringType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("principal", cel.StringType),
 		cel.Variable("tenant", cel.StringType),
-	)
+	}, functions...)...)
 	if err != nil {
 		panic(err)
 	}
@@ -128,8 +130,9 @@ var celEnv = func() *cel.Env {
 }()
 
 // compile checks the rule and prepares its condition and template. It
-// returns every problem found, each naming the rule.
-func (r *Rule) compile() []string {
+// returns every problem found, each naming the rule. isSecret says which
+// argument names are secret.
+func (r *Rule) compile(isSecret func(string) bool) []string {
 	var errs []string
 	label := "rule"
 	if r.Name != "" {
@@ -145,10 +148,14 @@ func (r *Rule) compile() []string {
 	} else if _, err := interlock.ParseMode(string(r.Mode)); err != nil {
 		fail("%v", err)
 	}
+	r.globs = r.globs[:0]
 	for _, g := range r.Match.Tools {
-		if !validGlob(g) {
-			fail("tool glob %q is malformed", g)
+		re, err := compileGlob(g)
+		if err != nil {
+			fail("tool glob %q %v", g, err)
+			continue
 		}
+		r.globs = append(r.globs, re)
 	}
 	for _, hints := range []map[string]bool{r.Match.Annotations, r.Annotations} {
 		for name := range hints {
@@ -210,7 +217,7 @@ func (r *Rule) compile() []string {
 			r.previewArgs[name] = prg
 		}
 	}
-	errs = append(errs, r.compileForm(fail)...)
+	errs = append(errs, r.compileForm(fail, isSecret)...)
 	if r.Summary != "" {
 		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.Summary)
 		if err != nil {
@@ -223,7 +230,7 @@ func (r *Rule) compile() []string {
 }
 
 // compileForm checks the fields of mode elicit.
-func (r *Rule) compileForm(fail func(string, ...any)) []string {
+func (r *Rule) compileForm(fail func(string, ...any), isSecret func(string) bool) []string {
 	elicit := r.Mode == interlock.ModeElicit
 	if !elicit && (r.Fallback != "" || r.Timeout != "" || r.Confirm != "" || r.TypeBack != "" || len(r.Choices) > 0) {
 		fail("fallback, timeout, confirm, type_back and choices apply only to mode elicit")
@@ -247,13 +254,13 @@ func (r *Rule) compileForm(fail func(string, ...any)) []string {
 	}
 	if r.TypeBack != "" {
 		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.TypeBack)
-		if err != nil {
+		switch secrets := secretsIn(t, isSecret); {
+		case err != nil:
 			fail("type_back: %v", err)
-		} else {
+		case len(secrets) > 0:
+			fail("type_back names the secret argument %s: a form must never ask for a secret", strings.Join(secrets, ", "))
+		default:
 			r.typeBack = t
-		}
-		for _, name := range secretsIn(r.TypeBack) {
-			fail("type_back names the secret argument %s: a form must never ask for a secret", name)
 		}
 	}
 	names := make([]string, 0, len(r.Choices))
@@ -268,7 +275,7 @@ func (r *Rule) compileForm(fail func(string, ...any)) []string {
 			fail("choice %s needs options: the values the human picks from", name)
 		case name == "confirm" || name == "type_back":
 			fail("choice %s clashes with the form's own field of that name", name)
-		case interlock.IsSecretName(name, nil):
+		case isSecret(name):
 			fail("choice %s is a secret argument: a form must never ask for a secret", name)
 		default:
 			title := ch.Title
@@ -281,14 +288,79 @@ func (r *Rule) compileForm(fail func(string, ...any)) []string {
 	return nil
 }
 
-var argRefRE = regexp.MustCompile(`\.args\.([A-Za-z_][A-Za-z0-9_]*)`)
-
-// secretsIn returns the secret argument names a template refers to.
-func secretsIn(tmpl string) []string {
+// secretsIn returns every name and string constant in a template that
+// names a secret argument, however the template spells its way there:
+// .args.password, index .args "password", a variable, a with block. The
+// template renders over redacted arguments anyway, so what this misses
+// (a name built at run time) shows [REDACTED] and is refused then; this
+// check makes the mistake a load error instead.
+func secretsIn(t *template.Template, isSecret func(string) bool) []string {
+	if t == nil {
+		return nil
+	}
 	var out []string
-	for _, m := range argRefRE.FindAllStringSubmatch(tmpl, -1) {
-		if interlock.IsSecretName(m[1], nil) {
-			out = append(out, m[1])
+	seen := map[string]bool{}
+	note := func(s string) {
+		if s != "" && isSecret(s) && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	var walk func(tmplparse.Node)
+	walk = func(n tmplparse.Node) {
+		switch n := n.(type) {
+		case *tmplparse.ListNode:
+			if n != nil {
+				for _, c := range n.Nodes {
+					walk(c)
+				}
+			}
+		case *tmplparse.ActionNode:
+			walk(n.Pipe)
+		case *tmplparse.PipeNode:
+			if n != nil {
+				for _, c := range n.Cmds {
+					walk(c)
+				}
+			}
+		case *tmplparse.CommandNode:
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case *tmplparse.FieldNode:
+			for _, id := range n.Ident {
+				note(id)
+			}
+		case *tmplparse.ChainNode:
+			walk(n.Node)
+			for _, id := range n.Field {
+				note(id)
+			}
+		case *tmplparse.VariableNode:
+			for _, id := range n.Ident {
+				note(id)
+			}
+		case *tmplparse.StringNode:
+			note(n.Text)
+		case *tmplparse.IfNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *tmplparse.RangeNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *tmplparse.WithNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *tmplparse.TemplateNode:
+			walk(n.Pipe)
+		}
+	}
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil {
+			walk(tt.Root)
 		}
 	}
 	return out
@@ -308,17 +380,8 @@ func (r *Rule) matchesTool(tool, upstream string, h interlock.Hints) bool {
 	if r.Match.Upstream != "" && r.Match.Upstream != upstream {
 		return false
 	}
-	if len(r.Match.Tools) > 0 {
-		found := false
-		for _, g := range r.Match.Tools {
-			if ok, _ := path.Match(g, tool); ok {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
+	if len(r.Match.Tools) > 0 && !slices.ContainsFunc(r.globs, func(re *regexp.Regexp) bool { return re.MatchString(tool) }) {
+		return false
 	}
 	for name, want := range r.Match.Annotations {
 		if *hintField(&h, name) != want {
@@ -357,14 +420,26 @@ func activation(c *interlock.Call) map[string]any {
 	}
 }
 
-// render fills the rule's summary template for c and the preview's result;
-// "" when it has none or it cannot be filled (a missing argument), so the
-// gate's generic summary stands in.
-func (r *Rule) render(c *interlock.Call, preview any) string {
+// shown is what templates see of a call: its activation with every secret
+// argument redacted, so no summary, form or log can print a secret
+// whatever the template says.
+func shown(c *interlock.Call, isSecret func(string) bool) map[string]any {
+	data := activation(c)
+	data["args"] = interlock.Redact(c.Args, isSecret)
+	return data
+}
+
+// render fills the rule's summary template for c and the preview's result
+// (both redacted); "" when it has none or it cannot be filled (a missing
+// argument), so the gate's generic summary stands in.
+func (r *Rule) render(c *interlock.Call, preview any, isSecret func(string) bool) string {
 	if r.summary == nil {
 		return ""
 	}
-	data := activation(c)
+	data := shown(c, isSecret)
+	if m, ok := preview.(map[string]any); ok {
+		preview = interlock.Redact(m, isSecret)
+	}
 	data["preview"] = preview
 	var b strings.Builder
 	if err := r.summary.Execute(&b, data); err != nil {
@@ -374,19 +449,22 @@ func (r *Rule) render(c *interlock.Call, preview any) string {
 }
 
 // decision is what the rule decides for c.
-func (r *Rule) decision(c *interlock.Call) (interlock.Decision, error) {
+func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool) (interlock.Decision, error) {
 	d := interlock.Decision{Rule: r.Name, Mode: r.Mode, TTL: r.ttl}
 	if d.Mode == interlock.ModeAllow || d.Mode == interlock.ModeDeny {
 		return d, nil
 	}
-	d.Summarize = func(preview any) string { return r.render(c, preview) }
+	d.Summarize = func(preview any) string { return r.render(c, preview, isSecret) }
 	if d.Mode == interlock.ModeElicit {
 		d.Fallback, d.Timeout = r.Fallback, r.timeout
 		d.Form = interlock.Form{Confirm: r.Confirm, Choices: r.choices}
 		if r.typeBack != nil {
 			var b strings.Builder
-			if err := r.typeBack.Execute(&b, activation(c)); err != nil || strings.TrimSpace(b.String()) == "" {
+			if err := r.typeBack.Execute(&b, shown(c, isSecret)); err != nil || strings.TrimSpace(b.String()) == "" {
 				return d, fmt.Errorf("rule %q: type_back cannot be filled for this call: %v", r.Name, err)
+			}
+			if strings.Contains(b.String(), interlock.Redacted) {
+				return d, fmt.Errorf("rule %q: type_back would ask the human to type a secret; refusing", r.Name)
 			}
 			d.Form.TypeBack = strings.TrimSpace(b.String())
 		}
@@ -437,7 +515,7 @@ func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision,
 		if !ok {
 			continue
 		}
-		return r.decision(c)
+		return r.decision(c, f.IsSecret)
 	}
 	return interlock.Decision{Mode: f.defaultMode(c.Hints)}, nil
 }

@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"math/big"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,45 +15,45 @@ import (
 // arguments.
 const MetaPrefix = "__"
 
-// Canonical returns the normal form of a JSON arguments object:
+// Canonical returns the normal form of decoded JSON arguments, the values
+// encoding/json decodes into an any (map[string]any, []any, string,
+// float64, bool, nil):
 //
-//   - top-level keys that start with "__" (meta-arguments) are removed;
+//   - top-level keys that start with "__" (meta-arguments) are left out;
 //   - object keys are sorted by their UTF-8 bytes, at every depth;
 //   - strings are written as encoding/json writes them;
-//   - numbers are written as exact rationals in lowest terms, so 1, 1.0,
-//     1e0 and 10e-1 are all "1", and 0.5 is "1/2"; no precision is lost,
-//     however large the number;
+//   - numbers are written in the shortest form that reads back as the same
+//     float64, so 1, 1.0, 1e0 and 10e-1 are all "1";
 //   - no insignificant white space.
 //
-// The form is only ever hashed, never parsed back.
-func Canonical(args json.RawMessage) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("seal: arguments are not JSON: %w", err)
-	}
-	if v == nil {
-		v = map[string]any{}
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("seal: arguments are not a JSON object")
-	}
-	for k := range m {
+// The caller decodes the arguments once, strictly, and digests the value it
+// decided on; the seal never parses raw bytes of its own. The form is only
+// ever hashed, never parsed back. Its cost is linear in the size of the
+// value.
+func Canonical(args map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	for _, k := range sortedKeys(args) {
 		if strings.HasPrefix(k, MetaPrefix) {
-			delete(m, k)
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeString(&b, k)
+		b.WriteByte(':')
+		if err := writeCanonical(&b, args[k]); err != nil {
+			return nil, err
 		}
 	}
-	var b bytes.Buffer
-	if err := writeCanonical(&b, m); err != nil {
-		return nil, err
-	}
+	b.WriteByte('}')
 	return b.Bytes(), nil
 }
 
 // Digest returns the SHA-256 of the canonical arguments.
-func Digest(args json.RawMessage) ([32]byte, error) {
+func Digest(args map[string]any) ([32]byte, error) {
 	c, err := Canonical(args)
 	if err != nil {
 		return [32]byte{}, err
@@ -61,28 +61,43 @@ func Digest(args json.RawMessage) ([32]byte, error) {
 	return sha256.Sum256(c), nil
 }
 
+// DigestValue returns the SHA-256 of the canonical form of any decoded JSON
+// value, such as a tool's definition; unlike [Digest] it keeps every key.
+func DigestValue(v any) ([32]byte, error) {
+	var b bytes.Buffer
+	if err := writeCanonical(&b, v); err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b.Bytes()), nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	e, _ := json.Marshal(s) // a string always encodes
+	b.Write(e)
+}
+
 func writeCanonical(b *bytes.Buffer, v any) error {
 	switch v := v.(type) {
 	case nil:
 		b.WriteString("null")
 	case bool:
-		if v {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
-		}
+		b.WriteString(strconv.FormatBool(v))
 	case string:
-		s, _ := json.Marshal(v)
-		b.Write(s)
-	case json.Number:
-		if !saneExponent(string(v)) {
-			return fmt.Errorf("seal: number %s out of range", v)
+		writeString(b, v)
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("seal: number %v has no JSON form", v)
 		}
-		r, ok := new(big.Rat).SetString(string(v))
-		if !ok {
-			return fmt.Errorf("seal: number %s out of range", v)
-		}
-		b.WriteString(r.RatString())
+		b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
 	case []any:
 		b.WriteByte('[')
 		for i, e := range v {
@@ -95,18 +110,12 @@ func writeCanonical(b *bytes.Buffer, v any) error {
 		}
 		b.WriteByte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		b.WriteByte('{')
-		for i, k := range keys {
+		for i, k := range sortedKeys(v) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			s, _ := json.Marshal(k)
-			b.Write(s)
+			writeString(b, k)
 			b.WriteByte(':')
 			if err := writeCanonical(b, v[k]); err != nil {
 				return err
@@ -117,17 +126,4 @@ func writeCanonical(b *bytes.Buffer, v any) error {
 		return fmt.Errorf("seal: unexpected JSON value %T", v)
 	}
 	return nil
-}
-
-// maxExponent bounds the decimal exponent of a number: big.Rat would
-// otherwise compute 10^exponent exactly, which a short input can make huge.
-const maxExponent = 1000
-
-func saneExponent(num string) bool {
-	i := strings.IndexAny(num, "eE")
-	if i < 0 {
-		return true
-	}
-	exp, err := strconv.Atoi(num[i+1:])
-	return err == nil && exp >= -maxExponent && exp <= maxExponent
 }

@@ -16,11 +16,13 @@
 // domain-separation label and those claims:
 //
 //	version(1) kind(1) issued_at(8) expires_at(8) nonce(16) digest(32)
-//	len(tenant)(2) tenant len(principal)(2) principal len(tool)(2) tool
-//	len(payload)(4) payload mac(32)
+//	definition(32) len(tenant)(2) tenant len(principal)(2) principal
+//	len(tool)(2) tool len(payload)(4) payload mac(32)
 //
-// Times are Unix milliseconds, big-endian. The claims are readable by anyone
-// who holds the token; only the MAC is secret.
+// Times are Unix milliseconds, big-endian. The base64url text must be in
+// its one canonical spelling: a token with any character changed, even one
+// whose change only touches unused bits, does not open. The claims are
+// readable by anyone who holds the token; only the MAC is secret.
 //
 // # Canonical arguments
 //
@@ -46,7 +48,7 @@ import (
 // support requests.
 const Prefix = "ilt1_"
 
-const version = 1
+const version = 2
 
 // MinKeyLength is the shortest key a Sealer accepts, in bytes.
 const MinKeyLength = 32
@@ -73,9 +75,13 @@ type Claims struct {
 	Principal string
 	Tool      string
 	// Digest is the SHA-256 of the canonical arguments (see [Digest]).
-	Digest   [32]byte
-	IssuedAt time.Time
-	Expires  time.Time
+	Digest [32]byte
+	// Definition is the SHA-256 of the tool's definition as it was
+	// advertised (see [DigestValue]), so a token outlives no change of the
+	// tool.
+	Definition [32]byte
+	IssuedAt   time.Time
+	Expires    time.Time
 	// Nonce makes every token unique and is what a store consumes.
 	Nonce [16]byte
 	// Payload is carried sealed but not secret: anyone holding the token
@@ -85,6 +91,16 @@ type Claims struct {
 
 // NonceString returns the nonce in a form fit for store keys.
 func (c Claims) NonceString() string { return base64.RawURLEncoding.EncodeToString(c.Nonce[:]) }
+
+// Fingerprint returns the nonce and the SHA-256 of every other claim, in a
+// form fit for a store value. A store that keeps the fingerprint of each
+// live token rather than its nonce alone honours only the claims it was
+// issued with: a token re-sealed around a live nonce with other claims
+// does not match, even under the right key.
+func (c Claims) Fingerprint() string {
+	sum := sha256.Sum256(c.encode())
+	return c.NonceString() + "." + base64.RawURLEncoding.EncodeToString(sum[:])
+}
 
 // Errors from [Sealer.Open]. Both mean the token must not be honoured.
 var (
@@ -155,23 +171,36 @@ func mac(key, payload []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Seal returns the token for c.
-func (s *Sealer) Seal(c Claims) string {
-	payload := make([]byte, 0, 66+6+len(c.Tenant)+len(c.Principal)+len(c.Tool)+32)
+// encode writes the claims in the token's binary layout, without the MAC.
+func (c Claims) encode() []byte {
+	payload := make([]byte, 0, headerLen+6+len(c.Tenant)+len(c.Principal)+len(c.Tool)+4+len(c.Payload)+32)
 	payload = append(payload, version, byte(c.Kind))
 	payload = binary.BigEndian.AppendUint64(payload, uint64(c.IssuedAt.UnixMilli()))
 	payload = binary.BigEndian.AppendUint64(payload, uint64(c.Expires.UnixMilli()))
 	payload = append(payload, c.Nonce[:]...)
 	payload = append(payload, c.Digest[:]...)
+	payload = append(payload, c.Definition[:]...)
 	for _, f := range []string{c.Tenant, c.Principal, c.Tool} {
 		payload = binary.BigEndian.AppendUint16(payload, uint16(min(len(f), 0xffff)))
 		payload = append(payload, f[:min(len(f), 0xffff)]...)
 	}
 	payload = binary.BigEndian.AppendUint32(payload, uint32(len(c.Payload)))
-	payload = append(payload, c.Payload...)
+	return append(payload, c.Payload...)
+}
+
+// headerLen is the length of the fixed part of the layout.
+const headerLen = 1 + 1 + 8 + 8 + 16 + 32 + 32
+
+// Seal returns the token for c.
+func (s *Sealer) Seal(c Claims) string {
+	payload := c.encode()
 	payload = append(payload, mac(s.keys[0], payload)...)
 	return Prefix + base64.RawURLEncoding.EncodeToString(payload)
 }
+
+// strictBase64 refuses the other spellings of the same bytes (non-zero
+// unused bits in the last character), so a token has exactly one text.
+var strictBase64 = base64.RawURLEncoding.Strict()
 
 // Open verifies token under each key, in constant time per key, and returns
 // its claims. It does not check expiry: what counts as now is the caller's.
@@ -181,8 +210,13 @@ func (s *Sealer) Open(token string) (Claims, error) {
 	if !ok {
 		return c, ErrMalformed
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil || len(raw) < 2+16+16+32+6+4+32 {
+	raw, err := strictBase64.DecodeString(rest)
+	if err != nil || len(raw) < headerLen+6+4+32 {
+		return c, ErrMalformed
+	}
+	// The decoder skips line breaks; only the one spelling of these bytes
+	// is their token.
+	if base64.RawURLEncoding.EncodedLen(len(raw)) != len(rest) {
 		return c, ErrMalformed
 	}
 	payload, sum := raw[:len(raw)-32], raw[len(raw)-32:]
@@ -203,7 +237,8 @@ func (s *Sealer) Open(token string) (Claims, error) {
 	c.Expires = time.UnixMilli(int64(binary.BigEndian.Uint64(payload[10:18])))
 	copy(c.Nonce[:], payload[18:34])
 	copy(c.Digest[:], payload[34:66])
-	p := payload[66:]
+	copy(c.Definition[:], payload[66:98])
+	p := payload[headerLen:]
 	fields := make([]string, 3)
 	for i := range fields {
 		if len(p) < 2 {

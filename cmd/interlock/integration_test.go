@@ -227,7 +227,11 @@ func TestSendReminderTwoKeys(t *testing.T) {
 				return
 			}
 			body := structured(t, res)
-			if body["code"] != string(interlock.CodeDryRunPreview) || body["recovery_hint"] != interlock.FlagHint {
+			// While dry run is on the hint names both keys; with it off, only
+			// the agent's.
+			hint, _ := body["recovery_hint"].(string)
+			if body["code"] != string(interlock.CodeDryRunPreview) || strings.HasPrefix(hint, interlock.FlagHint) != (tt.dryRun != "false") ||
+				!strings.Contains(hint, "__confirm") {
 				t.Fatalf("body = %v", body)
 			}
 			if preview, _ := body["preview"].(map[string]any); preview["customer_id"] != "acct_9931" || preview["__confirm"] != nil {

@@ -1,0 +1,342 @@
+package interlock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/interlock-mcp/interlock/seal"
+)
+
+// AuditRecord is one entry of the audit log: a decision the gate took, the
+// outcome of a call, or an event around the gate (a refused API key, an
+// upstream restart, hints an upstream tried to loosen). Records form a hash
+// chain: each carries the hash of its predecessor, and its own hash covers
+// every other field, so an edit, a deletion, an insertion or a reordering
+// breaks the chain at the first record it touches (see [VerifyChain]).
+type AuditRecord struct {
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	// Event is "call" for decisions and outcomes of tool calls, or the
+	// name of an event: "auth_refused", "upstream_restarted",
+	// "hints_loosened".
+	Event     string `json:"event"`
+	Tenant    string `json:"tenant,omitempty"`
+	Principal string `json:"principal,omitempty"`
+	// Client is the client's name/version as it introduced itself.
+	Client   string `json:"client,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	Upstream string `json:"upstream,omitempty"`
+	Rule     string `json:"rule,omitempty"`
+	Mode     string `json:"mode,omitempty"`
+	// Args are the call's arguments, redacted; ArgsDigest is the hex
+	// SHA-256 of their canonical form before redaction, the value sealed
+	// into confirm tokens.
+	Args       map[string]any `json:"args,omitempty"`
+	ArgsDigest string         `json:"args_digest,omitempty"`
+	// Summary is what a human was shown before confirming.
+	Summary string `json:"summary,omitempty"`
+	// Decision is one of the Decision* constants.
+	Decision string `json:"decision,omitempty"`
+	// ConfirmedBy says which key confirmed a call that ran: flag, token
+	// or elicit.
+	ConfirmedBy string   `json:"confirmed_by,omitempty"`
+	Approvers   []string `json:"approvers,omitempty"`
+	// Replaced holds the values a human's choice replaced, by argument.
+	Replaced map[string]any `json:"replaced,omitempty"`
+	// Outcome is "ok", or the error code the call ended with (an upstream
+	// isError result included); empty on a decision that a later record
+	// completes.
+	Outcome   string  `json:"outcome,omitempty"`
+	LatencyMS float64 `json:"latency_ms,omitempty"`
+	// Detail describes an event in words.
+	Detail string `json:"detail,omitempty"`
+
+	Prev string `json:"prev"`
+	Hash string `json:"hash"`
+
+	// Raw is the record as its store holds it, when it was read back: the
+	// hash is checked over these bytes, so a member added to a stored
+	// record breaks the chain as surely as a changed one.
+	Raw json.RawMessage `json:"-"`
+}
+
+// The decisions an audit record names.
+const (
+	DecisionAllowed    = "allowed"
+	DecisionDenied     = "denied"
+	DecisionPreviewed  = "previewed"
+	DecisionAsked      = "asked"
+	DecisionConfirmed  = "confirmed"
+	DecisionDeclined   = "declined"
+	DecisionCancelled  = "cancelled"
+	DecisionExpired    = "expired"
+	DecisionInvalid    = "invalid"
+	DecisionMismatched = "mismatched"
+)
+
+// OutcomeOK is the outcome of a call that ran and did not fail.
+const OutcomeOK = "ok"
+
+// AuditLog appends records to a durable, hash-chained log. Package sqlite
+// and package postgres implement it.
+type AuditLog interface {
+	// Append adds records at the end of the chain, in order, setting their
+	// Seq, Prev and Hash. It returns once they are committed, so a crash of
+	// the process loses none of them; when durable is set, once they are
+	// flushed to stable storage as well, so a crash of the machine loses
+	// none either.
+	Append(ctx context.Context, durable bool, recs ...*AuditRecord) error
+}
+
+// AuditReader reads an audit log back, in chain order.
+type AuditReader interface {
+	// Records yields every record with a sequence number of at least from.
+	Records(ctx context.Context, from int64) iter.Seq2[*AuditRecord, error]
+}
+
+// genesis is the Prev of the first record.
+const genesis = ""
+
+// Link sets r's place in the chain after prev (the hash of the record
+// before it, or "" for the first) and computes its hash.
+func (r *AuditRecord) Link(seq int64, prev string) error {
+	r.Seq, r.Prev, r.Hash = seq, prev, ""
+	h, err := r.ComputeHash()
+	if err != nil {
+		return err
+	}
+	r.Hash = h
+	return nil
+}
+
+// ComputeHash returns the hex SHA-256 of the record's canonical encoding:
+// its JSON object without the "hash" member, keys sorted at every depth,
+// numbers in their shortest form, no insignificant white space (the form
+// of package seal's canonical arguments), prefixed by the line
+// "interlock audit v1\n". Times are RFC 3339 in UTC with nanoseconds. A
+// record read back from a store is hashed over its stored bytes (Raw).
+func (r *AuditRecord) ComputeHash() (string, error) {
+	b := r.Raw
+	if b == nil {
+		c := *r
+		c.Hash = ""
+		c.Time = c.Time.UTC()
+		var err error
+		if b, err = json.Marshal(&c); err != nil {
+			return "", fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
+		}
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
+	}
+	delete(v, "hash")
+	canon, err := seal.Canonical(v)
+	if err != nil {
+		return "", fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
+	}
+	h := sha256.New()
+	h.Write([]byte("interlock audit v1\n"))
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Encode returns the record as a store keeps it: its JSON, time in UTC.
+func (r *AuditRecord) Encode() ([]byte, error) {
+	c := *r
+	c.Time = c.Time.UTC()
+	return json.Marshal(&c)
+}
+
+// DecodeAuditRecord reads a record as a store keeps it, keeping the bytes
+// for verification.
+func DecodeAuditRecord(b []byte) (*AuditRecord, error) {
+	r := &AuditRecord{}
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("audit: stored record is not a record: %w", err)
+	}
+	r.Raw = append(json.RawMessage(nil), b...)
+	return r, nil
+}
+
+// ChainError names the first record at which an audit chain breaks.
+type ChainError struct {
+	// Seq is the sequence number the record has, or should have had.
+	Seq    int64
+	Reason string
+}
+
+func (e *ChainError) Error() string { return fmt.Sprintf("record %d: %s", e.Seq, e.Reason) }
+
+// VerifyChain reads records in order and checks that they form one
+// unbroken chain from the first: consecutive sequence numbers from 1, each
+// record's Prev the hash of the one before, and each hash what its fields
+// give. It returns how many records verified and, at the first break, a
+// [*ChainError].
+func VerifyChain(records iter.Seq2[*AuditRecord, error]) (int64, error) {
+	var n int64
+	prev := genesis
+	for r, err := range records {
+		if err != nil {
+			return n, err
+		}
+		want := n + 1
+		switch {
+		case r.Seq != want:
+			return n, &ChainError{Seq: want, Reason: fmt.Sprintf("missing or out of order: found record %d where %d belongs", r.Seq, want)}
+		case r.Prev != prev:
+			return n, &ChainError{Seq: r.Seq, Reason: "does not follow its predecessor (prev hash differs): a record before it was deleted, inserted or changed"}
+		}
+		h, err := r.ComputeHash()
+		if err != nil {
+			return n, &ChainError{Seq: r.Seq, Reason: err.Error()}
+		}
+		if h != r.Hash {
+			return n, &ChainError{Seq: r.Seq, Reason: "was edited: its hash does not match its contents"}
+		}
+		prev = r.Hash
+		n++
+	}
+	return n, nil
+}
+
+// GroupCommit batches appends for an audit store: one goroutine commits
+// every record waiting at the time in one transaction, so concurrent
+// callers share the cost of a commit (and of a flush, when any of them
+// needs one).
+type GroupCommit struct {
+	requests chan *commitRequest
+	commit   func(ctx context.Context, durable bool, recs []*AuditRecord) error
+	done     chan struct{}
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+type commitRequest struct {
+	recs    []*AuditRecord
+	durable bool
+	result  chan error
+}
+
+// maxBatch bounds the records of one transaction.
+const maxBatch = 256
+
+// NewGroupCommit starts the committing goroutine. commit writes a batch in
+// one transaction and returns only once it is committed (and flushed when
+// durable is set).
+func NewGroupCommit(commit func(ctx context.Context, durable bool, recs []*AuditRecord) error) *GroupCommit {
+	g := &GroupCommit{requests: make(chan *commitRequest, maxBatch), commit: commit, done: make(chan struct{})}
+	go g.loop()
+	return g
+}
+
+// ErrAuditClosed is returned by appends after the log was closed.
+var ErrAuditClosed = errors.New("audit: log is closed")
+
+// Append implements [AuditLog].
+func (g *GroupCommit) Append(ctx context.Context, durable bool, recs ...*AuditRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	req := &commitRequest{recs: recs, durable: durable, result: make(chan error, 1)}
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return ErrAuditClosed
+	}
+	select {
+	case g.requests <- req:
+		g.mu.RUnlock()
+	case <-ctx.Done():
+		g.mu.RUnlock()
+		return ctx.Err()
+	}
+	// Once queued, the records are written whatever the caller's context
+	// says: a call must not run on a confirmation whose record may or may
+	// not exist.
+	return <-req.result
+}
+
+func (g *GroupCommit) loop() {
+	for {
+		first, ok := <-g.requests
+		if !ok {
+			close(g.done)
+			return
+		}
+		// A batch gathers what is already waiting; it never waits for more.
+		batch := []*commitRequest{first}
+		n := len(first.recs)
+	drain:
+		for n < maxBatch {
+			select {
+			case r, ok := <-g.requests:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+				n += len(r.recs)
+			default:
+				break drain
+			}
+		}
+		durable := false
+		recs := make([]*AuditRecord, 0, n)
+		for _, r := range batch {
+			durable = durable || r.durable
+			recs = append(recs, r.recs...)
+		}
+		err := g.commit(context.Background(), durable, recs)
+		for _, r := range batch {
+			r.result <- err
+		}
+	}
+}
+
+// Close stops accepting records and returns once those already queued are
+// written.
+func (g *GroupCommit) Close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.requests)
+	}
+	g.mu.Unlock()
+	<-g.done
+}
+
+// Rows is what the rows of database/sql and of pgx have in common.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// YieldRecords decodes rows of one column, a stored record's text, and
+// yields them until yield asks to stop or a row fails; wrap names the
+// store in errors.
+func YieldRecords(rows Rows, wrap func(error) error, yield func(*AuditRecord, error) bool) {
+	for rows.Next() {
+		var text string
+		if err := rows.Scan(&text); err != nil {
+			yield(nil, wrap(err))
+			return
+		}
+		r, err := DecodeAuditRecord([]byte(text))
+		if !yield(r, err) || err != nil {
+			return
+		}
+	}
+	if err := rows.Err(); err != nil {
+		yield(nil, wrap(err))
+	}
+}

@@ -1,0 +1,156 @@
+// Package postgres keeps interlock's audit log in PostgreSQL, for gateways
+// that share one log or whose operators want it off the gateway's disk.
+//
+// Records are stored as the JSON text they were hashed from (text, not
+// jsonb, which would reorder their members), one row each in table audit,
+// keyed by sequence number. The chain's head is one row of table
+// audit_head: every batch locks it (SELECT … FOR UPDATE), appends after it
+// and moves it, so any number of gateways append to one chain while only
+// the head is serialised. A batch without a durable record is committed
+// with synchronous_commit off, which a crash of the gateway cannot lose; a
+// durable one waits for the server's flush.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS audit (
+	seq    bigint PRIMARY KEY,
+	hash   text NOT NULL,
+	record text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit_head (
+	id   int PRIMARY KEY CHECK (id = 1),
+	seq  bigint NOT NULL,
+	hash text NOT NULL
+);
+INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, '') ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS audit_checkpoints (
+	seq       bigint PRIMARY KEY,
+	hash      text NOT NULL,
+	time      text NOT NULL,
+	key_id    text NOT NULL,
+	signature text NOT NULL
+);`
+
+// Audit is an audit log in a PostgreSQL database.
+type Audit struct {
+	*interlock.GroupCommit
+	pool *pgxpool.Pool
+	// where names the server for messages, without its password.
+	where string
+}
+
+var (
+	_ interlock.AuditLog    = (*Audit)(nil)
+	_ interlock.AuditReader = (*Audit)(nil)
+)
+
+// OpenAudit connects to the database at url (postgres://…; a search_path
+// parameter selects the schema) and creates the tables it needs.
+func OpenAudit(ctx context.Context, url string) (*Audit, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: postgres URL: %w", err)
+	}
+	where := fmt.Sprintf("postgres %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", where, err)
+	}
+	// Several gateways may start at once: the schema is created under an
+	// advisory lock so their CREATE statements do not collide.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7140414)"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, schema)
+		return err
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("audit log %s: creating tables: %w", where, err)
+	}
+	a := &Audit{pool: pool, where: where}
+	a.GroupCommit = interlock.NewGroupCommit(a.commit)
+	return a, nil
+}
+
+func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.AuditRecord) error {
+	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		if !durable {
+			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+				return err
+			}
+		}
+		var seq int64
+		var prev string
+		if err := tx.QueryRow(ctx, "SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE").Scan(&seq, &prev); err != nil {
+			return fmt.Errorf("reading the head: %w", err)
+		}
+		var batch pgx.Batch
+		for _, r := range recs {
+			seq++
+			if err := r.Link(seq, prev); err != nil {
+				return err
+			}
+			b, err := r.Encode()
+			if err != nil {
+				return err
+			}
+			batch.Queue("INSERT INTO audit (seq, hash, record) VALUES ($1, $2, $3)", r.Seq, r.Hash, string(b))
+			prev = r.Hash
+		}
+		batch.Queue("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1", seq, prev)
+		return tx.SendBatch(ctx, &batch).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", a.where, err)
+	}
+	return nil
+}
+
+// Head returns the sequence number and hash of the last record; 0 and ""
+// for an empty log.
+func (a *Audit) Head(ctx context.Context) (int64, string, error) {
+	var seq int64
+	var hash string
+	err := a.pool.QueryRow(ctx, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").Scan(&seq, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("audit log %s: %w", a.where, err)
+	}
+	return seq, hash, nil
+}
+
+// Records implements [interlock.AuditReader].
+func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*interlock.AuditRecord, error] {
+	return func(yield func(*interlock.AuditRecord, error) bool) {
+		rows, err := a.pool.Query(ctx, "SELECT record FROM audit WHERE seq >= $1 ORDER BY seq", from)
+		if err != nil {
+			yield(nil, fmt.Errorf("audit log %s: %w", a.where, err))
+			return
+		}
+		defer rows.Close()
+		interlock.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.where, err) }, yield)
+	}
+}
+
+// Close writes what is queued and closes the connections.
+func (a *Audit) Close() error {
+	a.GroupCommit.Close()
+	a.pool.Close()
+	return nil
+}

@@ -1,0 +1,158 @@
+// Package sqlite keeps interlock's audit log in a SQLite database (the
+// default: audit.db in the gateway's data directory), using the pure-Go
+// modernc.org/sqlite driver so the binary stays static.
+//
+// Records are stored as the JSON they were hashed from, one row each, keyed
+// by their sequence number. Appends are batched by [interlock.GroupCommit]
+// and each batch is one IMMEDIATE transaction that reads the chain's head
+// inside the lock, so several processes may share a file and the chain
+// stays whole. The database runs in WAL mode with synchronous=NORMAL: a
+// commit survives a crash of the process. A batch that holds a durable
+// record is committed with synchronous=FULL, which also flushes it to disk.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"iter"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+
+	"github.com/interlock-mcp/interlock"
+)
+
+const dsnParams = "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+const schema = `
+CREATE TABLE IF NOT EXISTS audit (
+	seq    INTEGER PRIMARY KEY,
+	hash   TEXT NOT NULL,
+	record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit_checkpoints (
+	seq       INTEGER PRIMARY KEY,
+	hash      TEXT NOT NULL,
+	time      TEXT NOT NULL,
+	key_id    TEXT NOT NULL,
+	signature TEXT NOT NULL
+);`
+
+// Audit is an audit log in one SQLite file.
+type Audit struct {
+	*interlock.GroupCommit
+	writer *sql.Conn
+	db     *sql.DB
+	path   string
+}
+
+var (
+	_ interlock.AuditLog    = (*Audit)(nil)
+	_ interlock.AuditReader = (*Audit)(nil)
+)
+
+// OpenAudit opens (creating when needed) the audit log at path.
+func OpenAudit(ctx context.Context, path string) (*Audit, error) {
+	db, err := sql.Open("sqlite", path+dsnParams)
+	if err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("audit log %s: creating tables: %w", path, err)
+	}
+	writer, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("audit log %s: %w", path, err)
+	}
+	a := &Audit{writer: writer, db: db, path: path}
+	a.GroupCommit = interlock.NewGroupCommit(a.commit)
+	return a, nil
+}
+
+// commit writes one batch in one transaction, after the head it finds.
+func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.AuditRecord) (err error) {
+	if durable {
+		if _, err := a.writer.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
+			return fmt.Errorf("audit log %s: %w", a.path, err)
+		}
+		defer func() {
+			if _, e := a.writer.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); e != nil && err == nil {
+				err = fmt.Errorf("audit log %s: %w", a.path, e)
+			}
+		}()
+	}
+	tx, err := a.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", a.path, err)
+	}
+	defer tx.Rollback()
+	seq, prev, err := head(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("audit log %s: reading the head: %w", a.path, err)
+	}
+	stmt, err := tx.PrepareContext(ctx, "INSERT INTO audit (seq, hash, record) VALUES (?, ?, ?)")
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", a.path, err)
+	}
+	defer stmt.Close()
+	for _, r := range recs {
+		seq++
+		if err := r.Link(seq, prev); err != nil {
+			return err
+		}
+		b, err := r.Encode()
+		if err != nil {
+			return err
+		}
+		if _, err := stmt.ExecContext(ctx, r.Seq, r.Hash, string(b)); err != nil {
+			return fmt.Errorf("audit log %s: writing record %d: %w", a.path, r.Seq, err)
+		}
+		prev = r.Hash
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("audit log %s: committing: %w", a.path, err)
+	}
+	return nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func head(ctx context.Context, q querier) (int64, string, error) {
+	var seq int64
+	var hash string
+	err := q.QueryRowContext(ctx, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", nil
+	}
+	return seq, hash, err
+}
+
+// Head returns the sequence number and hash of the last record; 0 and ""
+// for an empty log.
+func (a *Audit) Head(ctx context.Context) (int64, string, error) {
+	return head(ctx, a.db)
+}
+
+// Records implements [interlock.AuditReader].
+func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*interlock.AuditRecord, error] {
+	return func(yield func(*interlock.AuditRecord, error) bool) {
+		rows, err := a.db.QueryContext(ctx, "SELECT record FROM audit WHERE seq >= ? ORDER BY seq", from)
+		if err != nil {
+			yield(nil, fmt.Errorf("audit log %s: %w", a.path, err))
+			return
+		}
+		defer rows.Close()
+		interlock.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.path, err) }, yield)
+	}
+}
+
+// Close writes what is queued and closes the database.
+func (a *Audit) Close() error {
+	a.GroupCommit.Close()
+	return errors.Join(a.writer.Close(), a.db.Close())
+}

@@ -1,0 +1,48 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/interlock-mcp/interlock/audittest"
+)
+
+func TestAuditConformance(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	paths := map[string]string{}
+	path := func(name string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := paths[name]; ok {
+			return p
+		}
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".db")
+		paths[name] = p
+		return p
+	}
+	audittest.Run(t, audittest.Backend{
+		Open: func(t *testing.T, name string) audittest.Store {
+			a, err := OpenAudit(context.Background(), path(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { a.Close() })
+			return a
+		},
+		Exec: func(t *testing.T, name, stmt string) {
+			db, err := sql.Open("sqlite", path(name)+dsnParams)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		},
+	})
+}
