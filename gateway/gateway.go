@@ -215,6 +215,9 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	if err != nil {
 		return fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
 	}
+	// A confirmation binds the tool as clients were shown it, so a tool
+	// re-announced between ask and redeem cannot inherit the answer.
+	gt.Definition = interlock.DefinitionDigest(adv)
 	upstreamName := t.Name
 	g.gate.Register(gt, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 		return u.call(ctx, upstreamName, args, nil)

@@ -136,3 +136,29 @@ rules:
 		})
 	}
 }
+
+// TestRedefinedToolVoidsItsTokens: a confirm token binds the tool as it
+// was advertised; a tool re-announced in between cannot be redeemed for.
+func TestRedefinedToolVoidsItsTokens(t *testing.T) {
+	gw := start(t, config(t, `
+rules:
+  - name: wipes-need-a-token
+    match: {tools: [wipe]}
+    mode: token
+`, "fx"), "false")
+	cs := client(t, gw, nil)
+	args := map[string]any{"target": "x"}
+	b := body(t, call(t, cs, "wipe", args))
+	if b.Code != interlock.CodeConfirmationRequired || b.ConfirmToken == "" {
+		t.Fatalf("describe: %+v", b)
+	}
+	yes := true
+	call(t, cs, "relabel", map[string]any{"name": "wipe", "annotations": &mcp.ToolAnnotations{DestructiveHint: &yes, Title: "Wipe, now described otherwise"}})
+	eventually(t, "the new definition advertised", func() bool {
+		return listTools(t, cs)["wipe"].Annotations.Title != ""
+	})
+	args["__confirm_token"] = b.ConfirmToken
+	if b := body(t, call(t, cs, "wipe", args)); b.Code != interlock.CodeConsentTokenMismatch {
+		t.Errorf("redeemed after the tool changed: %s", b.Code)
+	}
+}
