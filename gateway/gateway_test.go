@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -459,23 +460,47 @@ func TestUpstreamTimeout(t *testing.T) {
 	}
 }
 
-// TestChildEnvironment: an upstream child inherits the gateway's
-// environment and its own env entries, but never the sealing keys.
+// TestChildEnvironment: an upstream child gets the base list of the
+// gateway's environment and its own env entries, the whole environment
+// only with inherit_env, and never the sealing keys or their file's name.
 func TestChildEnvironment(t *testing.T) {
 	t.Setenv(interlock.SecretEnv, "a secret that must stay inside the gateway")
+	t.Setenv(policy.SecretFileEnv, "/etc/interlock/secret")
 	t.Setenv("INTERLOCK_TEST_INHERITED", "inherited")
-	f := config(t, "", "fx")
-	f.Upstreams[0].Env["FROM_CONFIG"] = "configured"
-	gw := start(t, f, "false")
-	cs := client(t, gw, nil)
-	for name, want := range map[string]string{
-		interlock.SecretEnv:        "unset",
-		"INTERLOCK_TEST_INHERITED": "inherited",
-		"FROM_CONFIG":              "configured",
-	} {
-		res := call(t, cs, "getenv", map[string]any{"name": name})
-		if got := res.Content[0].(*mcp.TextContent).Text; got != want {
-			t.Errorf("%s in the child = %q, want %q", name, got, want)
-		}
+	t.Setenv("TZ", "Europe/Berlin")
+	tests := []struct {
+		name    string
+		inherit bool
+		want    map[string]string
+	}{
+		{"base only", false, map[string]string{
+			interlock.SecretEnv:        "unset",
+			policy.SecretFileEnv:       "unset",
+			"INTERLOCK_TEST_INHERITED": "unset",
+			"TZ":                       "Europe/Berlin",
+			"PATH":                     os.Getenv("PATH"),
+			"FROM_CONFIG":              "configured",
+		}},
+		{"inherit_env", true, map[string]string{
+			interlock.SecretEnv:        "unset",
+			policy.SecretFileEnv:       "unset",
+			"INTERLOCK_TEST_INHERITED": "inherited",
+			"TZ":                       "Europe/Berlin",
+			"FROM_CONFIG":              "configured",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := config(t, "", "fx")
+			f.Upstreams[0].Env["FROM_CONFIG"] = "configured"
+			f.Upstreams[0].InheritEnv = tt.inherit
+			cs := client(t, start(t, f, "false"), nil)
+			for name, want := range tt.want {
+				res := call(t, cs, "getenv", map[string]any{"name": name})
+				if got := res.Content[0].(*mcp.TextContent).Text; got != want {
+					t.Errorf("%s in the child = %q, want %q", name, got, want)
+				}
+			}
+		})
 	}
 }

@@ -97,7 +97,7 @@ func TestUpstreamConfigErrors(t *testing.T) {
 	tests := []struct{ src, want string }{
 		{"upstreams:\n  - {name: a, url: 'ftp://x'}\n", `url "ftp://x" must be an http:// or https:// URL`},
 		{"upstreams:\n  - {name: a, url: 'https://x/mcp', command: [x]}\n", "has both command and url"},
-		{"upstreams:\n  - {name: a, url: 'https://x/mcp', dir: /tmp}\n", "env and dir apply only to a command"},
+		{"upstreams:\n  - {name: a, url: 'https://x/mcp', dir: /tmp}\n", "env, inherit_env and dir apply only to a command"},
 		{"upstreams:\n  - {name: a, command: [x], headers: {A: b}}\n", "headers apply only to a url"},
 		{"upstreams:\n  - {name: a, url: 'https://x/mcp', headers: {A: '${NOPE}'}}\n", "headers A refers to ${NOPE}"},
 	}

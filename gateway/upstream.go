@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -116,18 +117,37 @@ func (u *upstream) transport() (mcp.Transport, string) {
 	}
 	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
 	cmd.Dir = u.cfg.Dir
-	// The child gets the gateway's environment, less its sealing keys: a
-	// server behind the gate must never be able to mint confirm tokens.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, interlock.SecretEnv+"=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	for k, v := range u.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = childEnv(os.Environ(), u.cfg)
 	cmd.Stderr = os.Stderr
 	return &mcp.CommandTransport{Command: cmd}, fmt.Sprintf("command %q", strings.Join(u.cfg.Command, " "))
+}
+
+// ChildEnvBase lists the variables of the gateway's environment that every
+// child gets: what a program needs to find its tools, its home, a locale, a
+// time zone and a place for temporary files. The rest of the gateway's
+// environment (cloud credentials, tokens of other services) stays with the
+// gateway unless an upstream sets inherit_env.
+var ChildEnvBase = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT"}
+
+// childEnv is the environment of an upstream's child: the base list taken
+// from environ (or all of it with inherit_env), then the upstream's own
+// env. The sealing keys and the name of their file are never passed on: a
+// server behind the gate must never be able to mint confirm tokens.
+func childEnv(environ []string, cfg *policy.Upstream) []string {
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == interlock.SecretEnv || name == policy.SecretFileEnv {
+			continue
+		}
+		if cfg.InheritEnv || slices.Contains(ChildEnvBase, name) {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
 }
 
 // maxIdleConnsPerUpstream keeps enough connections to an HTTP upstream

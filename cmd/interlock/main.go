@@ -26,7 +26,9 @@ Usage:
   interlock key   [--principal NAME] [--tenant NAME]
 
 Environment:
-  MCP_DRY_RUN       the operator key: gated calls run only when it is exactly "false"
+  MCP_DRY_RUN            the operator key: gated calls run only when it is exactly "false"
+  INTERLOCK_SECRET       the sealing keys, comma-separated (the first seals)
+  INTERLOCK_SECRET_FILE  a file holding them instead, readable by its owner only
 `
 
 func main() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/redis"
@@ -57,6 +58,16 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// Before anything else: from here on, processes of the same user
+	// cannot read this one's memory or its environment, where the sealing
+	// keys may have arrived.
+	if err := forbidDumps(); err != nil {
+		return fmt.Errorf("making the gateway non-dumpable: %w", err)
+	}
+	secret, err := takeSecret()
+	if err != nil {
+		return err
+	}
 	dataDir, err := filepath.Abs(*data)
 	if err != nil {
 		return err
@@ -74,7 +85,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	opts := gateway.Options{Version: version, Logger: log}
+	opts := gateway.Options{Version: version, Logger: log, Getenv: func(name string) string {
+		if name == interlock.SecretEnv {
+			return secret
+		}
+		return os.Getenv(name)
+	}}
 	store := "memory (this process only)"
 	if f.Store.Redis != "" {
 		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)
