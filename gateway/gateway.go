@@ -96,10 +96,20 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// identify says who calls: the verified API key's principal over HTTP with
-// keys, "anonymous" over HTTP without them, and the operating-system user
-// on stdio.
+// identify says who calls: the verified API key's principal and tenant
+// over HTTP with keys, "anonymous" over HTTP without them, and the
+// operating-system user on stdio.
 func identify(ctx context.Context, req *mcp.CallToolRequest) interlock.Identity {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		// keyVerifier puts the session owner in UserID; the principal
+		// alone is in Extra.
+		extra := req.Extra.TokenInfo.Extra
+		principal, _ := extra["principal"].(string)
+		tenant, _ := extra["tenant"].(string)
+		if principal != "" && tenant != "" {
+			return interlock.Identity{Principal: principal, Tenant: tenant}
+		}
+	}
 	if req.Extra != nil && req.Extra.TokenInfo == nil && req.Extra.Header != nil {
 		return interlock.Identity{Principal: "anonymous", Tenant: interlock.TenantLocal}
 	}

@@ -429,14 +429,7 @@ rules:
     mode: deny
 `, "fx")
 	gw := start(t, f, "false")
-	srv := httptest.NewServer(gw.Handler(true))
-	defer srv.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	_, cs := servedSession(t, gw, true)
 	if b := body(t, call(t, cs, "wipe", map[string]any{"target": "x", "__confirm": true})); b.Code != interlock.CodeToolNotAllowed {
 		t.Errorf("code %s, want TOOL_NOT_ALLOWED for anonymous", b.Code)
 	}
