@@ -285,3 +285,27 @@ func TestAmbiguousEnvelopesAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamsOutliveServerTimeouts: a call whose event stream lasts longer
+// than the server's read and write timeouts still gets its answer, on a
+// session and stateless alike.
+func TestStreamsOutliveServerTimeouts(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	for _, stateless := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(gw.Handler(stateless))
+			srv.Config.ReadTimeout, srv.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+			srv.Start()
+			defer srv.Close()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+				&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if res := call(t, cs, "slow", map[string]any{"ms": 1000}); res.IsError {
+				t.Errorf("a call longer than the timeouts: %+v", res)
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -136,9 +135,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		return err
 	}
-	srv := &http.Server{Handler: gw.Handler(*stateless), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpServer(f.HTTP, gw.Handler(*stateless))
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limitListener(ln, f.HTTP.MaxConnections)) }()
 	select {
 	case err := <-errc:
 		return err
