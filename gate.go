@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -47,6 +48,12 @@ type GateOptions struct {
 	Sealer *seal.Sealer
 	// Tokens keeps live confirm tokens; an in-memory store when nil.
 	Tokens TokenStore
+	// Audit receives a record of every decision and outcome; none are kept
+	// when nil. A confirmed call runs only once its record is durably
+	// written, unless AuditOptional is set: then a log that cannot be
+	// written is logged and the call runs anyway.
+	Audit         AuditLog
+	AuditOptional bool
 }
 
 // Gate is the one decision path every tool call takes, in the library and in
@@ -59,6 +66,9 @@ type Gate struct {
 	identify func(context.Context, *mcp.CallToolRequest) Identity
 	sealer   *seal.Sealer
 	tokens   TokenStore
+
+	audit         AuditLog
+	auditOptional bool
 
 	mu sync.RWMutex
 	// tools are the tools the gate guards, by name, so a decision can
@@ -94,6 +104,9 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		sealer:   opts.Sealer,
 		tokens:   opts.Tokens,
 		tools:    map[string]registered{},
+
+		audit:         opts.Audit,
+		auditOptional: opts.AuditOptional,
 	}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxArgumentBytes
@@ -330,15 +343,13 @@ func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolReques
 
 // CallWith is [Gate.Call] with an explicit exchange.
 func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) *mcp.CallToolResult {
-	res, d, err := g.safeCall(ctx, t, id, raw, ex, run)
-	outcome := "executed"
-	switch {
-	case err != nil:
-		outcome = string(ErrorCode(err))
+	start := time.Now()
+	tr := &trail{}
+	res, d, err := g.safeCall(ctx, t, id, raw, ex, run, tr)
+	if err != nil {
 		res = Result(err)
-	case res.InputRequests != nil:
-		outcome = "asked"
 	}
+	g.recordOutcome(ctx, t, id, ex, d, tr, res, err, time.Since(start))
 	level := slog.LevelInfo
 	if ErrorCode(err) == CodeInternal {
 		level = slog.LevelError
@@ -349,7 +360,11 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 			slog.String("principal", id.Principal),
 			slog.String("tenant", id.Tenant),
 			slog.String("mode", string(d.Mode)),
-			slog.String("outcome", outcome),
+			slog.String("decision", tr.decisionOf(res, err)),
+			slog.String("outcome", outcomeOf(res, err)),
+		}
+		if tr.call != nil && tr.call.confirmedBy != "" {
+			attrs = append(attrs, slog.String("confirmed_by", tr.call.confirmedBy))
 		}
 		if d.Rule != "" {
 			attrs = append(attrs, slog.String("rule", d.Rule))
@@ -369,16 +384,16 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 // safeCall is call, with a panic anywhere on the decision path (a policy, a
 // store) turned into INTERNAL_ERROR: the gateway keeps serving, and
 // nothing ran that the gate had not let through.
-func (g *Gate) safeCall(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) (res *mcp.CallToolResult, d Decision, err error) {
+func (g *Gate) safeCall(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner, tr *trail) (res *mcp.CallToolResult, d Decision, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("deciding %s panicked: %v", t.Name, r)
 		}
 	}()
-	return g.call(ctx, t, id, raw, ex, run)
+	return g.call(ctx, t, id, raw, ex, run, tr)
 }
 
-func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) (*mcp.CallToolResult, Decision, error) {
+func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner, tr *trail) (*mcp.CallToolResult, Decision, error) {
 	var d Decision
 	if len(raw) > g.maxBytes {
 		return nil, d, &Error{
@@ -397,6 +412,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	}
 	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args,
 		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human, sent: p.args, definition: t.Definition}
+	tr.call = c
 	d, err = g.policy.Decide(ctx, c)
 	if err != nil {
 		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
@@ -410,6 +426,10 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 				return nil, d, err
 			}
 			c.raw = args
+			c.confirmedBy = ConfirmedByRelay
+			if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
+				return nil, d, err
+			}
 			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
 			if err == nil && res.InputRequests != nil {
 				res, err = g.relay(ctx, c, ex, res)
@@ -426,6 +446,9 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		if err := t.full.check(t.Name, c.Args); err != nil {
 			return nil, d, err
 		}
+	}
+	if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
+		return nil, d, err
 	}
 	res, err := g.run(ctx, run, c.raw)
 	if err == nil && res.InputRequests != nil {
