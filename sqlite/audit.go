@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
@@ -149,6 +150,38 @@ func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*interlock.Au
 		defer rows.Close()
 		interlock.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.path, err) }, yield)
 	}
+}
+
+// AppendCheckpoint implements [interlock.CheckpointStore].
+func (a *Audit) AppendCheckpoint(ctx context.Context, cp interlock.Checkpoint) error {
+	_, err := a.db.ExecContext(ctx, "INSERT INTO audit_checkpoints (seq, hash, time, key_id, signature) VALUES (?, ?, ?, ?, ?)",
+		cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", a.path, err)
+	}
+	return nil
+}
+
+// Checkpoints implements [interlock.CheckpointStore].
+func (a *Audit) Checkpoints(ctx context.Context) ([]interlock.Checkpoint, error) {
+	rows, err := a.db.QueryContext(ctx, "SELECT seq, hash, time, key_id, signature FROM audit_checkpoints ORDER BY seq")
+	if err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", a.path, err)
+	}
+	defer rows.Close()
+	var out []interlock.Checkpoint
+	for rows.Next() {
+		var cp interlock.Checkpoint
+		var t string
+		if err := rows.Scan(&cp.Seq, &cp.Hash, &t, &cp.KeyID, &cp.Signature); err != nil {
+			return nil, fmt.Errorf("audit log %s: %w", a.path, err)
+		}
+		if cp.Time, err = time.Parse(time.RFC3339Nano, t); err != nil {
+			return nil, fmt.Errorf("audit log %s: checkpoint %d: %w", a.path, cp.Seq, err)
+		}
+		out = append(out, cp)
+	}
+	return out, rows.Err()
 }
 
 // Close writes what is queued and closes the database.

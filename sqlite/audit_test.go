@@ -44,5 +44,6 @@ func TestAuditConformance(t *testing.T) {
 				t.Fatalf("%s: %v", stmt, err)
 			}
 		},
+		Empty: "DELETE FROM audit",
 	})
 }
