@@ -24,6 +24,9 @@ Usage:
   interlock demo  [--db FILE] [--reset]
   interlock check [--config FILE]
   interlock key   [--principal NAME] [--tenant NAME]
+  interlock audit verify [--data DIR | --config FILE] [--checkpoints] [--public-key FILE]
+  interlock audit tail   [--data DIR | --config FILE] [-n N] [-f] [--json]
+  interlock audit export [--data DIR | --config FILE] [--since TIME]
 
 Environment:
   MCP_DRY_RUN       the operator key: gated calls run only when it is exactly "false"
@@ -53,6 +56,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = check(args[1:], stdout, stderr)
 	case "key":
 		err = makeKey(args[1:], stdout, stderr)
+	case "audit":
+		err = audit(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	_ "embed"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/redis"
@@ -85,6 +87,31 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		opts.Tokens = tokens
 		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
 	}
+	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
+	opts.Audit, opts.AuditOptional = auditLog, !f.Audit.IsRequired()
+	if cp := f.Audit.Checkpoint; cp != nil {
+		key, err := readKeyFile(cp.KeyFile)
+		if err != nil {
+			return err
+		}
+		c := &interlock.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key}
+		if cp.File != "" {
+			c.Sink = fileSink(cp.File)
+		}
+		cctx, stopCheckpoints := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Run(cctx, cp.Every, func(err error) { log.Error("audit checkpoint", "error", err) })
+		}()
+		// The last checkpoint is signed after the gateway stopped serving.
+		defer func() { stopCheckpoints(); <-done }()
+		auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, interlock.KeyID(key.Public().(ed25519.PublicKey)))
+	}
 	gw, err := gateway.New(f, opts)
 	if err != nil {
 		return err
@@ -111,7 +138,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
 	}
-	printBanner(stderr, where, dataDir, store, f, gw)
+	printBanner(stderr, where, dataDir, store, auditWhere, f, gw)
 
 	if *stdio {
 		err := gw.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -154,11 +181,12 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func printBanner(w io.Writer, where, dataDir, store string, f *policy.File, gw *gateway.Gateway) {
+func printBanner(w io.Writer, where, dataDir, store, audit string, f *policy.File, gw *gateway.Gateway) {
 	fmt.Fprintf(w, "interlock %s\n", version)
 	fmt.Fprintf(w, "  serving   %s\n", where)
 	fmt.Fprintf(w, "  data      %s\n", dataDir)
 	fmt.Fprintf(w, "  tokens    %s\n", store)
+	fmt.Fprintf(w, "  audit     %s\n", audit)
 	fmt.Fprintf(w, "  config    %s (%d rules)\n", f.Path, len(f.Rules))
 	counts := gw.ToolCounts()
 	names := make([]string, 0, len(counts))
