@@ -378,6 +378,8 @@ type trail struct {
 	decision string
 	// recorded is set once the decision to run is on record.
 	recorded bool
+	// ranFor is how long the tool ran.
+	ranFor time.Duration
 }
 
 // decisionOf returns the decision an audit record names for a call that

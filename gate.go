@@ -48,6 +48,8 @@ type GateOptions struct {
 	Sealer *seal.Sealer
 	// Tokens keeps live confirm tokens; an in-memory store when nil.
 	Tokens TokenStore
+	// Meter receives the statistics of every call; none when nil.
+	Meter Meter
 	// Audit receives a record of every decision and outcome; none are kept
 	// when nil. A confirmed call runs only once its record is durably
 	// written, unless AuditOptional is set: then a log that cannot be
@@ -69,6 +71,7 @@ type Gate struct {
 
 	audit         AuditLog
 	auditOptional bool
+	meter         Meter
 
 	mu sync.RWMutex
 	// tools are the tools the gate guards, by name, so a decision can
@@ -107,6 +110,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 
 		audit:         opts.Audit,
 		auditOptional: opts.AuditOptional,
+		meter:         opts.Meter,
 	}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxArgumentBytes
@@ -349,7 +353,17 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 	if err != nil {
 		res = Result(err)
 	}
-	g.recordOutcome(ctx, t, id, ex, d, tr, res, err, time.Since(start))
+	took := time.Since(start)
+	g.recordOutcome(ctx, t, id, ex, d, tr, res, err, took)
+	decision, outcome := tr.decisionOf(res, err), outcomeOf(res, err)
+	confirmedBy := ""
+	if tr.call != nil {
+		confirmedBy = tr.call.confirmedBy
+	}
+	if g.meter != nil {
+		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),
+			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Took: took, Ran: tr.ranFor})
+	}
 	level := slog.LevelInfo
 	if ErrorCode(err) == CodeInternal {
 		level = slog.LevelError
@@ -360,11 +374,11 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 			slog.String("principal", id.Principal),
 			slog.String("tenant", id.Tenant),
 			slog.String("mode", string(d.Mode)),
-			slog.String("decision", tr.decisionOf(res, err)),
-			slog.String("outcome", outcomeOf(res, err)),
+			slog.String("decision", decision),
+			slog.String("outcome", outcome),
 		}
-		if tr.call != nil && tr.call.confirmedBy != "" {
-			attrs = append(attrs, slog.String("confirmed_by", tr.call.confirmedBy))
+		if confirmedBy != "" {
+			attrs = append(attrs, slog.String("confirmed_by", confirmedBy))
 		}
 		if d.Rule != "" {
 			attrs = append(attrs, slog.String("rule", d.Rule))
@@ -430,7 +444,9 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
 				return nil, d, err
 			}
+			ran := time.Now()
 			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
+			tr.ranFor = time.Since(ran)
 			if err == nil && res.InputRequests != nil {
 				res, err = g.relay(ctx, c, ex, res)
 			}
@@ -450,7 +466,9 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
 		return nil, d, err
 	}
+	ran := time.Now()
 	res, err := g.run(ctx, run, c.raw)
+	tr.ranFor = time.Since(ran)
 	if err == nil && res.InputRequests != nil {
 		res, err = g.relay(ctx, c, ex, res)
 	}
