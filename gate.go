@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -342,12 +344,16 @@ func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 // caller's identity and the exchange the client can carry.
 func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolRequest, run Runner) *mcp.CallToolResult {
 	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req}
+	ctx = TraceFromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }
 
 // CallWith is [Gate.Call] with an explicit exchange.
 func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) *mcp.CallToolResult {
 	start := time.Now()
+	ctx, span := tracer.Start(ctx, "interlock.gate "+t.Name, trace.WithAttributes(
+		attribute.String("interlock.tool", t.Name), attribute.String("interlock.upstream", t.Upstream),
+		attribute.String("enduser.id", id.Principal), attribute.String("interlock.tenant", id.Tenant)))
 	tr := &trail{}
 	res, d, err := g.safeCall(ctx, t, id, raw, ex, run, tr)
 	if err != nil {
@@ -360,6 +366,8 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 	if tr.call != nil {
 		confirmedBy = tr.call.confirmedBy
 	}
+	span.SetAttributes(attribute.String("interlock.mode", string(d.Mode)), attribute.String("interlock.rule", d.Rule))
+	endSpan(span, decision, outcome, confirmedBy)
 	if g.meter != nil {
 		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),
 			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Took: took, Ran: tr.ranFor})
@@ -505,9 +513,14 @@ func ruleClause(rule string) string {
 	return fmt.Sprintf(" (rule %q)", rule)
 }
 
-// run executes the tool. A panicking handler becomes INTERNAL_ERROR rather
-// than taking the server down with it.
+// run executes the tool, in a span of its own. A panicking handler becomes
+// INTERNAL_ERROR rather than taking the server down with it.
 func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
+	ctx, span := tracer.Start(ctx, "interlock.run", trace.WithSpanKind(trace.SpanKindClient))
+	defer func() {
+		span.SetAttributes(attribute.String("interlock.outcome", outcomeOf(res, err)))
+		span.End()
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("tool handler panicked: %v", r)
