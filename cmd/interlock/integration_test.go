@@ -163,15 +163,19 @@ func TestDemoToolsThroughStdio(t *testing.T) {
 	}
 	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
 	want := map[string]hints{
-		"list_customers":  {readOnly: true},
-		"get_customer":    {readOnly: true},
-		"list_invoices":   {readOnly: true},
-		"send_reminder":   {openWorld: true},
-		"delete_customer": {destructive: true},
-		"upgrade_plan":    {destructive: true},
-		"downgrade_plan":  {destructive: true},
-		"promote_release": {destructive: true, openWorld: true},
-		"refund_invoice":  {destructive: true, openWorld: true},
+		"list_customers":    {readOnly: true},
+		"get_customer":      {readOnly: true},
+		"list_invoices":     {readOnly: true},
+		"get_service":       {readOnly: true},
+		"preview_reminder":  {readOnly: true},
+		"quote_plan_change": {readOnly: true},
+		"quote_refund":      {readOnly: true},
+		"send_reminder":     {openWorld: true},
+		"delete_customer":   {destructive: true},
+		"upgrade_plan":      {destructive: true},
+		"downgrade_plan":    {destructive: true},
+		"promote_release":   {destructive: true, openWorld: true},
+		"refund_invoice":    {destructive: true, openWorld: true},
 	}
 	if len(res.Tools) != len(want) {
 		t.Fatalf("got %d tools, want %d", len(res.Tools), len(want))
