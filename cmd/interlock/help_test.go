@@ -1,0 +1,69 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestHonestHelp(t *testing.T) {
+	commands := map[string][]string{
+		"serve":        {"--config", "--listen", "--stdio", "--stateless", "--data"},
+		"demo":         {"--db", "--reset"},
+		"check":        {"--config"},
+		"key":          {"--principal", "--tenant"},
+		"secret":       nil,
+		"audit verify": {"--data", "--config", "--checkpoints", "--public-key"},
+		"audit tail":   {"--data", "--config", "-n", "-f", "--json"},
+		"audit export": {"--data", "--config", "--since"},
+	}
+	for name, flags := range commands {
+		t.Run(name, func(t *testing.T) {
+			code, out, errText := runCLI(t, append(strings.Fields(name), "--help")...)
+			if code != 0 || errText != "" {
+				t.Fatalf("exit %d, stderr %q", code, errText)
+			}
+			for _, f := range flags {
+				if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(f) + `\b`).MatchString(out) {
+					t.Errorf("help does not list %s:\n%s", f, out)
+				}
+			}
+			if regexp.MustCompile(`(?m)^\s+-[a-z]{2,}`).MatchString(out) {
+				t.Errorf("help lists a long flag with one dash:\n%s", out)
+			}
+			for _, env := range []string{"MCP_DRY_RUN", "INTERLOCK_SECRET", "interlock secret"} {
+				if !strings.Contains(out, env) {
+					t.Errorf("help does not mention %s", env)
+				}
+			}
+		})
+	}
+	t.Run("version", func(t *testing.T) {
+		for _, arg := range []string{"--version", "version"} {
+			if code, out, _ := runCLI(t, arg); code != 0 || out != "interlock "+version+"\n" {
+				t.Errorf("%s: %d %q", arg, code, out)
+			}
+		}
+	})
+	t.Run("key keeps the key off standard output", func(t *testing.T) {
+		code, out, errText := runCLI(t, "key", "--principal", "ci-bot")
+		key := regexp.MustCompile(`ilk_[A-Za-z0-9_-]{43}`).FindString(errText)
+		if code != 0 || key == "" || strings.Contains(out, "ilk_") || !strings.Contains(errText, "Authorization: Bearer "+key) {
+			t.Fatalf("exit %d\nstdout %q\nstderr %q", code, out, errText)
+		}
+		if !strings.Contains(out, "sha256: ") || !strings.Contains(out, "principal: ci-bot") {
+			t.Errorf("stdout lacks the config lines: %q", out)
+		}
+	})
+	t.Run("secret", func(t *testing.T) {
+		code, out, _ := runCLI(t, "secret")
+		if code != 0 || !regexp.MustCompile(`^[A-Za-z0-9_-]{43}\n$`).MatchString(out) {
+			t.Errorf("%d %q", code, out)
+		}
+	})
+	t.Run("an unknown flag is a usage error", func(t *testing.T) {
+		if code, _, errText := runCLI(t, "serve", "--bogus"); code != 2 || !strings.Contains(errText, "bogus") {
+			t.Errorf("%d %q", code, errText)
+		}
+	})
+}
