@@ -67,3 +67,27 @@ func TestHonestHelp(t *testing.T) {
 		}
 	})
 }
+
+func TestServeRefusesWhatDoesNotGoTogether(t *testing.T) {
+	for _, args := range [][]string{{"--stdio", "--listen", "127.0.0.1:0"}, {"--listen", "127.0.0.1:0", "--stdio"}, {"--stdio", "--stateless"}} {
+		code, _, errText := runCLI(t, append([]string{"serve", "--data", t.TempDir()}, args...)...)
+		if code != 2 || !strings.Contains(errText, "do not go together") {
+			t.Errorf("%v: exit %d, %q", args, code, errText)
+		}
+	}
+}
+
+// TestBannerSaysWhyDryRunIsOn: a value that looks like "false" but is not
+// is shown, so the operator sees the typo.
+func TestBannerSaysWhyDryRunIsOn(t *testing.T) {
+	for value, want := range map[string]string{"FALSE": `MCP_DRY_RUN="FALSE" is not exactly "false"`, "": "MCP_DRY_RUN is not set", "false": "dry run   OFF"} {
+		cmd := command(value, "serve", "--stdio", "--data", t.TempDir())
+		cmd.Stdin = strings.NewReader("")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		_ = cmd.Run()
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("MCP_DRY_RUN=%q: banner lacks %q:\n%s", value, want, stderr.String())
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	_ "embed"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,6 +59,14 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	data := fs.String("data", ".interlock", "state `directory` (demo database)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, pair := range [][2]string{{"stdio", "listen"}, {"stdio", "stateless"}} {
+		if set[pair[0]] && set[pair[1]] {
+			fmt.Fprintf(stderr, "interlock serve: --%s and --%s do not go together: --stdio serves one client on standard input, not HTTP\n", pair[0], pair[1])
+			return errUsage
+		}
 	}
 	dataDir, err := filepath.Abs(*data)
 	if err != nil {
@@ -198,7 +207,11 @@ func printBanner(w io.Writer, where, dataDir, store, audit string, f *policy.Fil
 		fmt.Fprintf(w, "  upstream  %s: %d tools\n", n, counts[n])
 	}
 	if gw.Gate().DryRun() {
-		fmt.Fprintln(w, `  dry run   ON: gated calls only preview (set MCP_DRY_RUN=false to let confirmed calls run)`)
+		why := "MCP_DRY_RUN is not set"
+		if v, ok := os.LookupEnv("MCP_DRY_RUN"); ok {
+			why = fmt.Sprintf("MCP_DRY_RUN=%q is not exactly \"false\"", v)
+		}
+		fmt.Fprintf(w, "  dry run   ON (%s): gated calls only preview; set MCP_DRY_RUN=false to let confirmed calls run\n", why)
 	} else {
 		fmt.Fprintln(w, "  dry run   OFF: confirmed calls run")
 	}
