@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestHonestHelp(t *testing.T) {
@@ -89,5 +93,26 @@ func TestBannerSaysWhyDryRunIsOn(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("MCP_DRY_RUN=%q: banner lacks %q:\n%s", value, want, stderr.String())
 		}
+	}
+}
+
+// TestBuiltinConfigWorksWhenCopied: the built-in config, written to a file
+// as a starting point, serves the demo with no PATH set up.
+func TestBuiltinConfigWorksWhenCopied(t *testing.T) {
+	dir := t.TempDir()
+	config := dir + "/interlock.yaml"
+	if err := os.WriteFile(config, builtinConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := command("", "serve", "--stdio", "--config", config, "--data", dir)
+	cmd.Env = append(cmd.Env, "PATH=/nonexistent")
+	cmd.Dir = dir
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "copy"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res := callTool(t, cs, "list_customers", map[string]any{}); res.IsError {
+		t.Errorf("list_customers: %+v", res)
 	}
 }

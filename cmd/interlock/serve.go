@@ -33,19 +33,29 @@ const builtinName = "built-in config"
 // loadConfig reads the file named by --config, or the built-in one, whose
 // demo upstream runs this binary with its database in dataDir.
 func loadConfig(name, dataDir string) (*policy.File, error) {
+	var f *policy.File
+	var err error
 	if name != "" {
-		return policy.Load(name)
+		f, err = policy.Load(name)
+	} else {
+		f, err = policy.Parse(builtinName, builtinConfig, os.LookupEnv)
 	}
-	f, err := policy.Parse(builtinName, builtinConfig, os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
-	if dataDir != "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding this program to run the demo: %w", err)
+	// An upstream command "interlock" is this program, wherever it is
+	// installed, so the built-in config works when copied as it is.
+	for _, u := range f.Upstreams {
+		if len(u.Command) > 0 && u.Command[0] == "interlock" {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
+			}
+			u.Command[0] = exe
 		}
-		f.Upstreams[0].Command = []string{exe, "demo", "--db", filepath.Join(dataDir, "demo.db")}
+	}
+	if name == "" && dataDir != "" {
+		f.Upstreams[0].Command = append(f.Upstreams[0].Command, "--db", filepath.Join(dataDir, "demo.db"))
 	}
 	return f, nil
 }
