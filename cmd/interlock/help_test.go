@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
@@ -114,5 +115,40 @@ func TestBuiltinConfigWorksWhenCopied(t *testing.T) {
 	defer cs.Close()
 	if res := callTool(t, cs, "list_customers", map[string]any{}); res.IsError {
 		t.Errorf("list_customers: %+v", res)
+	}
+}
+
+// TestJSONLogs: with --log-format json every line the gateway logs is a
+// JSON object, and a decision's line says how the call was confirmed.
+func TestJSONLogs(t *testing.T) {
+	cmd := command("false", "serve", "--stdio", "--data", t.TempDir(), "--log-format", "json", "--log-level", "debug")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "logs"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callTool(t, cs, "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true})
+	cs.Close()
+	found := false
+	for line := range strings.Lines(stderr.String()) {
+		if !strings.HasPrefix(line, "{") {
+			continue // the banner
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("not JSON: %q", line)
+		}
+		if rec["msg"] == "tool call" && rec["tool"] == "send_reminder" {
+			found = rec["decision"] == "confirmed" && rec["confirmed_by"] == "flag" && rec["outcome"] == "ok"
+		}
+	}
+	if !found {
+		t.Errorf("no decision line says how send_reminder was confirmed:\n%s", stderr.String())
+	}
+	for _, bad := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}} {
+		if code, _, errText := runCLI(t, append([]string{"serve", "--stdio", "--data", t.TempDir()}, bad...)...); code != 1 || !strings.Contains(errText, bad[0]) {
+			t.Errorf("%v: %d %q", bad, code, errText)
+		}
 	}
 }

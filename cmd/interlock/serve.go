@@ -66,7 +66,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	listen := fs.String("listen", "127.0.0.1:8740", "HTTP `address`; MCP is served at /mcp")
 	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
 	stateless := fs.Bool("stateless", false, "streamable HTTP without sessions")
-	data := fs.String("data", ".interlock", "state `directory` (demo database)")
+	data := fs.String("data", ".interlock", "state `directory` (demo database, audit log)")
+	logFormat := fs.String("log-format", "text", "log `format`: text or json")
+	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -94,7 +96,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
 	opts := gateway.Options{Version: version, Logger: log}
 	store := "memory (this process only)"
 	if f.Store.Redis != "" {
@@ -185,6 +190,23 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// newLogger makes the gateway's logger. Log records never hold argument
+// values: the gate logs decisions, and quotes only bounded, non-secret text.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // redactURL hides a password in a store URL before it is printed.
