@@ -17,6 +17,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway"
@@ -100,6 +105,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	opts := gateway.Options{Version: version, Logger: log}
 	store := "memory (this process only)"
 	if f.Store.Redis != "" {
@@ -190,6 +200,29 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// startTracing installs an OpenTelemetry tracer provider that exports
+// spans over OTLP/HTTP when the standard variables name an endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+// otherwise tracing stays off and costs nothing. The returned func flushes
+// what is pending.
+func startTracing(ctx context.Context) (func(), error) {
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return func() {}, nil
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "interlock"), attribute.String("service.version", version))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}, nil
 }
 
 // newLogger makes the gateway's logger. Log records never hold argument
