@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -156,12 +158,16 @@ func (r *AuditRecord) Encode() ([]byte, error) {
 	return json.Marshal(&c)
 }
 
+// ErrUnreadableRecord is the error of a stored record that is not a
+// record's JSON.
+var ErrUnreadableRecord = errors.New("audit: stored record is not a record")
+
 // DecodeAuditRecord reads a record as a store keeps it, keeping the bytes
 // for verification.
 func DecodeAuditRecord(b []byte) (*AuditRecord, error) {
 	r := &AuditRecord{}
 	if err := json.Unmarshal(b, r); err != nil {
-		return nil, fmt.Errorf("audit: stored record is not a record: %w", err)
+		return nil, fmt.Errorf("%w: %v", ErrUnreadableRecord, err)
 	}
 	r.Raw = append(json.RawMessage(nil), b...)
 	return r, nil
@@ -185,6 +191,9 @@ func VerifyChain(records iter.Seq2[*AuditRecord, error]) (int64, error) {
 	var n int64
 	prev := genesis
 	for r, err := range records {
+		if errors.Is(err, ErrUnreadableRecord) {
+			return n, &ChainError{Seq: n + 1, Reason: "was edited: " + err.Error()}
+		}
 		if err != nil {
 			return n, err
 		}
@@ -338,5 +347,187 @@ func YieldRecords(rows Rows, wrap func(error) error, yield func(*AuditRecord, er
 	}
 	if err := rows.Err(); err != nil {
 		yield(nil, wrap(err))
+	}
+}
+
+// What confirmed a call, as an audit record's ConfirmedBy says.
+const (
+	ConfirmedByFlag   = "flag"
+	ConfirmedByToken  = "token"
+	ConfirmedByElicit = "elicit"
+	// ConfirmedByRelay marks the continuation of a call the gate already
+	// let through, after a question the tool itself asked was answered.
+	ConfirmedByRelay = "relay"
+)
+
+// OutcomeInputRequired is the outcome of a call whose tool asked the
+// client a question instead of finishing.
+const OutcomeInputRequired = "input_required"
+
+// OutcomeToolError is the outcome of a call whose tool answered an error
+// result without an interlock error code.
+const OutcomeToolError = "tool_error"
+
+// trail is what the audit log records of one call, gathered on its way
+// through the gate.
+type trail struct {
+	// call is nil when the arguments were refused before there was one.
+	call *Call
+	// ran is set once the gate let the call run; decision says how.
+	ran      bool
+	decision string
+	// recorded is set once the decision to run is on record.
+	recorded bool
+	// ranFor is how long the tool ran.
+	ranFor time.Duration
+}
+
+// decisionOf returns the decision an audit record names for a call that
+// ended with res or err.
+func (tr *trail) decisionOf(res *mcp.CallToolResult, err error) string {
+	if tr.ran {
+		return tr.decision
+	}
+	if err == nil {
+		if res != nil && res.InputRequests != nil {
+			return DecisionAsked
+		}
+		return ""
+	}
+	switch ErrorCode(err) {
+	case CodeToolNotAllowed:
+		return DecisionDenied
+	case CodeDryRunPreview:
+		return DecisionPreviewed
+	case CodeConfirmationRequired:
+		return DecisionAsked
+	case CodeDeclined:
+		return DecisionDeclined
+	case CodeCancelled:
+		return DecisionCancelled
+	case CodeConsentTokenExpired:
+		return DecisionExpired
+	case CodeConsentTokenMismatch:
+		return DecisionMismatched
+	case CodeConsentTokenInvalid, CodeValidationFailed, CodeNotFound:
+		return DecisionInvalid
+	}
+	return ""
+}
+
+// outcomeOf returns the outcome an audit record names.
+func outcomeOf(res *mcp.CallToolResult, err error) string {
+	switch {
+	case err != nil:
+		return string(ErrorCode(err))
+	case res == nil:
+		return ""
+	case res.InputRequests != nil:
+		return OutcomeInputRequired
+	case res.IsError:
+		if code := BodyOfResult(res).Code; code != "" {
+			return string(code)
+		}
+		return OutcomeToolError
+	}
+	return OutcomeOK
+}
+
+// callRecord returns the record of c with what every record of a call
+// carries.
+func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision) *AuditRecord {
+	rec := &AuditRecord{Time: time.Now(), Event: "call", Tenant: id.Tenant, Principal: id.Principal,
+		Tool: t.Name, Upstream: t.Upstream, Rule: d.Rule, Mode: string(d.Mode)}
+	if req := ex.req; req != nil && req.Session != nil {
+		rec.Session = req.Session.ID()
+		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {
+			rec.Client = p.ClientInfo.Name + "/" + p.ClientInfo.Version
+		}
+	}
+	if c != nil {
+		rec.Args = g.redactedArgs(c)
+		if digest, err := seal.Digest(c.sent); err == nil {
+			rec.ArgsDigest = hex.EncodeToString(digest[:])
+		}
+		rec.ConfirmedBy = c.confirmedBy
+		if len(c.replaced) > 0 {
+			rec.Replaced = Redact(c.replaced, g.policy.IsSecret)
+		}
+	}
+	return rec
+}
+
+// recordRun is called when the gate lets c run. A confirmed call runs only
+// once its record is durably written: when the log cannot take it and the
+// audit is required, the call fails closed. An allowed call is recorded
+// once, with its outcome.
+func (g *Gate) recordRun(ctx context.Context, c *Call, d Decision, ex Exchange, tr *trail) error {
+	tr.ran = true
+	if c.confirmedBy == "" {
+		tr.decision = DecisionAllowed
+		return nil
+	}
+	tr.decision = DecisionConfirmed
+	if g.audit == nil {
+		return nil
+	}
+	t, _, _ := g.Tool(c.Tool)
+	if t == nil {
+		t = &Tool{Name: c.Tool, Upstream: c.Upstream}
+	}
+	rec := g.callRecord(c, t, c.Identity, ex, d)
+	rec.Decision = DecisionConfirmed
+	if err := g.audit.Append(ctx, true, rec); err != nil {
+		if g.auditOptional {
+			g.log.ErrorContext(ctx, "audit log cannot be written; running the confirmed call anyway (audit.required is false)",
+				"tool", c.Tool, "error", clip(err.Error()))
+			return nil
+		}
+		return &Error{
+			Code: CodeUpstreamUnavailable,
+			Message: fmt.Sprintf("interlock's audit log cannot be written, and a confirmed call runs only once its record is safe: "+
+				"%s did not run.", c.Tool),
+			Hint:         "Retry in a few seconds; if it keeps failing, tell the operator that interlock's audit log is down.",
+			RetryAfterMS: 2000,
+			Err:          err,
+		}
+	}
+	tr.recorded = true
+	return nil
+}
+
+// recordOutcome writes the record of how a call ended.
+func (g *Gate) recordOutcome(ctx context.Context, t *Tool, id Identity, ex Exchange, d Decision, tr *trail, res *mcp.CallToolResult, err error, took time.Duration) {
+	if g.audit == nil {
+		return
+	}
+	rec := g.callRecord(tr.call, t, id, ex, d)
+	rec.Decision = tr.decisionOf(res, err)
+	rec.Outcome = outcomeOf(res, err)
+	rec.LatencyMS = float64(took.Microseconds()) / 1000
+	if err != nil {
+		rec.Summary = BodyOf(err).Summary
+	} else if res != nil && res.InputRequests != nil {
+		if form, ok := res.InputRequests[formRequestID].(*mcp.ElicitParams); ok && !tr.ran {
+			rec.Summary = form.Message
+		}
+	}
+	if err := g.audit.Append(ctx, false, rec); err != nil {
+		g.log.ErrorContext(ctx, "audit log cannot be written", "tool", t.Name, "error", clip(err.Error()))
+	}
+}
+
+// RecordEvent appends a record of something that happened around the gate
+// (a refused API key, an upstream restart). It sets the record's time when
+// unset; a failure to write it is logged.
+func (g *Gate) RecordEvent(ctx context.Context, rec *AuditRecord) {
+	if g.audit == nil {
+		return
+	}
+	if rec.Time.IsZero() {
+		rec.Time = time.Now()
+	}
+	if err := g.audit.Append(ctx, false, rec); err != nil {
+		g.log.ErrorContext(ctx, "audit log cannot be written", "event", rec.Event, "error", clip(err.Error()))
 	}
 }

@@ -97,6 +97,11 @@ type Call struct {
 	sent map[string]any
 	// definition is the digest of the tool's definition as advertised.
 	definition [32]byte
+	// confirmedBy names the key that confirmed the call, once one did;
+	// replaced holds the values a human's choices replaced. Both are for
+	// the audit log.
+	confirmedBy string
+	replaced    map[string]any
 }
 
 // parsedArgs is the result of splitting raw arguments.

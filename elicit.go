@@ -220,6 +220,7 @@ func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		}
 	}
 	if len(d.Form.Choices) == 0 {
+		c.confirmedBy = ConfirmedByElicit
 		return nil
 	}
 	// The human's choices go into a copy: what the client sent stays what
@@ -237,6 +238,10 @@ func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		if sent, ok := c.Args[ch.Arg]; ok && sent != picked {
 			g.log.WarnContext(ctx, "replaced the model's value with the human's choice",
 				"tool", c.Tool, "argument", ch.Arg, "model", clip(fmt.Sprint(sent)), "human", picked)
+			if c.replaced == nil {
+				c.replaced = map[string]any{}
+			}
+			c.replaced[ch.Arg] = sent
 		}
 		final[ch.Arg] = picked
 	}
@@ -245,6 +250,7 @@ func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		return fmt.Errorf("%s: %w", c.Tool, err)
 	}
 	c.Args, c.raw = final, raw
+	c.confirmedBy = ConfirmedByElicit
 	return nil
 }
 

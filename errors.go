@@ -77,6 +77,17 @@ func Codes() []Code {
 	return out
 }
 
+// ServerSide reports whether c is one of the server-side codes: a failure
+// of interlock or of what is behind it, not an answer to the caller's
+// input.
+func (c Code) ServerSide() bool {
+	switch c {
+	case CodeUpstreamError, CodeUpstreamTimeout, CodeUpstreamUnavailable, CodeCircuitOpen, CodeBulkheadFull, CodeInternal:
+		return true
+	}
+	return false
+}
+
 // Retriable reports whether a naive retry of a call that failed with code c
 // might succeed. Unknown codes are not retriable.
 func (c Code) Retriable() bool { return retriable[c] }

@@ -27,6 +27,7 @@ const (
 // hint for what is missing.
 func (g *Gate) flag(ctx context.Context, c *Call, d Decision) error {
 	if !g.dryRun && c.Confirm {
+		c.confirmedBy = ConfirmedByFlag
 		return nil
 	}
 	var missing []string

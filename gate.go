@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/user"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -47,6 +50,14 @@ type GateOptions struct {
 	Sealer *seal.Sealer
 	// Tokens keeps live confirm tokens; an in-memory store when nil.
 	Tokens TokenStore
+	// Meter receives the statistics of every call; none when nil.
+	Meter Meter
+	// Audit receives a record of every decision and outcome; none are kept
+	// when nil. A confirmed call runs only once its record is durably
+	// written, unless AuditOptional is set: then a log that cannot be
+	// written is logged and the call runs anyway.
+	Audit         AuditLog
+	AuditOptional bool
 }
 
 // Gate is the one decision path every tool call takes, in the library and in
@@ -59,6 +70,10 @@ type Gate struct {
 	identify func(context.Context, *mcp.CallToolRequest) Identity
 	sealer   *seal.Sealer
 	tokens   TokenStore
+
+	audit         AuditLog
+	auditOptional bool
+	meter         Meter
 
 	mu sync.RWMutex
 	// tools are the tools the gate guards, by name, so a decision can
@@ -94,6 +109,10 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		sealer:   opts.Sealer,
 		tokens:   opts.Tokens,
 		tools:    map[string]registered{},
+
+		audit:         opts.Audit,
+		auditOptional: opts.AuditOptional,
+		meter:         opts.Meter,
 	}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxArgumentBytes
@@ -325,19 +344,33 @@ func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 // caller's identity and the exchange the client can carry.
 func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolRequest, run Runner) *mcp.CallToolResult {
 	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req}
+	ctx = TraceFromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }
 
 // CallWith is [Gate.Call] with an explicit exchange.
 func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) *mcp.CallToolResult {
-	res, d, err := g.safeCall(ctx, t, id, raw, ex, run)
-	outcome := "executed"
-	switch {
-	case err != nil:
-		outcome = string(ErrorCode(err))
+	start := time.Now()
+	ctx, span := tracer.Start(ctx, "interlock.gate "+t.Name, trace.WithAttributes(
+		attribute.String("interlock.tool", t.Name), attribute.String("interlock.upstream", t.Upstream),
+		attribute.String("enduser.id", id.Principal), attribute.String("interlock.tenant", id.Tenant)))
+	tr := &trail{}
+	res, d, err := g.safeCall(ctx, t, id, raw, ex, run, tr)
+	if err != nil {
 		res = Result(err)
-	case res.InputRequests != nil:
-		outcome = "asked"
+	}
+	took := time.Since(start)
+	g.recordOutcome(ctx, t, id, ex, d, tr, res, err, took)
+	decision, outcome := tr.decisionOf(res, err), outcomeOf(res, err)
+	confirmedBy := ""
+	if tr.call != nil {
+		confirmedBy = tr.call.confirmedBy
+	}
+	span.SetAttributes(attribute.String("interlock.mode", string(d.Mode)), attribute.String("interlock.rule", d.Rule))
+	endSpan(span, decision, outcome, confirmedBy)
+	if g.meter != nil {
+		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),
+			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Took: took, Ran: tr.ranFor})
 	}
 	level := slog.LevelInfo
 	if ErrorCode(err) == CodeInternal {
@@ -349,7 +382,11 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 			slog.String("principal", id.Principal),
 			slog.String("tenant", id.Tenant),
 			slog.String("mode", string(d.Mode)),
+			slog.String("decision", decision),
 			slog.String("outcome", outcome),
+		}
+		if confirmedBy != "" {
+			attrs = append(attrs, slog.String("confirmed_by", confirmedBy))
 		}
 		if d.Rule != "" {
 			attrs = append(attrs, slog.String("rule", d.Rule))
@@ -369,16 +406,16 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 // safeCall is call, with a panic anywhere on the decision path (a policy, a
 // store) turned into INTERNAL_ERROR: the gateway keeps serving, and
 // nothing ran that the gate had not let through.
-func (g *Gate) safeCall(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) (res *mcp.CallToolResult, d Decision, err error) {
+func (g *Gate) safeCall(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner, tr *trail) (res *mcp.CallToolResult, d Decision, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("deciding %s panicked: %v", t.Name, r)
 		}
 	}()
-	return g.call(ctx, t, id, raw, ex, run)
+	return g.call(ctx, t, id, raw, ex, run, tr)
 }
 
-func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) (*mcp.CallToolResult, Decision, error) {
+func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner, tr *trail) (*mcp.CallToolResult, Decision, error) {
 	var d Decision
 	if len(raw) > g.maxBytes {
 		return nil, d, &Error{
@@ -397,6 +434,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	}
 	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args,
 		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human, sent: p.args, definition: t.Definition}
+	tr.call = c
 	d, err = g.policy.Decide(ctx, c)
 	if err != nil {
 		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
@@ -410,7 +448,13 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 				return nil, d, err
 			}
 			c.raw = args
+			c.confirmedBy = ConfirmedByRelay
+			if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
+				return nil, d, err
+			}
+			ran := time.Now()
 			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
+			tr.ranFor = time.Since(ran)
 			if err == nil && res.InputRequests != nil {
 				res, err = g.relay(ctx, c, ex, res)
 			}
@@ -427,7 +471,12 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			return nil, d, err
 		}
 	}
+	if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
+		return nil, d, err
+	}
+	ran := time.Now()
 	res, err := g.run(ctx, run, c.raw)
+	tr.ranFor = time.Since(ran)
 	if err == nil && res.InputRequests != nil {
 		res, err = g.relay(ctx, c, ex, res)
 	}
@@ -464,9 +513,14 @@ func ruleClause(rule string) string {
 	return fmt.Sprintf(" (rule %q)", rule)
 }
 
-// run executes the tool. A panicking handler becomes INTERNAL_ERROR rather
-// than taking the server down with it.
+// run executes the tool, in a span of its own. A panicking handler becomes
+// INTERNAL_ERROR rather than taking the server down with it.
 func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
+	ctx, span := tracer.Start(ctx, "interlock.run", trace.WithSpanKind(trace.SpanKindClient))
+	defer func() {
+		span.SetAttributes(attribute.String("interlock.outcome", outcomeOf(res, err)))
+		span.End()
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("tool handler panicked: %v", r)

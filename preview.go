@@ -10,8 +10,9 @@ import (
 )
 
 // describe runs the decision's preview tool, if it names one, and renders
-// the summary a human reads before confirming. A preview that finds
-// nothing ends the call with NOT_FOUND: there is nothing to confirm.
+// the summary a human reads before confirming. A preview that says the call
+// cannot succeed ends it with the preview's own error (see runPreview):
+// nobody is asked to confirm a call that would only fail.
 func (g *Gate) describe(ctx context.Context, c *Call, d Decision) (string, error) {
 	var data any
 	if d.Preview != nil {
@@ -30,6 +31,18 @@ func (g *Gate) describe(ctx context.Context, c *Call, d Decision) (string, error
 
 // runPreview calls a read-only tool that describes what c would touch and
 // returns its structured result (or its text when it has none).
+//
+// How a preview's failure ends the call:
+//   - an interlock error with a deterministic code (VALIDATION_FAILED,
+//     NOT_FOUND, PERMISSION_DENIED, …) is the preview's verdict on the call:
+//     the call ends with that code, message and hint (see refusedByPreview);
+//   - a retriable code, INTERNAL_ERROR, an unknown code, or an error result
+//     with no interlock body (a tool's plain error text, which may quote its
+//     internals) is a preview that failed: UPSTREAM_ERROR in the gate's
+//     words, the preview's own text kept for the log only;
+//   - a confirmation answer (DRY_RUN_PREVIEW, CONFIRMATION_REQUIRED, …)
+//     means the preview tool is itself gated, a misconfiguration:
+//     INTERNAL_ERROR, like a preview tool that is not read-only.
 func (g *Gate) runPreview(ctx context.Context, c *Call, p *PreviewCall) (any, error) {
 	g.mu.RLock()
 	r, ok := g.tools[p.Tool]
@@ -45,6 +58,9 @@ func (g *Gate) runPreview(ctx context.Context, c *Call, p *PreviewCall) (any, er
 		return nil, fmt.Errorf("encoding preview arguments for %s: %w", p.Tool, err)
 	}
 	failed := func(err error) error {
+		// The client sees only the gate's words; the operator needs the
+		// preview's.
+		g.log.WarnContext(ctx, "preview failed", "tool", c.Tool, "preview", p.Tool, "error", clip(err.Error()))
 		return &Error{
 			Code:    CodeUpstreamError,
 			Message: fmt.Sprintf("%s did not run: its preview %s failed, so there is nothing to confirm yet.", c.Tool, p.Tool),
@@ -52,19 +68,22 @@ func (g *Gate) runPreview(ctx context.Context, c *Call, p *PreviewCall) (any, er
 			Err:     err,
 		}
 	}
+	judge := func(body Body, cause error) error {
+		switch {
+		case isVerdict(body.Code):
+			return refusedByPreview(c, p, body, cause)
+		case isHandshake(body.Code):
+			return fmt.Errorf("preview tool %q for %s answered %s: a preview must run without a confirmation of its own", p.Tool, c.Tool, body.Code)
+		}
+		return failed(cause)
+	}
 	res, err := g.run(ctx, r.run, args)
 	if err != nil {
-		if ErrorCode(err) == CodeNotFound {
-			return nil, notFound(c, p, BodyOf(err))
-		}
-		return nil, failed(err)
+		return nil, judge(BodyOf(err), err)
 	}
 	if res.IsError {
 		body := BodyOfResult(res)
-		if body.Code == CodeNotFound {
-			return nil, notFound(c, p, body)
-		}
-		return nil, failed(fmt.Errorf("preview %s answered %s: %s", p.Tool, body.Code, body.Message))
+		return nil, judge(body, fmt.Errorf("preview %s answered %q: %s", p.Tool, body.Code, clip(resultText(res))))
 	}
 	if res.StructuredContent != nil {
 		var data any
@@ -77,25 +96,83 @@ func (g *Gate) runPreview(ctx context.Context, c *Call, p *PreviewCall) (any, er
 		}
 		return data, nil
 	}
+	return resultText(res), nil
+}
+
+// resultText joins the text blocks of a result.
+func resultText(res *mcp.CallToolResult) string {
 	var text []string
 	for _, content := range res.Content {
 		if tc, ok := content.(*mcp.TextContent); ok {
 			text = append(text, tc.Text)
 		}
 	}
-	return strings.Join(text, "\n"), nil
+	return strings.Join(text, "\n")
 }
 
-func notFound(c *Call, p *PreviewCall, body Body) error {
-	msg := fmt.Sprintf("Nothing for %s to act on: %s found nothing.", c.Tool, p.Tool)
+// isVerdict reports whether a preview that answers code has judged the call:
+// the code is deterministic (the same arguments fail the same way) and
+// speaks of the call, not of a confirmation.
+func isVerdict(code Code) bool {
+	_, known := retriable[code]
+	return known && !code.Retriable() && code != CodeInternal && !isHandshake(code)
+}
+
+// isHandshake reports whether code is one of a gate's answers about
+// confirming a call rather than about the call itself.
+func isHandshake(code Code) bool {
+	switch code {
+	case CodeDryRunPreview, CodeConfirmationRequired, CodeConsentTokenInvalid, CodeConsentTokenExpired,
+		CodeConsentTokenMismatch, CodeApprovalPending, CodeDeclined:
+		return true
+	}
+	return false
+}
+
+// refusedByPreview ends c with the verdict of its preview: the preview's
+// code, message and hint, said of c. Validation issues stay only where
+// they name an argument of c, since a preview may call its arguments
+// differently; the rest is in the message.
+func refusedByPreview(c *Call, p *PreviewCall, body Body, cause error) error {
+	e := &Error{
+		Code:               body.Code,
+		Hint:               body.RecoveryHint,
+		SuggestedTool:      body.SuggestedTool,
+		MissingPermissions: body.MissingPermissions,
+		Err:                cause,
+	}
+	for _, issue := range body.ValidationIssues {
+		if _, ok := c.Args[topArgument(issue.Path)]; ok {
+			e.ValidationIssues = append(e.ValidationIssues, issue)
+		}
+	}
+	if body.Code == CodeNotFound {
+		e.Message = fmt.Sprintf("Nothing for %s to act on: %s found nothing.", c.Tool, p.Tool)
+		if body.Message != "" {
+			e.Message = fmt.Sprintf("Nothing for %s to act on: %s", c.Tool, body.Message)
+		}
+		if e.Hint == "" || e.Hint == internalHint {
+			e.Hint = fmt.Sprintf("Check the arguments of %s (a list tool shows what exists), then call again; nothing was changed.", c.Tool)
+		}
+		return e
+	}
+	e.Message = fmt.Sprintf("%s cannot succeed with these arguments (its preview %s answered %s), so nobody was asked to confirm it.", c.Tool, p.Tool, body.Code)
 	if body.Message != "" {
-		msg = fmt.Sprintf("Nothing for %s to act on: %s", c.Tool, body.Message)
+		e.Message = fmt.Sprintf("%s cannot succeed with these arguments, so nobody was asked to confirm it: %s", c.Tool, body.Message)
 	}
-	hint := body.RecoveryHint
-	if hint == "" || hint == internalHint {
-		hint = fmt.Sprintf("Check the arguments of %s (a list tool shows what exists), then call again; nothing was changed.", c.Tool)
+	if e.Hint == "" || e.Hint == internalHint {
+		e.Hint = fmt.Sprintf("Change the arguments of %s as the message says, then call it again; nothing was changed.", c.Tool)
 	}
-	return &Error{Code: CodeNotFound, Message: msg, Hint: hint}
+	return e
+}
+
+// topArgument returns the top-level argument an issue path names: "to" of
+// "to", "items" of "items[].sku" and of "items.sku".
+func topArgument(path string) string {
+	if i := strings.IndexAny(path, ".["); i >= 0 {
+		return path[:i]
+	}
+	return path
 }
 
 // dryRunPreview answers DRY_RUN_PREVIEW: the call did not run, this is what

@@ -57,6 +57,9 @@ func (g *Gate) issueToken(ctx context.Context, c *Call, d Decision) error {
 // redeem checks a confirm token and consumes it (see [Gate.spend]).
 func (g *Gate) redeem(ctx context.Context, c *Call) error {
 	again := fmt.Sprintf("Call %s again without __confirm_token to get a new summary and token, and ask the user again.", c.Tool)
-	_, err := g.spend(ctx, confirmGrant, c, c.ConfirmToken, again)
-	return err
+	if _, err := g.spend(ctx, confirmGrant, c, c.ConfirmToken, again); err != nil {
+		return err
+	}
+	c.confirmedBy = ConfirmedByToken
+	return nil
 }

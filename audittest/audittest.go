@@ -4,8 +4,11 @@ package audittest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 type Store interface {
 	interlock.AuditLog
 	interlock.AuditReader
+	interlock.CheckpointStore
 	Head(ctx context.Context) (int64, string, error)
 }
 
@@ -27,8 +31,11 @@ type Backend struct {
 	// Open returns a new empty store; a second call with the same name
 	// opens the same log again (another process's view of it).
 	Open func(t *testing.T, name string) Store
-	// Exec runs one SQL statement against the named store's database.
+	// Exec runs SQL statements against the named store's database.
 	Exec func(t *testing.T, name, sql string)
+	// Empty is the SQL that deletes every record and resets the head, as
+	// someone with write access who rewrites the log would.
+	Empty string
 }
 
 func record(i int) *interlock.AuditRecord {
@@ -100,6 +107,66 @@ func Run(t *testing.T, b Backend) {
 		n, err := interlock.VerifyChain(s1.Records(ctx, 1))
 		if err != nil || n != 200 {
 			t.Fatalf("verify = %d, %v", n, err)
+		}
+	})
+
+	t.Run("checkpoints find a rewritten or shortened chain", func(t *testing.T) {
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := key.Public().(ed25519.PublicKey)
+		for _, attack := range []string{"rewrite", "cut"} {
+			name := "checkpoints " + attack
+			s := b.Open(t, name)
+			for i := range 5 {
+				if err := s.Append(ctx, false, record(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var sunk []interlock.Checkpoint
+			cp := &interlock.Checkpointer{Head: s.Head, Store: s, Key: key, Sink: func(c interlock.Checkpoint) error { sunk = append(sunk, c); return nil }}
+			if err := cp.Checkpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.Checkpoint(ctx); err != nil { // the head did not move: nothing new
+				t.Fatal(err)
+			}
+			if cps, err := s.Checkpoints(ctx); err != nil || len(cps) != 1 || len(sunk) != 1 || cps[0].Seq != 5 {
+				t.Fatalf("checkpoints = %+v, %v; sunk %d", cps, err, len(sunk))
+			}
+			switch attack {
+			case "rewrite":
+				b.Exec(t, name, b.Empty)
+				for i := range 5 {
+					r := record(i)
+					r.Decision = interlock.DecisionDenied
+					if err := s.Append(ctx, false, r); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case "cut":
+				b.Exec(t, name, "DELETE FROM audit WHERE seq = 5")
+			}
+			if _, err := interlock.VerifyChain(s.Records(ctx, 1)); err != nil {
+				t.Fatalf("%s: the chain alone should still verify: %v", attack, err)
+			}
+			hashes := map[int64]string{}
+			for r, err := range s.Records(ctx, 1) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				hashes[r.Seq] = r.Hash
+			}
+			cps, _ := s.Checkpoints(ctx)
+			var ce *interlock.ChainError
+			if err := interlock.CheckCheckpoints(cps, pub, hashes); !errors.As(err, &ce) || ce.Seq != 5 {
+				t.Errorf("%s: checkpoints = %v, want a break at record 5", attack, err)
+			}
+			other, _, _ := ed25519.GenerateKey(rand.Reader)
+			if err := interlock.CheckCheckpoints(cps, other, hashes); err == nil || !strings.Contains(err.Error(), "does not verify") {
+				t.Errorf("%s: another key's view = %v", attack, err)
+			}
 		}
 	})
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +72,16 @@ func missingArgument(field, hint string) *interlock.Error {
 	return e
 }
 
+// notOneOf refuses value of argument field, which must be one of allowed.
+func notOneOf(field, value, what string, allowed []string) *interlock.Error {
+	list := strings.Join(allowed, ", ")
+	e := interlock.Errorf(interlock.CodeValidationFailed,
+		fmt.Sprintf("Set %q to one of: %s.", field, list),
+		"%q is not %s.", value, what)
+	e.ValidationIssues = []interlock.ValidationIssue{{Path: field, Message: "must be one of " + list, Code: "enum"}}
+	return e
+}
+
 func requireCustomerID(field, id string) *interlock.Error {
 	if id == "" {
 		return missingArgument(field, "Pass a customer id such as acct_9931; call list_customers to find one.")
@@ -129,8 +140,11 @@ WHERE ?1 = '' OR c.id = ?1
 GROUP BY c.id
 ORDER BY c.name`
 
+// querier is what reads need of a *sql.DB or a *sql.Tx, so a preview and
+// the change it previews run the same checks.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 func queryCustomers(ctx context.Context, q querier, id string) ([]customer, error) {
@@ -249,51 +263,72 @@ func (db *DB) listInvoices(ctx context.Context, customerID string) (invoiceList,
 	return out, nil
 }
 
+// reminder is a payment reminder: the one send_reminder emails, or the one
+// preview_reminder shows it would email (without an id or a time).
 type reminder struct {
-	ReminderID       int64   `json:"reminder_id"`
+	ReminderID       int64   `json:"reminder_id,omitempty"`
 	CustomerID       string  `json:"customer_id"`
+	Name             string  `json:"name"`
 	To               string  `json:"to"`
 	Subject          string  `json:"subject"`
 	Body             string  `json:"body"`
 	OpenInvoiceCount int     `json:"open_invoice_count"`
 	Balance          float64 `json:"balance"`
 	BalanceFormatted string  `json:"balance_formatted"`
-	SentAt           string  `json:"sent_at"`
+	SentAt           string  `json:"sent_at,omitempty"`
+}
+
+// draftReminder composes the reminder a customer would be sent now; a
+// customer with nothing open gets none.
+func draftReminder(ctx context.Context, q querier, customerID string) (reminder, error) {
+	if err := requireCustomerID("customer_id", customerID); err != nil {
+		return reminder{}, err
+	}
+	c, err := lookupCustomer(ctx, q, customerID)
+	if err != nil {
+		return reminder{}, err
+	}
+	if c.OpenInvoiceCount == 0 {
+		return reminder{}, interlock.Errorf(interlock.CodeValidationFailed,
+			"Do not send a reminder; call list_invoices to confirm the customer has nothing open.",
+			"%s (%s) has no open invoices, so there is nothing to remind them about.", c.Name, c.ID)
+	}
+	return reminder{
+		CustomerID:       c.ID,
+		Name:             c.Name,
+		To:               c.Email,
+		Subject:          fmt.Sprintf("Payment reminder: %s outstanding", c.BalanceFormatted),
+		Body:             fmt.Sprintf("Hello %s, you have %d open invoice(s) totalling %s. Please arrange payment at your earliest convenience.", c.Name, c.OpenInvoiceCount, c.BalanceFormatted),
+		OpenInvoiceCount: c.OpenInvoiceCount,
+		Balance:          c.Balance,
+		BalanceFormatted: c.BalanceFormatted,
+	}, nil
+}
+
+// previewReminder shows the reminder sendReminder would send, sending
+// nothing.
+func (db *DB) previewReminder(ctx context.Context, customerID string) (reminder, error) {
+	return draftReminder(ctx, db.sql, customerID)
 }
 
 // sendReminder "emails" a payment reminder by recording it in the outbox.
 func (db *DB) sendReminder(ctx context.Context, customerID string) (reminder, error) {
-	if err := requireCustomerID("customer_id", customerID); err != nil {
-		return reminder{}, err
-	}
 	var out reminder
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		c, err := lookupCustomer(ctx, tx, customerID)
-		if err != nil {
+		var err error
+		if out, err = draftReminder(ctx, tx, customerID); err != nil {
 			return err
 		}
-		if c.OpenInvoiceCount == 0 {
-			return interlock.Errorf(interlock.CodeValidationFailed,
-				"Do not send a reminder; call list_invoices to confirm the customer has nothing open.",
-				"%s (%s) has no open invoices, so there is nothing to remind them about.", c.Name, c.ID)
-		}
-		out = reminder{
-			CustomerID:       c.ID,
-			To:               c.Email,
-			Subject:          fmt.Sprintf("Payment reminder: %s outstanding", c.BalanceFormatted),
-			Body:             fmt.Sprintf("Hello %s, you have %d open invoice(s) totalling %s. Please arrange payment at your earliest convenience.", c.Name, c.OpenInvoiceCount, c.BalanceFormatted),
-			OpenInvoiceCount: c.OpenInvoiceCount,
-			Balance:          c.Balance,
-			BalanceFormatted: c.BalanceFormatted,
-			SentAt:           now(),
-		}
+		out.SentAt = now()
 		res, err := tx.ExecContext(ctx, `INSERT INTO reminders (customer_id, email, subject, body, sent_at) VALUES (?, ?, ?, ?, ?)`,
 			out.CustomerID, out.To, out.Subject, out.Body, out.SentAt)
 		if err != nil {
 			return fmt.Errorf("demo: record reminder: %w", err)
 		}
-		out.ReminderID, err = res.LastInsertId()
-		return err
+		if out.ReminderID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("demo: read reminder id: %w", err)
+		}
+		return nil
 	})
 	return out, err
 }
@@ -336,65 +371,93 @@ func (db *DB) deleteCustomer(ctx context.Context, id string) (deletion, error) {
 type planChange struct {
 	CustomerID             string  `json:"customer_id"`
 	Name                   string  `json:"name"`
+	Direction              string  `json:"direction"`
 	FromPlan               string  `json:"from_plan"`
 	ToPlan                 string  `json:"to_plan"`
 	FromPrice              float64 `json:"from_price"`
+	FromPriceFormatted     string  `json:"from_price_formatted"`
 	ToPrice                float64 `json:"to_price"`
+	ToPriceFormatted       string  `json:"to_price_formatted"`
 	MonthlyChange          float64 `json:"monthly_change"`
 	MonthlyChangeFormatted string  `json:"monthly_change_formatted"`
-	ChangedAt              string  `json:"changed_at"`
+	// ChangedAt is empty in a quote: nothing changed yet.
+	ChangedAt string `json:"changed_at,omitempty"`
 }
 
-// changePlan moves a customer to another plan. upgrade says which direction
-// the calling tool allows; the other direction is refused with the other
-// tool as the suggestion, so an agent cannot move money the wrong way by
-// picking the wrong tool.
-func (db *DB) changePlan(ctx context.Context, customerID, to string, upgrade bool) (planChange, error) {
+// Directions of a plan change, as quote_plan_change takes them.
+const (
+	upgradeDirection   = "upgrade"
+	downgradeDirection = "downgrade"
+)
+
+var directions = []string{upgradeDirection, downgradeDirection}
+
+// quotePlanChange checks a plan change and says what it would do. upgrade
+// says which direction the calling tool allows; the other direction is
+// refused with the other tool as the suggestion, so an agent cannot move
+// money the wrong way by picking the wrong tool.
+func quotePlanChange(ctx context.Context, q querier, customerID, to string, upgrade bool) (planChange, error) {
 	if err := requireCustomerID("customer_id", customerID); err != nil {
 		return planChange{}, err
 	}
 	toRank, ok := planRank(to)
 	if !ok {
-		e := interlock.Errorf(interlock.CodeValidationFailed,
-			fmt.Sprintf("Set \"to\" to one of: %s.", strings.Join(planNames(), ", ")),
-			"%q is not a plan.", to)
-		e.ValidationIssues = []interlock.ValidationIssue{{Path: "to", Message: "must be one of " + strings.Join(planNames(), ", "), Code: "enum"}}
-		return planChange{}, e
+		return planChange{}, notOneOf("to", to, "a plan", planNames())
 	}
+	c, err := lookupCustomer(ctx, q, customerID)
+	if err != nil {
+		return planChange{}, err
+	}
+	fromRank, _ := planRank(c.Plan)
+	if err := checkDirection(c, fromRank, toRank, upgrade); err != nil {
+		return planChange{}, err
+	}
+	from, target := plans[fromRank], plans[toRank]
+	diff := target.priceCents - from.priceCents
+	sign, direction := "+", upgradeDirection
+	if diff < 0 {
+		sign, direction = "", downgradeDirection
+	}
+	return planChange{
+		CustomerID:             c.ID,
+		Name:                   c.Name,
+		Direction:              direction,
+		FromPlan:               from.name,
+		ToPlan:                 target.name,
+		FromPrice:              dollars(from.priceCents),
+		FromPriceFormatted:     formatCents(from.priceCents),
+		ToPrice:                dollars(target.priceCents),
+		ToPriceFormatted:       formatCents(target.priceCents),
+		MonthlyChange:          dollars(diff),
+		MonthlyChangeFormatted: sign + formatCents(diff) + "/mo",
+	}, nil
+}
+
+// quotePlanChange is quote_plan_change: direction is "upgrade" or
+// "downgrade", the tool the change would go through.
+func (db *DB) quotePlanChange(ctx context.Context, customerID, to, direction string) (planChange, error) {
+	if !slices.Contains(directions, direction) {
+		return planChange{}, notOneOf("direction", direction, "a direction", directions)
+	}
+	return quotePlanChange(ctx, db.sql, customerID, to, direction == upgradeDirection)
+}
+
+// changePlan moves a customer to another plan, after the checks of
+// quotePlanChange in the same transaction.
+func (db *DB) changePlan(ctx context.Context, customerID, to string, upgrade bool) (planChange, error) {
 	var out planChange
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		c, err := lookupCustomer(ctx, tx, customerID)
-		if err != nil {
+		var err error
+		if out, err = quotePlanChange(ctx, tx, customerID, to, upgrade); err != nil {
 			return err
 		}
-		fromRank, _ := planRank(c.Plan)
-		if err := checkDirection(c, fromRank, toRank, upgrade); err != nil {
-			return err
-		}
-		from, target := plans[fromRank], plans[toRank]
-		changedAt := now()
-		if _, err := tx.ExecContext(ctx, `UPDATE customers SET plan = ? WHERE id = ?`, target.name, c.ID); err != nil {
+		out.ChangedAt = now()
+		if _, err := tx.ExecContext(ctx, `UPDATE customers SET plan = ? WHERE id = ?`, out.ToPlan, out.CustomerID); err != nil {
 			return fmt.Errorf("demo: update plan: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO plan_changes (customer_id, from_plan, to_plan, changed_at) VALUES (?, ?, ?, ?)`,
-			c.ID, from.name, target.name, changedAt); err != nil {
+			out.CustomerID, out.FromPlan, out.ToPlan, out.ChangedAt); err != nil {
 			return fmt.Errorf("demo: record plan change: %w", err)
-		}
-		diff := target.priceCents - from.priceCents
-		sign := "+"
-		if diff < 0 {
-			sign = ""
-		}
-		out = planChange{
-			CustomerID:             c.ID,
-			Name:                   c.Name,
-			FromPlan:               from.name,
-			ToPlan:                 target.name,
-			FromPrice:              dollars(from.priceCents),
-			ToPrice:                dollars(target.priceCents),
-			MonthlyChange:          dollars(diff),
-			MonthlyChangeFormatted: sign + formatCents(diff) + "/mo",
-			ChangedAt:              changedAt,
 		}
 		return nil
 	})
@@ -436,12 +499,33 @@ type refund struct {
 	CreatedAt                    string  `json:"created_at"`
 }
 
-// refundInvoice records a refund of amount dollars against an invoice. The
-// check against earlier refunds and the insert share one write transaction,
-// so two concurrent refunds cannot together exceed the invoice.
-func (db *DB) refundInvoice(ctx context.Context, invoiceID string, amount float64) (refund, error) {
+// refundQuote is a refund that fits its invoice, before it is made.
+type refundQuote struct {
+	InvoiceID              string  `json:"invoice_id"`
+	CustomerID             string  `json:"customer_id"`
+	CustomerName           string  `json:"customer_name"`
+	Amount                 float64 `json:"amount"`
+	AmountFormatted        string  `json:"amount_formatted"`
+	InvoiceAmount          float64 `json:"invoice_amount"`
+	InvoiceAmountFormatted string  `json:"invoice_amount_formatted"`
+	InvoiceStatus          string  `json:"invoice_status"`
+	// Refunded is what earlier refunds gave back; Refundable what is left
+	// before this refund, RefundableAfter what is left after it.
+	Refunded                 float64 `json:"refunded"`
+	RefundedFormatted        string  `json:"refunded_formatted"`
+	Refundable               float64 `json:"refundable"`
+	RefundableFormatted      string  `json:"refundable_formatted"`
+	RefundableAfter          float64 `json:"refundable_after"`
+	RefundableAfterFormatted string  `json:"refundable_after_formatted"`
+
+	amountCents, refundedCents int64
+}
+
+// quoteRefund checks a refund of amount dollars against an invoice and
+// says what it would do.
+func quoteRefund(ctx context.Context, q querier, invoiceID string, amount float64) (refundQuote, error) {
 	if invoiceID == "" {
-		return refund{}, missingArgument("invoice_id", "Pass an invoice id such as inv_1001; call list_invoices to find one.")
+		return refundQuote{}, missingArgument("invoice_id", "Pass an invoice id such as inv_1001; call list_invoices to find one.")
 	}
 	cents := math.Round(amount * 100)
 	if amount <= 0 || math.IsNaN(amount) {
@@ -449,44 +533,83 @@ func (db *DB) refundInvoice(ctx context.Context, invoiceID string, amount float6
 			"Pass a positive amount in dollars, such as 25.00.",
 			"The refund amount must be greater than zero, got %v.", amount)
 		e.ValidationIssues = []interlock.ValidationIssue{{Path: "amount", Message: "must be greater than 0", Code: "range"}}
-		return refund{}, e
+		return refundQuote{}, e
 	}
 	if math.Abs(amount*100-cents) > 1e-6 {
 		e := interlock.Errorf(interlock.CodeValidationFailed,
 			"Round the amount to whole cents (at most two decimal places) and retry.",
 			"The refund amount %v has fractions of a cent.", amount)
 		e.ValidationIssues = []interlock.ValidationIssue{{Path: "amount", Message: "must have at most two decimal places", Code: "format"}}
-		return refund{}, e
+		return refundQuote{}, e
 	}
+	inv, invAmount, refunded, err := scanInvoice(q.QueryRowContext(ctx, invoiceQuery+` WHERE i.id = ?`, invoiceID).Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return refundQuote{}, interlock.Errorf(interlock.CodeNotFound,
+			"Call list_invoices with the customer's id to find a valid invoice id, then retry.",
+			"No invoice has id %q.", invoiceID)
+	}
+	if err != nil {
+		return refundQuote{}, fmt.Errorf("demo: read invoice: %w", err)
+	}
+	var customerName string
+	if err := q.QueryRowContext(ctx, `SELECT name FROM customers WHERE id = ?`, inv.CustomerID).Scan(&customerName); err != nil {
+		return refundQuote{}, fmt.Errorf("demo: read the invoice's customer: %w", err)
+	}
+	refundable := invAmount - refunded
+	// Compare as floats before converting, so an absurd amount cannot
+	// overflow int64.
+	if cents > float64(refundable) {
+		hint := fmt.Sprintf("Refund at most %s, the invoice amount minus earlier refunds.", formatCents(refundable))
+		if refundable == 0 {
+			hint = "Do not retry; this invoice has already been refunded in full."
+		}
+		e := interlock.Errorf(interlock.CodeValidationFailed, hint,
+			"A refund of $%.2f exceeds the %s still refundable on %s (invoice %s, refunded %s).",
+			amount, formatCents(refundable), inv.ID, inv.AmountFormatted, formatCents(refunded))
+		e.ValidationIssues = []interlock.ValidationIssue{{Path: "amount", Message: "must not exceed " + formatCents(refundable), Code: "range"}}
+		return refundQuote{}, e
+	}
+	amountCents := int64(cents)
+	after := refundable - amountCents
+	return refundQuote{
+		InvoiceID:                inv.ID,
+		CustomerID:               inv.CustomerID,
+		CustomerName:             customerName,
+		Amount:                   dollars(amountCents),
+		AmountFormatted:          formatCents(amountCents),
+		InvoiceAmount:            inv.Amount,
+		InvoiceAmountFormatted:   inv.AmountFormatted,
+		InvoiceStatus:            inv.Status,
+		Refunded:                 inv.Refunded,
+		RefundedFormatted:        formatCents(refunded),
+		Refundable:               inv.Refundable,
+		RefundableFormatted:      inv.RefundableFormatted,
+		RefundableAfter:          dollars(after),
+		RefundableAfterFormatted: formatCents(after),
+		amountCents:              amountCents,
+		refundedCents:            refunded,
+	}, nil
+}
+
+// quoteRefund is quote_refund: the checks of refund_invoice, refunding
+// nothing.
+func (db *DB) quoteRefund(ctx context.Context, invoiceID string, amount float64) (refundQuote, error) {
+	return quoteRefund(ctx, db.sql, invoiceID, amount)
+}
+
+// refundInvoice records a refund of amount dollars against an invoice. The
+// checks of quoteRefund and the insert share one write transaction, so two
+// concurrent refunds cannot together exceed the invoice.
+func (db *DB) refundInvoice(ctx context.Context, invoiceID string, amount float64) (refund, error) {
 	var out refund
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		inv, invAmount, refunded, err := scanInvoice(tx.QueryRowContext(ctx, invoiceQuery+` WHERE i.id = ?`, invoiceID).Scan)
-		if errors.Is(err, sql.ErrNoRows) {
-			return interlock.Errorf(interlock.CodeNotFound,
-				"Call list_invoices with the customer's id to find a valid invoice id, then retry.",
-				"No invoice has id %q.", invoiceID)
-		}
+		q, err := quoteRefund(ctx, tx, invoiceID, amount)
 		if err != nil {
-			return fmt.Errorf("demo: read invoice: %w", err)
+			return err
 		}
-		refundable := invAmount - refunded
-		// Compare as floats before converting, so an absurd amount cannot
-		// overflow int64.
-		if cents > float64(refundable) {
-			hint := fmt.Sprintf("Refund at most %s, the invoice amount minus earlier refunds.", formatCents(refundable))
-			if refundable == 0 {
-				hint = "Do not retry; this invoice has already been refunded in full."
-			}
-			e := interlock.Errorf(interlock.CodeValidationFailed, hint,
-				"A refund of $%.2f exceeds the %s still refundable on %s (invoice %s, refunded %s).",
-				amount, formatCents(refundable), inv.ID, inv.AmountFormatted, formatCents(refunded))
-			e.ValidationIssues = []interlock.ValidationIssue{{Path: "amount", Message: "must not exceed " + formatCents(refundable), Code: "range"}}
-			return e
-		}
-		amountCents := int64(cents)
 		createdAt := now()
 		res, err := tx.ExecContext(ctx, `INSERT INTO refunds (invoice_id, amount_cents, created_at) VALUES (?, ?, ?)`,
-			inv.ID, amountCents, createdAt)
+			q.InvoiceID, q.amountCents, createdAt)
 		if err != nil {
 			return fmt.Errorf("demo: record refund: %w", err)
 		}
@@ -494,17 +617,16 @@ func (db *DB) refundInvoice(ctx context.Context, invoiceID string, amount float6
 		if err != nil {
 			return fmt.Errorf("demo: read refund id: %w", err)
 		}
-		remaining := refundable - amountCents
 		out = refund{
 			RefundID:                     id,
-			InvoiceID:                    inv.ID,
-			CustomerID:                   inv.CustomerID,
-			Amount:                       dollars(amountCents),
-			AmountFormatted:              formatCents(amountCents),
-			InvoiceAmount:                inv.Amount,
-			RefundedTotal:                dollars(refunded + amountCents),
-			RefundableRemaining:          dollars(remaining),
-			RefundableRemainingFormatted: formatCents(remaining),
+			InvoiceID:                    q.InvoiceID,
+			CustomerID:                   q.CustomerID,
+			Amount:                       q.Amount,
+			AmountFormatted:              q.AmountFormatted,
+			InvoiceAmount:                q.InvoiceAmount,
+			RefundedTotal:                dollars(q.refundedCents + q.amountCents),
+			RefundableRemaining:          q.RefundableAfter,
+			RefundableRemainingFormatted: q.RefundableAfterFormatted,
 			CreatedAt:                    createdAt,
 		}
 		return nil

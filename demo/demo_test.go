@@ -100,19 +100,23 @@ func TestToolList(t *testing.T) {
 	type hints struct {
 		readOnly, idempotent   bool
 		destructive, openWorld *bool
-		enumProperty           string
-		enumValues             []string
+		enums                  map[string][]string
 	}
+	plansEnum := map[string][]string{"to": {"free", "pro", "scale"}}
 	want := map[string]hints{
-		"list_customers":  {readOnly: true, openWorld: new(false)},
-		"get_customer":    {readOnly: true, openWorld: new(false)},
-		"list_invoices":   {readOnly: true, openWorld: new(false)},
-		"send_reminder":   {destructive: new(false), openWorld: new(true)},
-		"delete_customer": {destructive: new(true), openWorld: new(false)},
-		"upgrade_plan":    {destructive: new(true), openWorld: new(false), enumProperty: "to", enumValues: []string{"free", "pro", "scale"}},
-		"downgrade_plan":  {destructive: new(true), openWorld: new(false), enumProperty: "to", enumValues: []string{"free", "pro", "scale"}},
-		"promote_release": {destructive: new(true), openWorld: new(true), enumProperty: "environment", enumValues: []string{"staging", "production"}},
-		"refund_invoice":  {destructive: new(true), openWorld: new(true)},
+		"list_customers":    {readOnly: true, openWorld: new(false)},
+		"get_customer":      {readOnly: true, openWorld: new(false)},
+		"list_invoices":     {readOnly: true, openWorld: new(false)},
+		"get_service":       {readOnly: true, openWorld: new(false)},
+		"preview_reminder":  {readOnly: true, openWorld: new(false)},
+		"quote_plan_change": {readOnly: true, openWorld: new(false), enums: map[string][]string{"to": {"free", "pro", "scale"}, "direction": {"upgrade", "downgrade"}}},
+		"quote_refund":      {readOnly: true, openWorld: new(false)},
+		"send_reminder":     {destructive: new(false), openWorld: new(true)},
+		"delete_customer":   {destructive: new(true), openWorld: new(false)},
+		"upgrade_plan":      {destructive: new(true), openWorld: new(false), enums: plansEnum},
+		"downgrade_plan":    {destructive: new(true), openWorld: new(false), enums: plansEnum},
+		"promote_release":   {destructive: new(true), openWorld: new(true), enums: map[string][]string{"environment": {"staging", "production"}}},
+		"refund_invoice":    {destructive: new(true), openWorld: new(true)},
 	}
 	if len(res.Tools) != len(want) {
 		var names []string
@@ -140,9 +144,6 @@ func TestToolList(t *testing.T) {
 				got, _ := json.Marshal(a)
 				t.Errorf("annotations %s, want %+v", got, w)
 			}
-			if w.enumProperty == "" {
-				return
-			}
 			var schema struct {
 				Required   []string `json:"required"`
 				Properties map[string]struct {
@@ -153,11 +154,18 @@ func TestToolList(t *testing.T) {
 			if err := json.Unmarshal(raw, &schema); err != nil {
 				t.Fatalf("input schema %s: %v", raw, err)
 			}
-			if got := schema.Properties[w.enumProperty].Enum; !slices.Equal(got, w.enumValues) {
-				t.Errorf("%s enum = %v, want %v", w.enumProperty, got, w.enumValues)
+			for property, values := range w.enums {
+				if got := schema.Properties[property].Enum; !slices.Equal(got, values) {
+					t.Errorf("%s enum = %v, want %v", property, got, values)
+				}
+				if !slices.Contains(schema.Required, property) {
+					t.Errorf("%s is not required: %s", property, raw)
+				}
 			}
-			if !slices.Contains(schema.Required, w.enumProperty) {
-				t.Errorf("%s is not required: %s", w.enumProperty, raw)
+			for property, p := range schema.Properties {
+				if _, ok := w.enums[property]; !ok && p.Enum != nil {
+					t.Errorf("%s has an unexpected enum %v", property, p.Enum)
+				}
 			}
 		})
 	}
@@ -216,6 +224,43 @@ func TestToolCalls(t *testing.T) {
 		{name: "promote to where it already runs", tool: "promote_release", args: map[string]any{"service": "web", "environment": "staging"},
 			want: map[string]any{"version": "v2.1.1", "environment": "staging", "changed": false}},
 		{name: "promote unknown service", tool: "promote_release", args: map[string]any{"service": "mainframe", "environment": "staging"},
+			wantCode: interlock.CodeNotFound},
+		{name: "get service", tool: "get_service", args: map[string]any{"service": "billing-api"},
+			want: map[string]any{"service": "billing-api", "latest_version": "v1.4.2", "latest_released_at": "2025-03-04T10:00:00Z",
+				"environments": map[string]any{"production": "v1.4.1", "staging": "v1.4.2"}}},
+		{name: "get unknown service", tool: "get_service", args: map[string]any{"service": "mainframe"},
+			wantCode: interlock.CodeNotFound, want: map[string]any{"recovery_hint": `Set "service" to one of: billing-api, web, then retry.`}},
+		{name: "get service without a name", tool: "get_service", args: map[string]any{"service": ""},
+			wantCode: interlock.CodeValidationFailed},
+		{name: "preview reminder", tool: "preview_reminder", args: map[string]any{"customer_id": "acct_1024"},
+			want: map[string]any{"customer_id": "acct_1024", "name": "Globex", "to": "accounts@globex.example",
+				"subject": "Payment reminder: $2,400.00 outstanding", "open_invoice_count": 1.0, "balance_formatted": "$2,400.00"}},
+		{name: "preview reminder with nothing open", tool: "preview_reminder", args: map[string]any{"customer_id": "acct_2048"},
+			wantCode: interlock.CodeValidationFailed},
+		{name: "preview reminder to unknown customer", tool: "preview_reminder", args: map[string]any{"customer_id": "acct_0000"},
+			wantCode: interlock.CodeNotFound},
+		{name: "quote upgrade", tool: "quote_plan_change", args: map[string]any{"customer_id": "acct_9931", "to": "scale", "direction": "upgrade"},
+			want: map[string]any{"customer_id": "acct_9931", "name": "Northwind Traders", "direction": "upgrade", "from_plan": "pro", "to_plan": "scale",
+				"from_price_formatted": "$19.00", "to_price_formatted": "$49.00", "monthly_change_formatted": "+$30.00/mo", "changed_at": nil}},
+		{name: "quote downgrade", tool: "quote_plan_change", args: map[string]any{"customer_id": "acct_1024", "to": "free", "direction": "downgrade"},
+			want: map[string]any{"direction": "downgrade", "from_plan": "scale", "to_plan": "free", "monthly_change": -49.0}},
+		{name: "quote upgrade to a lower plan", tool: "quote_plan_change", args: map[string]any{"customer_id": "acct_9931", "to": "free", "direction": "upgrade"},
+			wantCode: interlock.CodeValidationFailed, want: map[string]any{"suggested_tool": "downgrade_plan"}},
+		{name: "quote downgrade to a higher plan", tool: "quote_plan_change", args: map[string]any{"customer_id": "acct_9931", "to": "scale", "direction": "downgrade"},
+			wantCode: interlock.CodeValidationFailed, want: map[string]any{"suggested_tool": "upgrade_plan"}},
+		{name: "quote a change to the current plan", tool: "quote_plan_change", args: map[string]any{"customer_id": "acct_2048", "to": "free", "direction": "downgrade"},
+			wantCode: interlock.CodeValidationFailed},
+		{name: "quote for an unknown customer", tool: "quote_plan_change", args: map[string]any{"customer_id": "acct_0000", "to": "pro", "direction": "upgrade"},
+			wantCode: interlock.CodeNotFound},
+		{name: "quote refund", tool: "quote_refund", args: map[string]any{"invoice_id": "inv_1003", "amount": 80},
+			want: map[string]any{"invoice_id": "inv_1003", "customer_id": "acct_9931", "customer_name": "Northwind Traders",
+				"amount_formatted": "$80.00", "invoice_amount_formatted": "$480.00", "invoice_status": "open",
+				"refundable_formatted": "$480.00", "refundable_after": 400.0, "refundable_after_formatted": "$400.00"}},
+		{name: "quote refund of too much", tool: "quote_refund", args: map[string]any{"invoice_id": "inv_1002", "amount": 320.01},
+			wantCode: interlock.CodeValidationFailed, want: map[string]any{"recovery_hint": "Refund at most $320.00, the invoice amount minus earlier refunds."}},
+		{name: "quote refund of nothing", tool: "quote_refund", args: map[string]any{"invoice_id": "inv_1002", "amount": -5},
+			wantCode: interlock.CodeValidationFailed},
+		{name: "quote refund of an unknown invoice", tool: "quote_refund", args: map[string]any{"invoice_id": "inv_0000", "amount": 5},
 			wantCode: interlock.CodeNotFound},
 		{name: "refund part", tool: "refund_invoice", args: map[string]any{"invoice_id": "inv_1001", "amount": 250.5},
 			want: map[string]any{"invoice_id": "inv_1001", "customer_id": "acct_9931", "amount": 250.5, "amount_formatted": "$250.50",

@@ -25,6 +25,16 @@ type planChangeArguments struct {
 	To         string `json:"to" jsonschema:"The plan to move the customer to."`
 }
 
+type planQuoteArguments struct {
+	CustomerID string `json:"customer_id" jsonschema:"The customer's id, such as acct_9931."`
+	To         string `json:"to" jsonschema:"The plan to move the customer to."`
+	Direction  string `json:"direction" jsonschema:"upgrade to check a change through upgrade_plan, downgrade for downgrade_plan."`
+}
+
+type serviceArguments struct {
+	Service string `json:"service" jsonschema:"The service, such as billing-api or web."`
+}
+
 type promotionArguments struct {
 	Service     string `json:"service" jsonschema:"The service to release, such as billing-api or web."`
 	Environment string `json:"environment" jsonschema:"The environment to promote the latest release to."`
@@ -35,7 +45,7 @@ type refundArguments struct {
 	Amount    float64 `json:"amount" jsonschema:"Dollars to refund, greater than 0 and at most the invoice amount minus earlier refunds."`
 }
 
-const instructions = `Demo billing and operations back office. Customers (acct_…) are on plans free < pro < scale; invoices (inv_…) belong to customers. Read with list_customers, get_customer and list_invoices before changing anything. Amounts are dollars.`
+const instructions = `Demo billing and operations back office. Customers (acct_…) are on plans free < pro < scale; invoices (inv_…) belong to customers; services have releases deployed to staging and production. Read with list_customers, get_customer, list_invoices and get_service before changing anything; quote_refund, quote_plan_change and preview_reminder check a change and show what it would do without doing it. Amounts are dollars.`
 
 // NewServer returns an MCP server exposing the demo back office's tools.
 func NewServer(db *DB) *mcp.Server {
@@ -67,6 +77,39 @@ func NewServer(db *DB) *mcp.Server {
 		return db.listInvoices(ctx, in.CustomerID)
 	})
 	addTool(s, &mcp.Tool{
+		Name:        "get_service",
+		Title:       "Get service",
+		Description: "Show a service's latest release (what promote_release ships) and the version each environment runs; \"\" for an environment that runs nothing yet.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
+	}, func(ctx context.Context, in serviceArguments) (any, error) {
+		return db.service(ctx, in.Service)
+	})
+	addTool(s, &mcp.Tool{
+		Name:        "preview_reminder",
+		Title:       "Preview payment reminder",
+		Description: "Show the payment reminder send_reminder would email the customer now, without sending it. Fails as send_reminder would: an unknown customer, or one with no open invoices.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
+	}, func(ctx context.Context, in customerArguments) (any, error) {
+		return db.previewReminder(ctx, in.CustomerID)
+	})
+	addTool(s, &mcp.Tool{
+		Name:        "quote_plan_change",
+		Title:       "Quote plan change",
+		Description: "Check a plan change and show both plans, their monthly prices and the difference, changing nothing. Fails as upgrade_plan or downgrade_plan would: an unknown customer, a plan that is not higher (upgrade) or not lower (downgrade).",
+		InputSchema: schemaWithEnums[planQuoteArguments](map[string][]string{"to": planNames(), "direction": directions}),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
+	}, func(ctx context.Context, in planQuoteArguments) (any, error) {
+		return db.quotePlanChange(ctx, in.CustomerID, in.To, in.Direction)
+	})
+	addTool(s, &mcp.Tool{
+		Name:        "quote_refund",
+		Title:       "Quote refund",
+		Description: "Check a refund and show the invoice, its customer and what stays refundable after it, refunding nothing. Fails as refund_invoice would: an unknown invoice, an amount of 0 or less, or more than is still refundable.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)},
+	}, func(ctx context.Context, in refundArguments) (any, error) {
+		return db.quoteRefund(ctx, in.InvoiceID, in.Amount)
+	})
+	addTool(s, &mcp.Tool{
 		Name:        "send_reminder",
 		Title:       "Send payment reminder",
 		Description: "Email the customer a reminder about their open invoices. Every call sends another email.",
@@ -86,7 +129,7 @@ func NewServer(db *DB) *mcp.Server {
 		Name:        "upgrade_plan",
 		Title:       "Upgrade plan",
 		Description: "Move a customer to a more expensive plan (free < pro < scale); their monthly charge goes up.",
-		InputSchema: schemaWithEnum[planChangeArguments]("to", planNames()),
+		InputSchema: schemaWithEnums[planChangeArguments](map[string][]string{"to": planNames()}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)},
 	}, func(ctx context.Context, in planChangeArguments) (any, error) {
 		return db.changePlan(ctx, in.CustomerID, in.To, true)
@@ -95,7 +138,7 @@ func NewServer(db *DB) *mcp.Server {
 		Name:        "downgrade_plan",
 		Title:       "Downgrade plan",
 		Description: "Move a customer to a cheaper plan (scale > pro > free); their monthly charge goes down.",
-		InputSchema: schemaWithEnum[planChangeArguments]("to", planNames()),
+		InputSchema: schemaWithEnums[planChangeArguments](map[string][]string{"to": planNames()}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)},
 	}, func(ctx context.Context, in planChangeArguments) (any, error) {
 		return db.changePlan(ctx, in.CustomerID, in.To, false)
@@ -104,7 +147,7 @@ func NewServer(db *DB) *mcp.Server {
 		Name:        "promote_release",
 		Title:       "Promote release",
 		Description: "Deploy the latest release of a service to staging or production.",
-		InputSchema: schemaWithEnum[promotionArguments]("environment", environments),
+		InputSchema: schemaWithEnums[promotionArguments](map[string][]string{"environment": environments}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
 	}, func(ctx context.Context, in promotionArguments) (any, error) {
 		return db.promoteRelease(ctx, in.Service, in.Environment)
@@ -139,19 +182,22 @@ func addTool[In any](s *mcp.Server, t *mcp.Tool, run func(context.Context, In) (
 	})
 }
 
-// schemaWithEnum infers T's input schema and restricts property to values;
-// jsonschema struct tags can only carry descriptions.
-func schemaWithEnum[T any](property string, values []string) *jsonschema.Schema {
+// schemaWithEnums infers T's input schema and restricts each named
+// property to its values; jsonschema struct tags can only carry
+// descriptions.
+func schemaWithEnums[T any](enums map[string][]string) *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {
 		panic(fmt.Sprintf("demo: infer schema: %v", err))
 	}
-	p, ok := s.Properties[property]
-	if !ok {
-		panic(fmt.Sprintf("demo: schema has no property %q", property))
-	}
-	for _, v := range values {
-		p.Enum = append(p.Enum, v)
+	for property, values := range enums {
+		p, ok := s.Properties[property]
+		if !ok {
+			panic(fmt.Sprintf("demo: schema has no property %q", property))
+		}
+		for _, v := range values {
+			p.Enum = append(p.Enum, v)
+		}
 	}
 	return s
 }

@@ -36,6 +36,11 @@ type Options struct {
 	Getenv func(string) string
 	// Tokens keeps live confirm tokens; in memory when nil.
 	Tokens interlock.TokenStore
+	// Audit receives a record of every decision, outcome and event; none
+	// when nil. AuditOptional lets confirmed calls run when it cannot be
+	// written.
+	Audit         interlock.AuditLog
+	AuditOptional bool
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -77,6 +82,8 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Logger:           log,
 		Identify:         identify,
 		Tokens:           opts.Tokens,
+		Audit:            opts.Audit,
+		AuditOptional:    opts.AuditOptional,
 	})
 	if err != nil {
 		return nil, err

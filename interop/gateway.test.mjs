@@ -29,7 +29,7 @@ const T = { timeout: TEST_TIMEOUT };
 async function checkToolList(client) {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ALL_TOOLS, 'tools/list must return exactly the 9 demo tools');
+  assert.deepEqual(names, ALL_TOOLS, 'tools/list must return exactly the 13 demo tools');
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
 
   for (const t of tools) {
@@ -102,7 +102,7 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
     assert.ok(gw.client.getServerCapabilities()?.tools, 'tools capability');
   });
 
-  it('tools/list returns the 9 demo tools with explicit hints, __confirm on flag tools, __confirm_token on token and elicit tools', T, async () => {
+  it('tools/list returns the 13 demo tools with explicit hints, __confirm on flag tools, __confirm_token on token and elicit tools', T, async () => {
     await checkToolList(gw.client);
   });
 
@@ -140,7 +140,7 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
       ['downgrade_plan', { customer_id: 'acct_1024', to: 'pro' }, TOKEN_DRY_RUN_HINT],
       ['promote_release', { service: 'web' }, ELICIT_DRY_RUN_HINT],
       ['refund_invoice', { invoice_id: 'inv_1003', amount: 10 }, TOKEN_DRY_RUN_HINT],
-      ['send_reminder', { customer_id: 'acct_2048', __confirm: true }, FLAG_HINT],
+      ['send_reminder', { customer_id: 'acct_1024', __confirm: true }, FLAG_HINT],
     ];
     assert.deepEqual(calls.map(([name]) => name).sort(), [...GATED_TOOLS].sort(), 'covers every gated tool');
     const summaries = {};
@@ -280,7 +280,7 @@ describe('stdio lifecycle', () => {
     const pid = gw.pid;
     assert.ok(pid, 'transport.pid');
     const { tools } = await gw.client.listTools();
-    assert.equal(tools.length, 9);
+    assert.equal(tools.length, ALL_TOOLS.length);
     const started = Date.now();
     await gw.client.close();
     // StdioClientTransport ends stdin first and only sends SIGTERM after 2 s.
@@ -312,7 +312,7 @@ for (const stateless of [false, true]) {
       else assert.ok(gw.transport.sessionId, 'expected an Mcp-Session-Id');
     });
 
-    it('tools/list returns the 9 demo tools', T, async () => {
+    it('tools/list returns the 13 demo tools', T, async () => {
       await checkToolList(gw.client);
     });
 

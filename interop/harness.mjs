@@ -37,7 +37,17 @@ export const BIN = (() => {
 
 export const TEST_TIMEOUT = 30_000;
 
-export const READ_ONLY_TOOLS = ['get_customer', 'list_customers', 'list_invoices'];
+// The preview tools the built-in policy names (get_service, preview_reminder,
+// quote_plan_change, quote_refund) are read-only too.
+export const READ_ONLY_TOOLS = [
+  'get_customer',
+  'get_service',
+  'list_customers',
+  'list_invoices',
+  'preview_reminder',
+  'quote_plan_change',
+  'quote_refund',
+];
 export const GATED_TOOLS = [
   'delete_customer',
   'downgrade_plan',

@@ -49,6 +49,7 @@ type File struct {
 	Auth      Auth        `yaml:"auth"`
 	Store     Store       `yaml:"store"`
 	HTTP      HTTP        `yaml:"http"`
+	Audit     Audit       `yaml:"audit"`
 	Rules     []*Rule     `yaml:"rules"`
 
 	// Log receives warnings while deciding, such as a condition that could
@@ -231,6 +232,55 @@ func (h *HTTP) check(add func(line int, format string, args ...any)) {
 	}
 }
 
+// Audit says where the audit log is kept: in SQLite (audit.db in the
+// gateway's data directory unless SQLite names a file), or in PostgreSQL
+// when Postgres is set.
+type Audit struct {
+	// Required makes a confirmed call fail closed when its record cannot be
+	// written; true when absent.
+	Required *bool `yaml:"required"`
+	// SQLite is the database file; a relative path is taken from the
+	// gateway's data directory.
+	SQLite string `yaml:"sqlite"`
+	// Postgres is a postgres:// URL; ${VAR} is read from the gateway's
+	// environment at load.
+	Postgres string `yaml:"postgres"`
+	// Checkpoint signs the chain's head now and then, so that a rewrite of
+	// the whole log is still found.
+	Checkpoint *Checkpoint `yaml:"checkpoint"`
+}
+
+// IsRequired reports whether confirmed calls fail closed without a record.
+func (a Audit) IsRequired() bool { return a.Required == nil || *a.Required }
+
+// Checkpoint configures signed checkpoints of the audit chain's head.
+type Checkpoint struct {
+	// KeyFile holds the Ed25519 private key, PEM-encoded PKCS #8 (as
+	// `openssl genpkey -algorithm ed25519` writes it).
+	KeyFile string `yaml:"key_file"`
+	// Interval is how often the head is signed when it moved; 1m when
+	// absent.
+	Interval string `yaml:"interval"`
+	// File, when set, also receives every checkpoint as a JSON line: a
+	// copy outside the database, for another team to keep.
+	File string `yaml:"file"`
+
+	Every time.Duration `yaml:"-"`
+	Line  int           `yaml:"-"`
+}
+
+// DefaultCheckpointInterval is how often the audit chain's head is signed
+// unless the config says otherwise.
+const DefaultCheckpointInterval = time.Minute
+
+// UnmarshalYAML records where the checkpoint section starts and rejects
+// unknown fields.
+func (c *Checkpoint) UnmarshalYAML(n *yaml.Node) error {
+	type plain Checkpoint
+	c.Line = n.Line
+	return n.Load((*plain)(c), yaml.WithKnownFields())
+}
+
 // Auth configures HTTP authentication.
 type Auth struct {
 	Keys []*Key `yaml:"keys"`
@@ -306,7 +356,8 @@ var (
 )
 
 // Parse reads and checks a configuration file's contents; name is used in
-// messages and lookupEnv expands ${VAR} in upstream environments.
+// messages and lookupEnv expands ${VAR} in upstream environments and
+// headers, and in store and audit URLs.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	f := &File{Path: name}
 	if len(bytes.TrimSpace(data)) > 0 {
@@ -404,6 +455,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	if f.Store.Prefix == "" {
 		f.Store.Prefix = "interlock:"
 	}
+	checkAudit(f, keyLine["audit"], expand, add)
 
 	hashes := map[string]int{}
 	for _, k := range f.Auth.Keys {
@@ -439,6 +491,35 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		return nil, errs
 	}
 	return f, nil
+}
+
+// checkAudit checks the audit section and expands ${VAR} in its URL.
+func checkAudit(f *File, line int, expand func(line int, what, value string) string, add func(int, string, ...any)) {
+	a := &f.Audit
+	if a.Postgres != "" {
+		a.Postgres = expand(line, "audit.postgres", a.Postgres)
+		if !strings.HasPrefix(a.Postgres, "postgres://") && !strings.HasPrefix(a.Postgres, "postgresql://") {
+			add(line, "audit.postgres must be a postgres:// URL, such as postgres://interlock@db.internal:5432/audit")
+		}
+		if a.SQLite != "" {
+			add(line, "audit: give sqlite or postgres, not both")
+		}
+	}
+	cp := a.Checkpoint
+	if cp == nil {
+		return
+	}
+	if cp.KeyFile == "" {
+		add(cp.Line, "audit.checkpoint needs key_file: an Ed25519 private key in PEM (openssl genpkey -algorithm ed25519 -out audit.key)")
+	}
+	cp.Every = DefaultCheckpointInterval
+	if cp.Interval != "" {
+		d, err := time.ParseDuration(cp.Interval)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			add(cp.Line, "audit.checkpoint.interval %q must be a duration between 1s and 24h, such as 1m", cp.Interval)
+		}
+		cp.Every = d
+	}
 }
 
 // topLevelLines maps each top-level key of a YAML document to its line.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -146,6 +147,38 @@ func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*interlock.Au
 		defer rows.Close()
 		interlock.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.where, err) }, yield)
 	}
+}
+
+// AppendCheckpoint implements [interlock.CheckpointStore].
+func (a *Audit) AppendCheckpoint(ctx context.Context, cp interlock.Checkpoint) error {
+	_, err := a.pool.Exec(ctx, "INSERT INTO audit_checkpoints (seq, hash, time, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
+		cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", a.where, err)
+	}
+	return nil
+}
+
+// Checkpoints implements [interlock.CheckpointStore].
+func (a *Audit) Checkpoints(ctx context.Context) ([]interlock.Checkpoint, error) {
+	rows, err := a.pool.Query(ctx, "SELECT seq, hash, time, key_id, signature FROM audit_checkpoints ORDER BY seq")
+	if err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", a.where, err)
+	}
+	defer rows.Close()
+	var out []interlock.Checkpoint
+	for rows.Next() {
+		var cp interlock.Checkpoint
+		var t string
+		if err := rows.Scan(&cp.Seq, &cp.Hash, &t, &cp.KeyID, &cp.Signature); err != nil {
+			return nil, fmt.Errorf("audit log %s: %w", a.where, err)
+		}
+		if cp.Time, err = time.Parse(time.RFC3339Nano, t); err != nil {
+			return nil, fmt.Errorf("audit log %s: checkpoint %d: %w", a.where, cp.Seq, err)
+		}
+		out = append(out, cp)
+	}
+	return out, rows.Err()
 }
 
 // Close writes what is queued and closes the connections.

@@ -3,11 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audittest"
 )
 
@@ -44,5 +47,32 @@ func TestAuditConformance(t *testing.T) {
 				t.Fatalf("%s: %v", stmt, err)
 			}
 		},
+		Empty: "DELETE FROM audit",
 	})
+}
+
+// BenchmarkAppend measures one record's append: committed (an allowed
+// call's outcome) or flushed (a confirmation), from one writer or eight.
+func BenchmarkAppend(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		for _, writers := range []int{1, 8} {
+			b.Run(fmt.Sprintf("durable=%v/writers=%d", durable, writers), func(b *testing.B) {
+				a, err := OpenAudit(context.Background(), filepath.Join(b.TempDir(), "audit.db"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer a.Close()
+				b.SetParallelism(writers)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						r := &interlock.AuditRecord{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",
+							Args: map[string]any{"id": "acct_9931"}}
+						if err := a.Append(context.Background(), durable, r); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
 }

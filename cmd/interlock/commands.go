@@ -70,20 +70,40 @@ func check(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// makeKey prints a new random API key and the config lines that accept it.
+// makeKey makes a random API key. The key goes to standard error, for the
+// person who runs the command to hand over; only the config lines that
+// accept it (its hash) go to standard output, so that
+// `interlock key >> config.yaml` never stores the key itself.
 func makeKey(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("key", stderr)
-	principal := fs.String("principal", "agent", "who will use the key")
-	tenant := fs.String("tenant", policy.DefaultTenant, "the tenant the key acts for")
+	principal := fs.String("principal", "agent", "`name` of who will use the key")
+	tenant := fs.String("tenant", policy.DefaultTenant, "the `tenant` the key acts for")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return err
-	}
-	key := "ilk_" + base64.RawURLEncoding.EncodeToString(raw)
-	fmt.Fprintf(stdout, "# Give this key to %s (it is shown once; interlock stores only its hash):\n#   %s\n", *principal, key)
+	key := "ilk_" + randomText()
+	fmt.Fprintf(stderr, "API key for %s (shown once; interlock stores only its hash). Clients send it as\n"+
+		"  Authorization: Bearer %s\n", *principal, key)
 	fmt.Fprintf(stdout, "auth:\n  keys:\n    - sha256: %s\n      principal: %s\n      tenant: %s\n", gateway.HashKey(key), *principal, *tenant)
 	return nil
+}
+
+// makeSecret prints a new random sealing key for INTERLOCK_SECRET.
+func makeSecret(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("secret", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, randomText())
+	fmt.Fprintln(stderr, "Set it as INTERLOCK_SECRET (the same value on every gateway that shares a token store).")
+	return nil
+}
+
+// randomText returns 32 random bytes as unpadded base64url: 43 characters.
+func randomText() string {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(raw)
 }

@@ -77,6 +77,26 @@ func servedHTTPWith(t *testing.T, env []string, extra ...string) string {
 	t.Helper()
 	cmd := command("", append([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, extra...)...)
 	cmd.Env = append(cmd.Env, env...)
+	url, exited := launch(t, cmd)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("interlock serve did not exit cleanly on SIGTERM: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("interlock serve did not stop on SIGTERM")
+		}
+	})
+	return url
+}
+
+// launch starts cmd, an `interlock serve` on HTTP, and returns the MCP URL
+// from its banner and a channel that receives its exit.
+func launch(t *testing.T, cmd *exec.Cmd) (string, <-chan error) {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -96,27 +116,16 @@ func servedHTTPWith(t *testing.T, env []string, extra ...string) string {
 		}
 	}()
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("interlock serve did not exit cleanly on SIGTERM: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("interlock serve did not stop on SIGTERM")
-		}
-	})
 	select {
 	case url := <-urlc:
-		return url
+		return url, exited
 	case err := <-exited:
 		t.Fatalf("interlock serve exited early: %v", err)
 	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
 		t.Fatal("interlock serve did not print where it listens")
 	}
-	return ""
+	return "", exited
 }
 
 func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
@@ -154,15 +163,19 @@ func TestDemoToolsThroughStdio(t *testing.T) {
 	}
 	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
 	want := map[string]hints{
-		"list_customers":  {readOnly: true},
-		"get_customer":    {readOnly: true},
-		"list_invoices":   {readOnly: true},
-		"send_reminder":   {openWorld: true},
-		"delete_customer": {destructive: true},
-		"upgrade_plan":    {destructive: true},
-		"downgrade_plan":  {destructive: true},
-		"promote_release": {destructive: true, openWorld: true},
-		"refund_invoice":  {destructive: true, openWorld: true},
+		"list_customers":    {readOnly: true},
+		"get_customer":      {readOnly: true},
+		"list_invoices":     {readOnly: true},
+		"get_service":       {readOnly: true},
+		"preview_reminder":  {readOnly: true},
+		"quote_plan_change": {readOnly: true},
+		"quote_refund":      {readOnly: true},
+		"send_reminder":     {openWorld: true},
+		"delete_customer":   {destructive: true},
+		"upgrade_plan":      {destructive: true},
+		"downgrade_plan":    {destructive: true},
+		"promote_release":   {destructive: true, openWorld: true},
+		"refund_invoice":    {destructive: true, openWorld: true},
 	}
 	if len(res.Tools) != len(want) {
 		t.Fatalf("got %d tools, want %d", len(res.Tools), len(want))

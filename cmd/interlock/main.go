@@ -24,11 +24,26 @@ Usage:
   interlock demo  [--db FILE] [--reset]
   interlock check [--config FILE]
   interlock key   [--principal NAME] [--tenant NAME]
+  interlock audit verify [--data DIR | --config FILE] [--checkpoints] [--public-key FILE]
+  interlock audit tail   [--data DIR | --config FILE] [-n N] [-f] [--json]
+  interlock audit export [--data DIR | --config FILE] [--since TIME]
 
+  interlock secret
+  interlock version
+
+Run interlock COMMAND --help for a command's flags.
+` + environment
+
+// environment documents the variables every command reads.
+const environment = `
 Environment:
-  MCP_DRY_RUN            the operator key: gated calls run only when it is exactly "false"
-  INTERLOCK_SECRET       the sealing keys, comma-separated (the first seals)
-  INTERLOCK_SECRET_FILE  a file holding them instead, readable by its owner only
+  MCP_DRY_RUN        the operator key: gated calls run only when it is exactly "false";
+                     anything else ("FALSE", "0", unset) keeps dry run on
+  INTERLOCK_SECRET   the sealing key(s) for confirm tokens, comma-separated, 32 bytes or more each;
+                     make one with: interlock secret. Unset: a random key per process (tokens do
+                     not survive a restart or cross replicas)
+  INTERLOCK_SECRET_FILE  a file holding those keys instead, readable by its owner only (mode 0600)
+  OTEL_EXPORTER_OTLP_ENDPOINT  when set, serve exports trace spans there over OTLP/HTTP
 `
 
 func main() {
@@ -55,6 +70,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = check(args[1:], stdout, stderr)
 	case "key":
 		err = makeKey(args[1:], stdout, stderr)
+	case "audit":
+		err = audit(ctx, args[1:], stdout, stderr)
+	case "secret":
+		err = makeSecret(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "interlock %s\n", version)
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -63,7 +85,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case err == errUsage:
 		return 2
@@ -77,13 +99,49 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // explained.
 var errUsage = errors.New("usage")
 
+// errHelp reports that a command printed its help, as asked.
+var errHelp = errors.New("help")
+
+// newFlags returns a command's flag set. Its help lists every flag the way
+// it is best written, with two dashes, and the environment.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("interlock "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: interlock %s [flags]\n\nFlags:\n", name)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, help := flag.UnquoteUsage(f)
+			dashes := "--"
+			if len(f.Name) == 1 {
+				dashes = "-"
+			}
+			line := "  " + dashes + f.Name
+			if arg != "" {
+				line += " " + arg
+			}
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				help += fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			fmt.Fprintf(w, "%-24s %s\n", line, help)
+		})
+		fmt.Fprint(w, environment)
+	}
 	return fs
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--h" || a == "-help" || a == "--help" {
+			// Asked for, so it goes to standard output and is no failure.
+			fs.SetOutput(os.Stdout)
+			fs.Usage()
+			return errHelp
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/postgres"
+	"github.com/interlock-mcp/interlock/sqlite"
+)
+
+// auditStore is what a backing store of the audit log offers.
+type auditStore interface {
+	interlock.AuditLog
+	interlock.AuditReader
+	interlock.CheckpointStore
+	Head(ctx context.Context) (int64, string, error)
+	Close() error
+}
+
+// openAudit opens the audit log the configuration names: PostgreSQL, or
+// SQLite in the data directory.
+func openAudit(ctx context.Context, f *policy.File, dataDir string) (auditStore, string, error) {
+	if f.Audit.Postgres != "" {
+		a, err := postgres.OpenAudit(ctx, f.Audit.Postgres)
+		if err != nil {
+			return nil, "", err
+		}
+		return a, "postgres " + redactURL(f.Audit.Postgres), nil
+	}
+	path := sqlitePath(f, dataDir)
+	a, err := sqlite.OpenAudit(ctx, path)
+	if err != nil {
+		return nil, "", err
+	}
+	return a, "sqlite " + path, nil
+}
+
+// sqlitePath is where the SQLite audit log is: audit.db, or the
+// configured file, in the data directory unless absolute.
+func sqlitePath(f *policy.File, dataDir string) string {
+	path := f.Audit.SQLite
+	if path == "" {
+		path = "audit.db"
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dataDir, path)
+	}
+	return path
+}
+
+func fileExists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
+}
+
+// readKeyFile reads an Ed25519 private key in PEM (PKCS #8).
+func readKeyFile(name string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoint key: %w", err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("audit checkpoint key %s: not PEM; make one with: openssl genpkey -algorithm ed25519 -out %s", name, name)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoint key %s: %w", name, err)
+	}
+	key, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("audit checkpoint key %s: a %T, not an Ed25519 key", name, k)
+	}
+	return key, nil
+}
+
+// readPublicKey reads an Ed25519 public key in PEM (PKIX), or takes it from
+// a private key file.
+func readPublicKey(name string) (ed25519.PublicKey, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("public key: %w", err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("public key %s: not PEM (openssl pkey -in audit.key -pubout writes one)", name)
+	}
+	if block.Type == "PRIVATE KEY" {
+		key, err := readKeyFile(name)
+		if err != nil {
+			return nil, err
+		}
+		return key.Public().(ed25519.PublicKey), nil
+	}
+	k, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("public key %s: %w", name, err)
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("public key %s: a %T, not an Ed25519 key", name, k)
+	}
+	return pub, nil
+}
+
+// fileSink appends checkpoints to a file as JSON lines.
+func fileSink(name string) func(interlock.Checkpoint) error {
+	return func(cp interlock.Checkpoint) error {
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(cp)
+		_, err = f.Write(append(b, '\n'))
+		return errors.Join(err, f.Sync(), f.Close())
+	}
+}
+
+// readSink reads the checkpoints a file sink holds.
+func readSink(name string) ([]interlock.Checkpoint, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []interlock.Checkpoint
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var cp interlock.Checkpoint
+		if err := json.Unmarshal([]byte(line), &cp); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, i+1, err)
+		}
+		out = append(out, cp)
+	}
+	return out, nil
+}
+
+const auditUsage = `Usage:
+  interlock audit verify [--data DIR | --config FILE] [--checkpoints] [--public-key FILE]
+  interlock audit tail   [--data DIR | --config FILE] [-n N] [-f] [--json]
+  interlock audit export [--data DIR | --config FILE] [--since TIME]
+`
+
+// audit runs the audit subcommands.
+func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, auditUsage)
+		return errUsage
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlags("audit "+sub, stderr)
+	config := fs.String("config", "", "configuration `file` whose audit section names the log (default: the built-in config)")
+	data := fs.String("data", ".interlock", "data `directory` holding audit.db")
+	var (
+		checkpoints *bool
+		publicKey   *string
+		n           *int
+		follow      *bool
+		asJSON      *bool
+		since       *string
+	)
+	switch sub {
+	case "verify":
+		checkpoints = fs.Bool("checkpoints", false, "also check the signed checkpoints (from the log and the configured checkpoint file)")
+		publicKey = fs.String("public-key", "", "Ed25519 public `key` (PEM) to check checkpoints with; default: the configured key_file")
+	case "tail":
+		n = fs.Int("n", 10, "how many of the last records to print")
+		follow = fs.Bool("f", false, "keep printing records as they are written")
+		asJSON = fs.Bool("json", false, "print each record as one JSON line")
+	case "export":
+		since = fs.String("since", "", "only records at or after this `time` (RFC 3339, such as 2026-11-23T00:00:00Z)")
+	default:
+		fmt.Fprintf(stderr, "interlock audit: unknown subcommand %q\n\n%s", sub, auditUsage)
+		return errUsage
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(*data)
+	if err != nil {
+		return err
+	}
+	f, err := loadConfig(*config, "")
+	if err != nil {
+		return err
+	}
+	if f.Audit.Postgres == "" {
+		// Reading must not create an empty log where there was none.
+		if path := sqlitePath(f, dataDir); !fileExists(path) {
+			return fmt.Errorf("no audit log at %s: give --data (the gateway's data directory) or --config", path)
+		}
+	}
+	store, where, err := openAudit(ctx, f, dataDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	switch sub {
+	case "verify":
+		return verifyAudit(ctx, store, where, f, *checkpoints, *publicKey, stdout)
+	case "tail":
+		return tailAudit(ctx, store, *n, *follow, *asJSON, stdout)
+	default:
+		return exportAudit(ctx, store, *since, stdout)
+	}
+}
+
+func verifyAudit(ctx context.Context, store auditStore, where string, f *policy.File, checkpoints bool, publicKey string, stdout io.Writer) error {
+	hashes := map[int64]string{}
+	records := func(yield func(*interlock.AuditRecord, error) bool) {
+		for r, err := range store.Records(ctx, 1) {
+			if r != nil && checkpoints {
+				hashes[r.Seq] = r.Hash
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
+	n, err := interlock.VerifyChain(records)
+	if err != nil {
+		return fmt.Errorf("%s: %w (the %d records before it verify)", where, err, n)
+	}
+	if !checkpoints {
+		fmt.Fprintf(stdout, "ok: %d records (%s)\n", n, where)
+		return nil
+	}
+	keyFile := publicKey
+	if keyFile == "" && f.Audit.Checkpoint != nil {
+		keyFile = f.Audit.Checkpoint.KeyFile
+	}
+	if keyFile == "" {
+		return errors.New("--checkpoints needs the public key: give --public-key FILE or a config with audit.checkpoint.key_file")
+	}
+	pub, err := readPublicKey(keyFile)
+	if err != nil {
+		return err
+	}
+	cps, err := store.Checkpoints(ctx)
+	if err != nil {
+		return err
+	}
+	if f.Audit.Checkpoint != nil && f.Audit.Checkpoint.File != "" {
+		more, err := readSink(f.Audit.Checkpoint.File)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		cps = append(cps, more...)
+	}
+	if len(cps) == 0 {
+		return fmt.Errorf("%s: no checkpoints to check: %d records verify as a chain, but nothing signed proves it was not rewritten", where, n)
+	}
+	if err := interlock.CheckCheckpoints(cps, pub, hashes); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	fmt.Fprintf(stdout, "ok: %d records, %d checkpoints signed by key %s (%s)\n", n, len(cps), interlock.KeyID(pub), where)
+	return nil
+}
+
+func printRecord(w io.Writer, r *interlock.AuditRecord, asJSON bool) {
+	if asJSON {
+		b, _ := r.Encode()
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	who := r.Principal
+	if r.Tenant != "" {
+		who = r.Tenant + "/" + r.Principal
+	}
+	line := fmt.Sprintf("%6d %s %-8s %-18s %s", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Event, who, r.Tool)
+	for _, kv := range [][2]string{{"rule", r.Rule}, {"mode", r.Mode}, {"decision", r.Decision}, {"by", r.ConfirmedBy}, {"outcome", r.Outcome}, {"detail", r.Detail}} {
+		if kv[1] != "" {
+			line += " " + kv[0] + "=" + kv[1]
+		}
+	}
+	fmt.Fprintln(w, line)
+}
+
+func tailAudit(ctx context.Context, store auditStore, n int, follow, asJSON bool, stdout io.Writer) error {
+	head, _, err := store.Head(ctx)
+	if err != nil {
+		return err
+	}
+	next := max(head-int64(n)+1, 1)
+	for {
+		for r, err := range store.Records(ctx, next) {
+			if err != nil {
+				return err
+			}
+			printRecord(stdout, r, asJSON)
+			next = r.Seq + 1
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func exportAudit(ctx context.Context, store auditStore, since string, stdout io.Writer) error {
+	var from time.Time
+	if since != "" {
+		t, err := time.Parse(time.RFC3339, since)
+		if err != nil {
+			return fmt.Errorf("--since %q: use RFC 3339, such as 2026-11-23T00:00:00Z", since)
+		}
+		from = t
+	}
+	for r, err := range store.Records(ctx, 1) {
+		if err != nil {
+			return err
+		}
+		if !r.Time.Before(from) {
+			printRecord(stdout, r, true)
+		}
+	}
+	return nil
+}

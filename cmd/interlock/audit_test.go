@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// runCLI runs the binary and returns its exit code and output.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := command("", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), stdout.String(), stderr.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+// TestAuditThroughServe writes a log with every mode of the demo through
+// the real binary, verifies it, then tampers with it.
+func TestAuditThroughServe(t *testing.T) {
+	data := t.TempDir()
+	keyFile := filepath.Join(data, "audit.key")
+	if out, err := exec.Command("openssl", "genpkey", "-algorithm", "ed25519", "-out", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v: %s", err, out)
+	}
+	config := filepath.Join(data, "config.yaml")
+	builtin := strings.Replace(string(builtinConfig), "rules:", fmt.Sprintf("audit:\n  checkpoint: {key_file: %s, interval: 1s, file: %s}\nrules:", keyFile, filepath.Join(data, "checkpoints.jsonl")), 1)
+	builtin = strings.Replace(builtin, "command: [interlock, demo]", fmt.Sprintf("command: [%s, demo, --db, %s]", binary, filepath.Join(data, "demo.db")), 1)
+	if err := os.WriteFile(config, []byte(builtin), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := command("false", "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", config)
+	url, exited := launch(t, cmd)
+	f := &formAnswer{action: "accept", content: map[string]any{"confirm": true, "type_back": "acct_2048"}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "audit-it", Version: "9.9"}, &mcp.ClientOptions{ElicitationHandler: f.handle}).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callTool(t, cs, "list_customers", map[string]any{})                                                              // allowed
+	callTool(t, cs, "send_reminder", map[string]any{"customer_id": "acct_9931"})                                     // previewed
+	callTool(t, cs, "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true})                  // confirmed by flag
+	asked := structured(t, callTool(t, cs, "upgrade_plan", map[string]any{"customer_id": "acct_2048", "to": "pro"})) // asked
+	callTool(t, cs, "upgrade_plan", map[string]any{"customer_id": "acct_2048", "to": "pro", "__confirm_token": asked["confirm_token"]})
+	callTool(t, cs, "delete_customer", map[string]any{"id": "acct_2048"}) // confirmed by elicit
+	f.action = "decline"
+	callTool(t, cs, "delete_customer", map[string]any{"id": "acct_1024"}) // declined
+	cs.Close()
+	time.Sleep(1500 * time.Millisecond) // a checkpoint is signed
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+
+	code, out, errText := runCLI(t, "audit", "verify", "--data", data, "--config", config, "--checkpoints")
+	if code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(out, "checkpoints signed by key") {
+		t.Fatalf("verify: %d %q %q", code, out, errText)
+	}
+	_, jsonl, _ := runCLI(t, "audit", "export", "--data", data, "--config", config)
+	var trail []string
+	for line := range strings.Lines(jsonl) {
+		var r interlock.AuditRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("export line %q: %v", line, err)
+		}
+		if r.Event == "call" {
+			trail = append(trail, r.Tool+":"+r.Decision+"/"+r.Outcome+"/"+r.ConfirmedBy)
+			if r.Client != "audit-it/9.9" || r.Session == "" || r.Principal != "anonymous" {
+				t.Errorf("record %d: client %q session %q principal %q", r.Seq, r.Client, r.Session, r.Principal)
+			}
+		}
+	}
+	want := []string{
+		"list_customers:allowed/ok/",
+		"send_reminder:previewed/DRY_RUN_PREVIEW/",
+		"send_reminder:confirmed//flag", "send_reminder:confirmed/ok/flag",
+		"upgrade_plan:asked/CONFIRMATION_REQUIRED/",
+		"upgrade_plan:confirmed//token", "upgrade_plan:confirmed/ok/token",
+		"delete_customer:confirmed//elicit", "delete_customer:confirmed/ok/elicit",
+		"delete_customer:declined/DECLINED/",
+	}
+	if strings.Join(trail, " ") != strings.Join(want, " ") {
+		t.Errorf("trail:\n%s\nwant:\n%s", strings.Join(trail, "\n"), strings.Join(want, "\n"))
+	}
+	if _, tail, _ := runCLI(t, "audit", "tail", "-n", "2", "--data", data, "--config", config); strings.Count(tail, "\n") != 2 || !strings.Contains(tail, "decision=declined") {
+		t.Errorf("tail -n 2:\n%s", tail)
+	}
+
+	db, err := sql.Open("sqlite", filepath.Join(data, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE audit SET record = replace(record, '"decision":"declined"', '"decision":"confirmed"') WHERE record LIKE '%"decision":"declined"%'`); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errText = runCLI(t, "audit", "verify", "--data", data, "--config", config)
+	if code != 1 || !strings.Contains(errText, "record 10: was edited") {
+		t.Errorf("verify after an edit: %d %q", code, errText)
+	}
+}
+
+// TestAuditSurvivesKill9 kills the gateway in the middle of a stream of
+// calls: afterwards the chain verifies, and every call a client saw
+// succeed has its record, in SQLite and in PostgreSQL.
+func TestAuditSurvivesKill9(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			data := t.TempDir()
+			config := filepath.Join(data, "config.yaml")
+			section := ""
+			if backend == "postgres" {
+				section = "audit:\n  postgres: " + pgSchema(t) + "\n"
+			}
+			cfg := strings.Replace(string(builtinConfig), "rules:", section+"rules:", 1)
+			cfg = strings.Replace(cfg, "command: [interlock, demo]", fmt.Sprintf("command: [%s, demo, --db, %s]", binary, filepath.Join(data, "demo.db")), 1)
+			if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := command("false", "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", config)
+			url, exited := launch(t, cmd)
+
+			var allowed, confirmed atomic.Int64
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			for range 4 {
+				wg.Go(func() {
+					cs, err := mcp.NewClient(&mcp.Implementation{Name: "crash"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+					if err != nil {
+						return
+					}
+					defer cs.Close()
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						name, args, counter := "get_customer", map[string]any{"id": "acct_9931"}, &allowed
+						if i%2 == 1 {
+							name, args, counter = "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true}, &confirmed
+						}
+						res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+						if err != nil {
+							return
+						}
+						if !res.IsError {
+							counter.Add(1)
+						}
+					}
+				})
+			}
+			time.Sleep(1500 * time.Millisecond)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+			close(stop)
+			wg.Wait()
+			if allowed.Load() == 0 || confirmed.Load() == 0 {
+				t.Fatalf("no calls succeeded before the kill (%d, %d)", allowed.Load(), confirmed.Load())
+			}
+
+			code, out, errText := runCLI(t, "audit", "verify", "--data", data, "--config", config)
+			if code != 0 {
+				t.Fatalf("verify after kill -9: %d %q %q", code, out, errText)
+			}
+			_, jsonl, _ := runCLI(t, "audit", "export", "--data", data, "--config", config)
+			var okAllowed, okConfirmed, confirmations int64
+			sc := bufio.NewScanner(strings.NewReader(jsonl))
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var r interlock.AuditRecord
+				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case r.Tool == "get_customer" && r.Outcome == "ok":
+					okAllowed++
+				case r.Tool == "send_reminder" && r.Decision == "confirmed" && r.Outcome == "":
+					confirmations++
+				case r.Tool == "send_reminder" && r.Outcome == "ok":
+					okConfirmed++
+				}
+			}
+			t.Logf("%s: clients saw %d allowed and %d confirmed calls succeed; the log has %d, %d (and %d confirmations)",
+				backend, allowed.Load(), confirmed.Load(), okAllowed, okConfirmed, confirmations)
+			if okAllowed < allowed.Load() || okConfirmed < confirmed.Load() || confirmations < okConfirmed {
+				t.Errorf("records missing for calls that succeeded")
+			}
+		})
+	}
+}
+
+// pgSchema makes a fresh schema on the test PostgreSQL server and returns
+// a URL that uses it.
+func pgSchema(t *testing.T) string {
+	t.Helper()
+	const base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "interlock_it_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL at 127.0.0.1:5432: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, base)
+		if err == nil {
+			c.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	return base + "&search_path=" + name
+}

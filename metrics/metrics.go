@@ -1,0 +1,106 @@
+// Package metrics exposes what interlock's gate decides in the Prometheus
+// text format: calls by tool, mode, decision and outcome, the confirmation
+// funnel, and latency histograms for the gate and for each upstream.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// Metrics is an [interlock.Meter] that keeps Prometheus metrics in a
+// registry of its own.
+type Metrics struct {
+	registry      *prometheus.Registry
+	calls         *prometheus.CounterVec
+	confirmations *prometheus.CounterVec
+	gate          *prometheus.HistogramVec
+	upstream      *prometheus.HistogramVec
+	upstreamUp    *prometheus.GaugeVec
+	events        *prometheus.CounterVec
+}
+
+var _ interlock.Meter = (*Metrics)(nil)
+
+// gateBuckets span the gate's own cost, from a microsecond to the time a
+// human takes to answer a form (the gate's latency includes waiting for
+// one on earlier protocols).
+var gateBuckets = []float64{1e-6, 5e-6, 25e-6, 100e-6, 500e-6, 2.5e-3, 10e-3, 50e-3, 0.25, 1, 5, 30, 120}
+
+// New returns metrics registered with a new registry, with the Go runtime
+// and process collectors beside them.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_calls_total",
+			Help: "Tool calls by tool, mode, decision and outcome (ok or the error code).",
+		}, []string{"tool", "mode", "decision", "outcome"}),
+		confirmations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_confirmations_total",
+			Help: "The confirmation funnel: calls asked, confirmed (by key), declined, cancelled and expired.",
+		}, []string{"stage", "by"}),
+		gate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "interlock_gate_seconds",
+			Help:    "Time a call spends in the gate, not counting the tool's own run.",
+			Buckets: gateBuckets,
+		}, []string{"mode"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "interlock_upstream_seconds",
+			Help:    "Time the tool behind the gate took to answer, by upstream.",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12),
+		}, []string{"upstream"}),
+		upstreamUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "interlock_upstream_up",
+			Help: "1 when the gateway holds a session with the upstream, 0 when not.",
+		}, []string{"upstream"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_events_total",
+			Help: "Events around the gate: refused API keys, upstream restarts, hints an upstream tried to loosen.",
+		}, []string{"event"}),
+	}
+	m.registry.MustRegister(m.calls, m.confirmations, m.gate, m.upstream, m.upstreamUp, m.events,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveCall implements [interlock.Meter].
+func (m *Metrics) ObserveCall(s interlock.CallStats) {
+	m.calls.WithLabelValues(s.Tool, s.Mode, s.Decision, s.Outcome).Inc()
+	switch s.Decision {
+	case interlock.DecisionAsked, interlock.DecisionDeclined, interlock.DecisionCancelled, interlock.DecisionExpired:
+		m.confirmations.WithLabelValues(s.Decision, "").Inc()
+	case interlock.DecisionConfirmed:
+		m.confirmations.WithLabelValues(s.Decision, s.ConfirmedBy).Inc()
+	}
+	m.gate.WithLabelValues(s.Mode).Observe((s.Took - s.Ran).Seconds())
+	if s.Ran > 0 {
+		upstream := s.Upstream
+		if upstream == "" {
+			upstream = "local"
+		}
+		m.upstream.WithLabelValues(upstream).Observe(s.Ran.Seconds())
+	}
+}
+
+// Event counts an event around the gate.
+func (m *Metrics) Event(name string) { m.events.WithLabelValues(name).Inc() }
+
+// UpstreamUp records whether the gateway holds a session with an upstream.
+func (m *Metrics) UpstreamUp(upstream string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.upstreamUp.WithLabelValues(upstream).Set(v)
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
