@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -41,6 +42,9 @@ type Options struct {
 	// written.
 	Audit         interlock.AuditLog
 	AuditOptional bool
+	// Metrics, when set, counts the gate's calls and the gateway's events
+	// and is served at /metrics.
+	Metrics *metrics.Metrics
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -50,6 +54,7 @@ type Gateway struct {
 	server    *mcp.Server
 	log       *slog.Logger
 	upstreams []*upstream
+	metrics   *metrics.Metrics
 
 	mu sync.Mutex
 	// owner maps each mirrored tool name to the upstream it came from.
@@ -84,6 +89,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Tokens:           opts.Tokens,
 		Audit:            opts.Audit,
 		AuditOptional:    opts.AuditOptional,
+		Meter:            meterOf(opts.Metrics),
 	})
 	if err != nil {
 		return nil, err
@@ -98,9 +104,35 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		HasTools: true,
 	})
 	for _, cfg := range f.Upstreams {
-		g.upstreams = append(g.upstreams, &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged})
+		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged}
+		u.onEvent = func(name, detail string) {
+			g.event(context.Background(), name, &interlock.AuditRecord{Upstream: cfg.Name, Detail: detail})
+		}
+		if opts.Metrics != nil {
+			u.onUp = func(up bool) { opts.Metrics.UpstreamUp(cfg.Name, up) }
+		}
+		g.upstreams = append(g.upstreams, u)
 	}
+	g.metrics = opts.Metrics
 	return g, nil
+}
+
+// meterOf is m as the gate's Meter; nil when there are no metrics.
+func meterOf(m *metrics.Metrics) interlock.Meter {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// event records something that happened around the gate in the audit log
+// and the metrics; rec holds what else is known of it.
+func (g *Gateway) event(ctx context.Context, name string, rec *interlock.AuditRecord) {
+	rec.Event = name
+	g.gate.RecordEvent(ctx, rec)
+	if g.metrics != nil {
+		g.metrics.Event(name)
+	}
 }
 
 // identify says who calls: the verified API key's principal and tenant
@@ -269,6 +301,8 @@ func (g *Gateway) pin(u *upstream, tool string, claimed interlock.Hints) interlo
 	if loosened := loosenedHints(strict, claimed); len(loosened) > 0 {
 		g.log.Warn("upstream loosened a tool's hints; the stricter ones stay until the gateway restarts",
 			"upstream", u.cfg.Name, "tool", tool, "hints", strings.Join(loosened, ","))
+		g.event(context.Background(), "hints_loosened", &interlock.AuditRecord{Upstream: u.cfg.Name, Tool: tool,
+			Detail: "kept the stricter value of " + strings.Join(loosened, ", ")})
 	}
 	g.pinned[key] = strict
 	return strict

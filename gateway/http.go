@@ -15,7 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -73,11 +75,23 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	}
 	mcpHandler = mcpEnvelope(maxBody, mcpHandler)
 	rest := g.restHandler()
+	var metricsHandler http.Handler
+	if g.metrics != nil {
+		metricsHandler = g.metrics.Handler()
+	}
 	if len(g.file.Auth.Keys) > 0 {
 		requireKey := auth.RequireBearerToken(keyVerifier(g.file.Auth.Keys), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-		mcpHandler, rest = requireKey(mcpHandler), requireKey(rest)
+		guard := func(h http.Handler) http.Handler { return g.recordRefusals(requireKey(h)) }
+		mcpHandler, rest = guard(mcpHandler), guard(rest)
+		if metricsHandler != nil {
+			metricsHandler = guard(metricsHandler)
+		}
 	}
+	mcpHandler, rest = withTraceContext(mcpHandler), withTraceContext(rest)
 	mux := http.NewServeMux()
+	if metricsHandler != nil {
+		mux.Handle("GET /metrics", metricsHandler)
+	}
 	mux.Handle(MCPPath, crossOriginRefused(mcpHandler, func(w http.ResponseWriter) {
 		writeRPCError(w, http.StatusForbidden, nil, codeInvalidRequest, crossOriginMessage+" "+crossOriginHint)
 	}))
@@ -115,6 +129,56 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		_ = json.NewEncoder(w).Encode(body)
 	})
 	return mux
+}
+
+// withTraceContext continues the trace a request's W3C traceparent header
+// names, if any.
+func withTraceContext(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("traceparent") != "" {
+			r = r.WithContext(interlock.TraceFromHeaders(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection beneath.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// recordRefusals records every request refused for its API key (a 401):
+// where it came from and what it asked for, never the key it sent.
+func (g *Gateway) recordRefusals(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusUnauthorized {
+			why := "an unknown API key"
+			if r.Header.Get("Authorization") == "" {
+				why = "no API key"
+			}
+			g.event(r.Context(), "auth_refused", &interlock.AuditRecord{
+				Detail: fmt.Sprintf("%s %s from %s with %s", r.Method, r.URL.Path, r.RemoteAddr, why)})
+		}
+	})
 }
 
 // keyVerifier checks a bearer token against the configured key hashes. Every

@@ -20,6 +20,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/policy"
@@ -37,6 +39,10 @@ type upstream struct {
 	// onToolsChanged is called, off the client's goroutine, when the child
 	// announces that its tool list changed.
 	onToolsChanged func(*upstream)
+	// onEvent hears the upstream's restarts; onUp whether a session with it
+	// is held. Either may be nil.
+	onEvent func(name, detail string)
+	onUp    func(up bool)
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -96,8 +102,14 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if u.started {
 		// A restarted child may offer other tools than the one before.
 		go u.onToolsChanged(u)
+		if u.onEvent != nil {
+			u.onEvent("upstream_restarted", "reconnected to "+what)
+		}
 	}
 	u.started = true
+	if u.onUp != nil {
+		u.onUp(true)
+	}
 	go func() {
 		// When the child exits, the next call reconnects.
 		_ = cs.Wait()
@@ -215,10 +227,14 @@ type withHeaders struct {
 }
 
 func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(h.headers) > 0 {
+	traced := trace.SpanContextFromContext(r.Context()).IsValid()
+	if len(h.headers) > 0 || traced {
 		r = r.Clone(r.Context())
 		for k, v := range h.headers {
 			r.Header.Set(k, v)
+		}
+		if traced {
+			interlock.TraceToHeaders(r.Context(), propagation.HeaderCarrier(r.Header))
 		}
 	}
 	return h.next.RoundTrip(r)
@@ -311,6 +327,11 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		}
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// The upstream continues the caller's trace.
+		params.Meta = mcp.Meta{}
+		interlock.TraceToMeta(ctx, params.Meta)
+	}
 	if r, ok := interlock.RetryOf(ctx); ok {
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
@@ -423,10 +444,14 @@ func (u *upstream) timeout() time.Duration {
 // forget drops a session that broke, so the next call starts the child again.
 func (u *upstream) forget(cs *mcp.ClientSession) {
 	u.mu.Lock()
-	if u.session == cs {
+	lost := u.session == cs
+	if lost {
 		u.session = nil
 	}
 	u.mu.Unlock()
+	if lost && u.onUp != nil {
+		u.onUp(false)
+	}
 	_ = cs.Close()
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway"
+	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/redis"
 )
@@ -125,6 +126,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		return os.Getenv(name)
 	}}
+	if !*stdio {
+		opts.Metrics = metrics.New()
+	}
 	store := "memory (this process only)"
 	if f.Store.Redis != "" {
 		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/metrics"
+	"github.com/interlock-mcp/interlock/sqlite"
+)
+
+// TestEventsAreRecordedAndCounted: a refused API key, an upstream restart
+// and hints an upstream tried to loosen each leave an audit record and a
+// count at /metrics, which takes the same keys as /mcp.
+func TestEventsAreRecordedAndCounted(t *testing.T) {
+	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	m := metrics.New()
+	f := config(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\n", HashKey("alice-key")), "fx")
+	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Metrics: m, Getenv: func(k string) string {
+		switch k {
+		case "MCP_DRY_RUN":
+			return "false"
+		case interlock.SecretEnv:
+			return testSecret
+		}
+		return ""
+	}})
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+
+	get := func(path, key string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, _ := get("/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a key: %d", code)
+	}
+	if code, _ := get("/metrics", "wrong-key"); code != http.StatusUnauthorized {
+		t.Errorf("/metrics with a wrong key: %d", code)
+	}
+
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "events"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{"alice-key"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call(t, cs, "crash", map[string]any{})
+	eventually(t, "the upstream back", func() bool { return !call(t, cs, "echo", map[string]any{}).IsError })
+	call(t, cs, "relabel", map[string]any{"name": "wipe", "annotations": map[string]any{"readOnlyHint": true}})
+	eventually(t, "the loosening recorded", func() bool {
+		_, body := get("/metrics", "alice-key")
+		return strings.Contains(body, `interlock_events_total{event="hints_loosened"} 1`)
+	})
+
+	_, body := get("/metrics", "alice-key")
+	for _, want := range []string{
+		`interlock_events_total{event="auth_refused"} 2`,
+		`interlock_events_total{event="upstream_restarted"} 1`,
+		`interlock_upstream_up{upstream="fx"} 1`,
+		`interlock_calls_total{decision="allowed",mode="allow",outcome="ok",tool="echo"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	events := map[string][]string{}
+	for r, err := range log.Records(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Event != "call" {
+			events[r.Event] = append(events[r.Event], r.Upstream+" "+r.Tool+" "+r.Detail)
+		}
+	}
+	if got := events["auth_refused"]; len(got) != 2 || !strings.Contains(got[0], "GET /metrics") || !strings.Contains(got[0], "no API key") ||
+		!strings.Contains(got[1], "an unknown API key") || strings.Contains(strings.Join(got, " "), "wrong-key") {
+		t.Errorf("auth_refused records: %q", got)
+	}
+	if got := events["upstream_restarted"]; len(got) != 1 || !strings.HasPrefix(got[0], "fx ") {
+		t.Errorf("upstream_restarted records: %q", got)
+	}
+	if got := events["hints_loosened"]; len(got) != 1 || !strings.Contains(got[0], "fx wipe") || !strings.Contains(got[0], "readOnlyHint") {
+		t.Errorf("hints_loosened records: %q", got)
+	}
+	if n, err := interlock.VerifyChain(log.Records(context.Background(), 1)); err != nil || n == 0 {
+		t.Errorf("verify: %d, %v", n, err)
+	}
+}
