@@ -24,6 +24,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/resilience"
 )
 
 // Options configure a [Gateway].
@@ -111,10 +112,31 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		if opts.Metrics != nil {
 			u.onUp = func(up bool) { opts.Metrics.UpstreamUp(cfg.Name, up) }
 		}
+		u.guard = resilience.New(guardConfig(cfg), transient, func(state string) {
+			log.Warn("upstream circuit changed", "upstream", cfg.Name, "state", state)
+			if opts.Metrics != nil {
+				opts.Metrics.Breaker(cfg.Name, state)
+			}
+		})
 		g.upstreams = append(g.upstreams, u)
 	}
 	g.metrics = opts.Metrics
 	return g, nil
+}
+
+// guardConfig is an upstream's resilience configuration.
+func guardConfig(u *policy.Upstream) resilience.Config {
+	c := resilience.Config{Timeout: u.CallTimeout, MaxInFlight: uint(max(u.MaxInFlight, 0)), RatePerSecond: u.Rate}
+	if u.Retries != nil {
+		c.Retries = *u.Retries
+		if c.Retries == 0 {
+			c.Retries = -1
+		}
+	}
+	if b := u.Breaker; b != nil {
+		c.BreakerFailures, c.BreakerDelay = uint(max(b.Failures, 0)), b.Every
+	}
+	return c
 }
 
 // meterOf is m as the gate's Meter; nil when there are no metrics.
@@ -268,13 +290,16 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	// re-announced between ask and redeem cannot inherit the answer.
 	gt.Definition = interlock.DefinitionDigest(adv)
 	upstreamName := t.Name
+	// Only a call that may be made twice is retried: a read-only or
+	// idempotent tool, as the gate sees its hints.
+	repeatable := gt.Hints.ReadOnly || gt.Hints.Idempotent
 	g.gate.Register(gt, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-		return u.call(ctx, upstreamName, args, nil)
+		return u.call(ctx, upstreamName, args, nil, repeatable)
 	})
 	g.advertised[name] = adv
 	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return g.gate.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-			return u.call(ctx, upstreamName, args, req)
+			return u.call(ctx, upstreamName, args, req, repeatable)
 		}), nil
 	})
 	return nil

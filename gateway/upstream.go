@@ -25,6 +25,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/resilience"
 )
 
 // connectTimeout bounds starting a child and the MCP handshake with it.
@@ -43,6 +44,9 @@ type upstream struct {
 	// is held. Either may be nil.
 	onEvent func(name, detail string)
 	onUp    func(up bool)
+	// guard applies the upstream's timeout, retries, circuit breaker,
+	// bulkhead and rate limit to every call.
+	guard *resilience.Guard
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -311,11 +315,68 @@ func (u *upstream) track(req *mcp.CallToolRequest) (*inflight, func()) {
 	}
 }
 
-// call forwards a call the gate let through and returns the upstream's
-// result untouched. Failures become server-side interlock errors; the
-// upstream's internal error text stays in the gateway's log. req is the
-// downstream request, when there is one (a preview has none).
-func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// call forwards a call the gate let through, under the upstream's guard
+// (timeout, retries, circuit breaker, bulkhead, rate limit), and returns
+// the upstream's result untouched. repeatable says the call may be made
+// again after a transient failure (a read-only or idempotent tool).
+// Failures become server-side interlock errors; the upstream's own error
+// text stays in the gateway's log. req is the downstream request, when
+// there is one (a preview has none).
+func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest, repeatable bool) (*mcp.CallToolResult, error) {
+	var res *mcp.CallToolResult
+	err := u.guard.Do(ctx, repeatable, func(ctx context.Context) error {
+		var err error
+		res, err = u.attempt(ctx, name, args, req)
+		return err
+	})
+	var rejected *resilience.Rejected
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &rejected):
+		return nil, u.rejection(name, rejected)
+	case errors.Is(err, resilience.ErrTimeout):
+		return nil, &interlock.Error{
+			Code:    interlock.CodeUpstreamTimeout,
+			Message: fmt.Sprintf("The server behind %s did not answer within %s; it may or may not have run.", name, u.timeout()),
+			Hint:    "Check the current state with a read-only tool before retrying.",
+			Err:     err,
+		}
+	}
+	return nil, err
+}
+
+// rejection is the answer to a call the guard did not make.
+func (u *upstream) rejection(name string, r *resilience.Rejected) *interlock.Error {
+	retryAfter := r.RetryAfter.Milliseconds()
+	switch r.Reason {
+	case resilience.CircuitOpen:
+		return &interlock.Error{Code: interlock.CodeCircuitOpen, RetryAfterMS: retryAfter,
+			Message: fmt.Sprintf("The server behind %s failed repeatedly, so interlock stopped calling it for a while; nothing ran.", name),
+			Hint:    "Wait retry_after_ms before calling it again; if it stays down, tell the operator."}
+	case resilience.RateLimited:
+		return &interlock.Error{Code: interlock.CodeRateLimited, RetryAfterMS: retryAfter,
+			Message: fmt.Sprintf("Calls to the server behind %s are over the rate the operator allows; nothing ran.", name),
+			Hint:    "Wait retry_after_ms, then call again; spread calls out."}
+	}
+	return &interlock.Error{Code: interlock.CodeBulkheadFull, RetryAfterMS: retryAfter,
+		Message: fmt.Sprintf("The server behind %s has as many calls in flight as the operator allows; nothing ran.", name),
+		Hint:    "Retry in a moment, after some of your calls have finished."}
+}
+
+// transient reports whether an attempt's error is a failure of the server
+// (counted by the circuit breaker, and retried when the call may be
+// repeated), rather than an answer.
+func transient(err error) bool {
+	switch interlock.ErrorCode(err) {
+	case interlock.CodeUpstreamUnavailable, interlock.CodeUpstreamError, interlock.CodeUpstreamTimeout:
+		return true
+	}
+	return false
+}
+
+// attempt makes one attempt of a call.
+func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	cs, err := u.connect(ctx)
 	if err != nil {
 		u.log().Warn("upstream not reachable", "upstream", u.cfg.Name, "tool", name, "error", logText(err.Error()))
@@ -336,10 +397,8 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
 	fl, done := u.track(req)
-	cctx, cancel := context.WithTimeout(ctx, u.timeout())
-	res, err := cs.CallTool(cctx, params)
-	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
-	cancel()
+	res, err := cs.CallTool(ctx, params)
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	done()
 	if err == nil {
 		u.callsMu.Lock()

@@ -22,6 +22,7 @@ type Metrics struct {
 	gate          *prometheus.HistogramVec
 	upstream      *prometheus.HistogramVec
 	upstreamUp    *prometheus.GaugeVec
+	breakerOpen   *prometheus.GaugeVec
 	events        *prometheus.CounterVec
 }
 
@@ -59,12 +60,16 @@ func New() *Metrics {
 			Name: "interlock_upstream_up",
 			Help: "1 when the gateway holds a session with the upstream, 0 when not.",
 		}, []string{"upstream"}),
+		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "interlock_breaker_state",
+			Help: "Each upstream's circuit breaker: 0 closed, 1 half-open, 2 open.",
+		}, []string{"upstream"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_events_total",
 			Help: "Events around the gate: refused API keys, upstream restarts, hints an upstream tried to loosen.",
 		}, []string{"event"}),
 	}
-	m.registry.MustRegister(m.calls, m.confirmations, m.gate, m.upstream, m.upstreamUp, m.events,
+	m.registry.MustRegister(m.calls, m.confirmations, m.gate, m.upstream, m.upstreamUp, m.breakerOpen, m.events,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -98,6 +103,19 @@ func (m *Metrics) UpstreamUp(upstream string, up bool) {
 		v = 1
 	}
 	m.upstreamUp.WithLabelValues(upstream).Set(v)
+}
+
+// Breaker records the state of an upstream's circuit breaker: closed,
+// half-open or open.
+func (m *Metrics) Breaker(upstream, state string) {
+	v := 0.0
+	switch state {
+	case "half-open":
+		v = 1
+	case "open":
+		v = 2
+	}
+	m.breakerOpen.WithLabelValues(upstream).Set(v)
 }
 
 // Handler serves the metrics in the Prometheus text format.

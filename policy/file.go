@@ -78,11 +78,24 @@ type Upstream struct {
 	// Prefix is put before each of this upstream's tool names, to resolve two
 	// upstreams that expose the same name.
 	Prefix string `yaml:"prefix"`
-	// Timeout bounds one call to the upstream, as a Go duration; 5m when
-	// absent. A call that takes longer is UPSTREAM_TIMEOUT.
+	// Timeout bounds one attempt of a call to the upstream, as a Go
+	// duration; 30s when absent. An attempt that takes longer is
+	// UPSTREAM_TIMEOUT.
 	Timeout string `yaml:"timeout"`
 	// CallTimeout is Timeout, parsed.
 	CallTimeout time.Duration `yaml:"-"`
+	// Retries is how many times a call of a read-only or idempotent tool
+	// is tried again after a transient failure (2 when absent, 0 for none);
+	// other calls are never repeated.
+	Retries *int `yaml:"retries"`
+	// Breaker opens the circuit after Failures consecutive failures (10)
+	// and lets one call try again Delay later (60s).
+	Breaker *Breaker `yaml:"breaker"`
+	// MaxInFlight bounds the calls in flight to the upstream (100); one
+	// more is BULKHEAD_FULL at once.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// Rate bounds calls per second to the upstream; none when absent.
+	Rate float64 `yaml:"rate"`
 	// TrustHints, when false, has the gateway ignore the annotations this
 	// upstream claims: its tools are unannotated (destructive, open-world)
 	// unless a rule's annotations override says otherwise. True when absent.
@@ -94,12 +107,46 @@ type Upstream struct {
 	Line int `yaml:"-"`
 }
 
+// Breaker configures an upstream's circuit breaker.
+type Breaker struct {
+	Failures int    `yaml:"failures"`
+	Delay    string `yaml:"delay"`
+	// Every is Delay, parsed.
+	Every time.Duration `yaml:"-"`
+}
+
+// checkResilience checks an upstream's resilience settings.
+func checkResilience(u *Upstream, add func(int, string, ...any)) {
+	if u.Retries != nil && (*u.Retries < 0 || *u.Retries > 10) {
+		add(u.Line, "upstream %q: retries must be between 0 and 10", u.Name)
+	}
+	if u.MaxInFlight < 0 || u.MaxInFlight > 100000 {
+		add(u.Line, "upstream %q: max_in_flight must be between 1 and 100000", u.Name)
+	}
+	if u.Rate < 0 {
+		add(u.Line, "upstream %q: rate must be a positive number of calls per second", u.Name)
+	}
+	if b := u.Breaker; b != nil {
+		if b.Failures < 0 || b.Failures > 10000 {
+			add(u.Line, "upstream %q: breaker.failures must be between 1 and 10000", u.Name)
+		}
+		if b.Delay != "" {
+			d, err := time.ParseDuration(b.Delay)
+			if err != nil || d < time.Second || d > 24*time.Hour {
+				add(u.Line, "upstream %q: breaker.delay %q must be a duration between 1s and 24h, such as 60s", u.Name, b.Delay)
+			}
+			b.Every = d
+		}
+	}
+}
+
 // TrustsHints reports whether the gateway takes the upstream's tool
 // annotations into account.
 func (u *Upstream) TrustsHints() bool { return u.TrustHints == nil || *u.TrustHints }
 
-// DefaultCallTimeout bounds a call to an upstream that sets no timeout.
-const DefaultCallTimeout = 5 * time.Minute
+// DefaultCallTimeout bounds an attempt of a call to an upstream that sets
+// no timeout.
+const DefaultCallTimeout = 30 * time.Second
 
 // Store says where live confirm tokens are kept: in the gateway's memory
 // when Redis is empty, or in Redis, shared by every gateway that uses the
@@ -428,6 +475,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			}
 			u.CallTimeout = d
 		}
+		checkResilience(u, add)
 		if !toolNameRE.MatchString(u.Prefix) {
 			add(u.Line, "upstream %q: prefix %q may only use letters, digits, '_', '-' and '.'", u.Name, u.Prefix)
 		}

@@ -1,0 +1,75 @@
+package gateway
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+// TestUpstreamGuard drives the fixture through an upstream's guard: a
+// failing server opens the circuit (CIRCUIT_OPEN with retry_after_ms), a
+// full bulkhead refuses at once, and a slow attempt is UPSTREAM_TIMEOUT.
+func TestUpstreamGuard(t *testing.T) {
+	t.Run("the circuit opens after consecutive failures", func(t *testing.T) {
+		f := config(t, "", "fx")
+		f.Upstreams[0].Retries = new(0)
+		f.Upstreams[0].Breaker = &policy.Breaker{Failures: 3, Delay: "1s", Every: time.Second}
+		gw := start(t, f, "false")
+		cs := client(t, gw, nil)
+		for range 3 {
+			if b := body(t, call(t, cs, "fail", map[string]any{"code": -32603, "message": "db down"})); b.Code != interlock.CodeUpstreamError {
+				t.Fatalf("failure: %+v", b)
+			}
+		}
+		b := body(t, call(t, cs, "echo", map[string]any{}))
+		if b.Code != interlock.CodeCircuitOpen || !b.Retriable || b.RetryAfterMS <= 0 || b.RetryAfterMS > 1000 {
+			t.Fatalf("open circuit: %+v", b)
+		}
+		time.Sleep(time.Second)
+		if res := call(t, cs, "echo", map[string]any{}); res.IsError {
+			t.Errorf("after the delay the trial call should run: %+v", body(t, res))
+		}
+	})
+	t.Run("arguments the upstream refuses do not open it", func(t *testing.T) {
+		f := config(t, "", "fx")
+		f.Upstreams[0].Breaker = &policy.Breaker{Failures: 2, Delay: "1m", Every: time.Minute}
+		gw := start(t, f, "false")
+		cs := client(t, gw, nil)
+		for range 4 {
+			if b := body(t, call(t, cs, "fail", map[string]any{"code": -32602, "message": "bad"})); b.Code != interlock.CodeValidationFailed {
+				t.Fatalf("refusal: %+v", b)
+			}
+		}
+		if res := call(t, cs, "echo", map[string]any{}); res.IsError {
+			t.Errorf("answers opened the circuit: %+v", body(t, res))
+		}
+	})
+	t.Run("a full bulkhead refuses at once", func(t *testing.T) {
+		f := config(t, "", "fx")
+		f.Upstreams[0].MaxInFlight = 1
+		gw := start(t, f, "false")
+		cs := client(t, gw, nil)
+		var wg sync.WaitGroup
+		wg.Go(func() { call(t, cs, "slow", map[string]any{"ms": 1500}) })
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		b := body(t, call(t, cs, "echo", map[string]any{}))
+		if b.Code != interlock.CodeBulkheadFull || !b.Retriable || time.Since(start) > time.Second {
+			t.Errorf("second call: %+v after %v", b, time.Since(start))
+		}
+		wg.Wait()
+	})
+	t.Run("an attempt over the timeout", func(t *testing.T) {
+		f := config(t, "", "fx")
+		f.Upstreams[0].CallTimeout = 200 * time.Millisecond
+		f.Upstreams[0].Retries = new(0)
+		gw := start(t, f, "false")
+		cs := client(t, gw, nil)
+		if b := body(t, call(t, cs, "slow", map[string]any{"ms": 2000})); b.Code != interlock.CodeUpstreamTimeout {
+			t.Errorf("slow call: %+v", b)
+		}
+	})
+}
