@@ -332,19 +332,42 @@ func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(stri
 // (a name built at run time) shows [REDACTED] and is refused then; this
 // check makes the mistake a load error instead.
 func secretsIn(t *template.Template, isSecret func(string) bool) []string {
-	if t == nil {
-		return nil
-	}
 	var out []string
-	seen := map[string]bool{}
 	note := func(s string) {
-		if s != "" && isSecret(s) && !seen[s] {
-			seen[s] = true
+		if s != "" && isSecret(s) && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
+	walkTemplate(t, func(n tmplparse.Node) {
+		switch n := n.(type) {
+		case *tmplparse.FieldNode:
+			for _, id := range n.Ident {
+				note(id)
+			}
+		case *tmplparse.ChainNode:
+			for _, id := range n.Field {
+				note(id)
+			}
+		case *tmplparse.VariableNode:
+			for _, id := range n.Ident {
+				note(id)
+			}
+		case *tmplparse.StringNode:
+			note(n.Text)
+		}
+	})
+	return out
+}
+
+// walkTemplate calls visit for every node of every template in t, depth
+// first; nothing when t is nil.
+func walkTemplate(t *template.Template, visit func(tmplparse.Node)) {
+	if t == nil {
+		return
+	}
 	var walk func(tmplparse.Node)
 	walk = func(n tmplparse.Node) {
+		visit(n)
 		switch n := n.(type) {
 		case *tmplparse.ListNode:
 			if n != nil {
@@ -364,21 +387,8 @@ func secretsIn(t *template.Template, isSecret func(string) bool) []string {
 			for _, a := range n.Args {
 				walk(a)
 			}
-		case *tmplparse.FieldNode:
-			for _, id := range n.Ident {
-				note(id)
-			}
 		case *tmplparse.ChainNode:
 			walk(n.Node)
-			for _, id := range n.Field {
-				note(id)
-			}
-		case *tmplparse.VariableNode:
-			for _, id := range n.Ident {
-				note(id)
-			}
-		case *tmplparse.StringNode:
-			note(n.Text)
 		case *tmplparse.IfNode:
 			walk(n.Pipe)
 			walk(n.List)
@@ -400,7 +410,6 @@ func secretsIn(t *template.Template, isSecret func(string) bool) []string {
 			walk(tt.Root)
 		}
 	}
-	return out
 }
 
 func modeNames() string {
