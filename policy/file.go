@@ -163,7 +163,8 @@ type Key struct {
 	Principal string `yaml:"principal"`
 	Tenant    string `yaml:"tenant"`
 
-	Line int `yaml:"-"`
+	Line  int `yaml:"-"`
+	lines lines
 }
 
 // DefaultTenant is the tenant of an API key that names none.
@@ -181,11 +182,11 @@ func (u *Upstream) UnmarshalYAML(n *yaml.Node) error {
 // "env.TOKEN"), or of the upstream itself when the key is not written.
 func (u *Upstream) At(path string) int { return u.lines.at(path, u.Line) }
 
-// UnmarshalYAML records where the key starts, for messages, and
-// rejects unknown fields.
+// UnmarshalYAML records where the key and each of its fields start, for
+// messages, and rejects unknown fields.
 func (k *Key) UnmarshalYAML(n *yaml.Node) error {
 	type plain Key
-	k.Line = n.Line
+	k.Line, k.lines = n.Line, keyLines(n)
 	return n.Load((*plain)(k), yaml.WithKnownFields())
 }
 
@@ -336,9 +337,9 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	for _, k := range f.Auth.Keys {
 		k.SHA256 = strings.ToLower(strings.TrimSpace(k.SHA256))
 		if !sha256RE.MatchString(k.SHA256) {
-			add(k.Line, "auth key: sha256 must be 64 hex digits (the SHA-256 of the key; `interlock key` makes one)")
+			add(k.lines.at("sha256", k.Line), "auth key: sha256 must be 64 hex digits (the SHA-256 of the key; `interlock key` makes one)")
 		} else if hashes[k.SHA256] != 0 {
-			add(k.Line, "auth key: the same key is already listed on line %d", hashes[k.SHA256])
+			add(k.lines.at("sha256", k.Line), "auth key: the same key is already listed on line %d", hashes[k.SHA256])
 		} else {
 			hashes[k.SHA256] = k.Line
 		}

@@ -63,6 +63,7 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate upstream", "upstreams:\n  - {name: a, command: [x]}\n  - {name: a, command: [y]}\n", []string{`policy.yaml:3: upstream "a" is already defined on line 2`}},
 		{"unset env var", "upstreams:\n  - name: gh\n    command: [gh-mcp]\n    env: {GITHUB_TOKEN: '${NOPE}'}\n", []string{`policy.yaml:4: upstream "gh": env GITHUB_TOKEN refers to ${NOPE}, which is not set`}},
 		{"bad key hash", "auth:\n  keys:\n    - {sha256: abc, principal: ci}\n", []string{"policy.yaml:3: auth key: sha256 must be 64 hex digits"}},
+		{"bad key hash on its own line", "auth:\n  keys:\n    - principal: ci\n      sha256: abc\n", []string{"policy.yaml:4: auth key: sha256 must be 64 hex digits"}},
 		{"key without principal", "auth:\n  keys:\n    - sha256: " + strings.Repeat("a", 64) + "\n", []string{"policy.yaml:3: auth key: principal is required"}},
 		{"several problems at once", "rules:\n  - name: a\n    mode: maybe\n  - name: b\n    mode: deny\n    when: '('\n", []string{`policy.yaml:3: rule "a"`, `policy.yaml:6: rule "b"`}},
 	}
