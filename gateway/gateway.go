@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,7 +56,13 @@ type Gateway struct {
 	owner map[string]*upstream
 	// advertised holds each mirrored tool as clients see it.
 	advertised map[string]*mcp.Tool
+	// pinned holds the strictest hints each upstream tool has claimed
+	// since the gateway started, so a later listing can only tighten them.
+	pinned map[upstreamTool]interlock.Hints
 }
+
+// upstreamTool names a tool as its upstream does.
+type upstreamTool struct{ upstream, tool string }
 
 // New prepares a gateway for the configuration f. Nothing starts until
 // [Gateway.Start].
@@ -67,7 +74,8 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	if f.Log == nil {
 		f.Log = log
 	}
-	g := &Gateway{file: f, log: log, owner: map[string]*upstream{}, advertised: map[string]*mcp.Tool{}}
+	g := &Gateway{file: f, log: log, owner: map[string]*upstream{}, advertised: map[string]*mcp.Tool{},
+		pinned: map[upstreamTool]interlock.Hints{}}
 	gate, err := interlock.NewGate(f, &interlock.GateOptions{
 		Getenv:           opts.Getenv,
 		MaxArgumentBytes: f.MaxArgumentBytes,
@@ -95,10 +103,20 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// identify says who calls: the verified API key's principal over HTTP with
-// keys, "anonymous" over HTTP without them, and the operating-system user
-// on stdio.
+// identify says who calls: the verified API key's principal and tenant
+// over HTTP with keys, "anonymous" over HTTP without them, and the
+// operating-system user on stdio.
 func identify(ctx context.Context, req *mcp.CallToolRequest) interlock.Identity {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		// keyVerifier puts the session owner in UserID; the principal
+		// alone is in Extra.
+		extra := req.Extra.TokenInfo.Extra
+		principal, _ := extra["principal"].(string)
+		tenant, _ := extra["tenant"].(string)
+		if principal != "" && tenant != "" {
+			return interlock.Identity{Principal: principal, Tenant: tenant}
+		}
+	}
 	if req.Extra != nil && req.Extra.TokenInfo == nil && req.Extra.Header != nil {
 		return interlock.Identity{Principal: "anonymous", Tenant: interlock.TenantLocal}
 	}
@@ -197,7 +215,11 @@ func (g *Gateway) refresh(ctx context.Context, u *upstream, starting bool) error
 
 // mirror registers one upstream tool under name behind the gate.
 func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
-	hints := g.file.Hints(name, u.cfg.Name, interlock.HintsOf(t.Annotations))
+	claimed := interlock.HintsOf(nil)
+	if u.cfg.TrustsHints() {
+		claimed = g.pin(u, t.Name, interlock.HintsOf(t.Annotations))
+	}
+	hints := g.file.Hints(name, u.cfg.Name, claimed)
 	gt, err := interlock.NewTool(name, u.cfg.Name, hints, t.InputSchema)
 	if err != nil {
 		// The upstream still validates its own input; the gate cannot.
@@ -210,6 +232,9 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	if err != nil {
 		return fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
 	}
+	// A confirmation binds the tool as clients were shown it, so a tool
+	// re-announced between ask and redeem cannot inherit the answer.
+	gt.Definition = interlock.DefinitionDigest(adv)
 	upstreamName := t.Name
 	g.gate.Register(gt, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 		return u.call(ctx, upstreamName, args, nil)
@@ -221,6 +246,50 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 		}), nil
 	})
 	return nil
+}
+
+// pin returns the hints an upstream claims for its tool, less anything
+// they loosen since the tool was first listed: an upstream must not be able
+// to turn a gated tool into one that runs without a key by re-announcing
+// it (a rug pull). Tightening is taken at once and kept. Pins last until
+// the gateway restarts. The caller holds g.mu.
+func (g *Gateway) pin(u *upstream, tool string, claimed interlock.Hints) interlock.Hints {
+	key := upstreamTool{u.cfg.Name, tool}
+	first, seen := g.pinned[key]
+	if !seen {
+		g.pinned[key] = claimed
+		return claimed
+	}
+	strict := interlock.Hints{
+		ReadOnly:    first.ReadOnly && claimed.ReadOnly,
+		Destructive: first.Destructive || claimed.Destructive,
+		Idempotent:  first.Idempotent && claimed.Idempotent,
+		OpenWorld:   first.OpenWorld || claimed.OpenWorld,
+	}
+	if loosened := loosenedHints(strict, claimed); len(loosened) > 0 {
+		g.log.Warn("upstream loosened a tool's hints; the stricter ones stay until the gateway restarts",
+			"upstream", u.cfg.Name, "tool", tool, "hints", strings.Join(loosened, ","))
+	}
+	g.pinned[key] = strict
+	return strict
+}
+
+// loosenedHints names the hints in which claimed is looser than strict.
+func loosenedHints(strict, claimed interlock.Hints) []string {
+	var names []string
+	if claimed.ReadOnly && !strict.ReadOnly {
+		names = append(names, "readOnlyHint")
+	}
+	if !claimed.Destructive && strict.Destructive {
+		names = append(names, "destructiveHint")
+	}
+	if claimed.Idempotent && !strict.Idempotent {
+		names = append(names, "idempotentHint")
+	}
+	if !claimed.OpenWorld && strict.OpenWorld {
+		names = append(names, "openWorldHint")
+	}
+	return names
 }
 
 // advertisedTools returns the mirrored tools as clients see them, by name.

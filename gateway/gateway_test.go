@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 8
+const fixtureTools = 10
 
 // config builds a configuration whose upstreams all run the fixture.
 func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
@@ -52,7 +53,13 @@ func newGateway(t *testing.T, f *policy.File, opts Options) *Gateway {
 
 func start(t *testing.T, f *policy.File, dryRun string) *Gateway {
 	t.Helper()
-	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Getenv: func(k string) string {
+	return startLogged(t, f, dryRun, quiet)
+}
+
+// startLogged is start with the gateway's records going to log.
+func startLogged(t *testing.T, f *policy.File, dryRun string, log *slog.Logger) *Gateway {
+	t.Helper()
+	gw := newGateway(t, f, Options{Version: "test", Logger: log, Getenv: func(k string) string {
 		switch k {
 		case "MCP_DRY_RUN":
 			return dryRun
@@ -422,14 +429,7 @@ rules:
     mode: deny
 `, "fx")
 	gw := start(t, f, "false")
-	srv := httptest.NewServer(gw.Handler(true))
-	defer srv.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	_, cs := servedSession(t, gw, true)
 	if b := body(t, call(t, cs, "wipe", map[string]any{"target": "x", "__confirm": true})); b.Code != interlock.CodeToolNotAllowed {
 		t.Errorf("code %s, want TOOL_NOT_ALLOWED for anonymous", b.Code)
 	}
@@ -453,23 +453,47 @@ func TestUpstreamTimeout(t *testing.T) {
 	}
 }
 
-// TestChildEnvironment: an upstream child inherits the gateway's
-// environment and its own env entries, but never the sealing keys.
+// TestChildEnvironment: an upstream child gets the base list of the
+// gateway's environment and its own env entries, the whole environment
+// only with inherit_env, and never the sealing keys or their file's name.
 func TestChildEnvironment(t *testing.T) {
 	t.Setenv(interlock.SecretEnv, "a secret that must stay inside the gateway")
+	t.Setenv(policy.SecretFileEnv, "/etc/interlock/secret")
 	t.Setenv("INTERLOCK_TEST_INHERITED", "inherited")
-	f := config(t, "", "fx")
-	f.Upstreams[0].Env["FROM_CONFIG"] = "configured"
-	gw := start(t, f, "false")
-	cs := client(t, gw, nil)
-	for name, want := range map[string]string{
-		interlock.SecretEnv:        "unset",
-		"INTERLOCK_TEST_INHERITED": "inherited",
-		"FROM_CONFIG":              "configured",
-	} {
-		res := call(t, cs, "getenv", map[string]any{"name": name})
-		if got := res.Content[0].(*mcp.TextContent).Text; got != want {
-			t.Errorf("%s in the child = %q, want %q", name, got, want)
-		}
+	t.Setenv("TZ", "Europe/Berlin")
+	tests := []struct {
+		name    string
+		inherit bool
+		want    map[string]string
+	}{
+		{"base only", false, map[string]string{
+			interlock.SecretEnv:        "unset",
+			policy.SecretFileEnv:       "unset",
+			"INTERLOCK_TEST_INHERITED": "unset",
+			"TZ":                       "Europe/Berlin",
+			"PATH":                     os.Getenv("PATH"),
+			"FROM_CONFIG":              "configured",
+		}},
+		{"inherit_env", true, map[string]string{
+			interlock.SecretEnv:        "unset",
+			policy.SecretFileEnv:       "unset",
+			"INTERLOCK_TEST_INHERITED": "inherited",
+			"TZ":                       "Europe/Berlin",
+			"FROM_CONFIG":              "configured",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := config(t, "", "fx")
+			f.Upstreams[0].Env["FROM_CONFIG"] = "configured"
+			f.Upstreams[0].InheritEnv = tt.inherit
+			cs := client(t, start(t, f, "false"), nil)
+			for name, want := range tt.want {
+				res := call(t, cs, "getenv", map[string]any{"name": name})
+				if got := res.Content[0].(*mcp.TextContent).Text; got != want {
+					t.Errorf("%s in the child = %q, want %q", name, got, want)
+				}
+			}
+		})
 	}
 }

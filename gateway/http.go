@@ -48,26 +48,39 @@ func CheckListen(addr string, f *policy.File) error {
 // and a health check at /healthz. With API keys configured every MCP and
 // REST request must carry "Authorization: Bearer <key>"; the key's
 // principal and tenant become the caller's identity.
+//
+// Sessions belong to the key's tenant and principal together, close after
+// http.session_idle_timeout without a request, and number at most
+// http.max_sessions_per_principal per caller. Cross-origin browser requests
+// are refused on /mcp as on the REST face.
 func (g *Gateway) Handler(stateless bool) http.Handler {
+	// Room for the largest arguments the gate accepts and the envelope
+	// around them, so an oversized call gets the gate's VALIDATION_FAILED,
+	// not a bare 413.
+	maxBody := max(int64(g.file.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
 	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(
 		func(*http.Request) *mcp.Server { return g.server },
 		&mcp.StreamableHTTPOptions{
-			Stateless: stateless,
-			Logger:    g.log,
-			// Room for the largest arguments the gate accepts and the
-			// envelope around them, so an oversized call gets the gate's
-			// VALIDATION_FAILED, not a bare 413.
-			MaxRequestBodyBytes:          max(int64(g.file.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes),
+			Stateless:                    stateless,
+			Logger:                       g.log,
+			MaxRequestBodyBytes:          maxBody,
 			PropagateRequestCancellation: true,
+			SessionTimeout:               g.file.HTTP.SessionIdleTimeout,
 		},
 	)
+	if !stateless {
+		mcpHandler = newSessionCap(g.file.HTTP.MaxSessionsPerPrincipal, g.server).wrap(mcpHandler)
+	}
+	mcpHandler = mcpEnvelope(maxBody, mcpHandler)
 	rest := g.restHandler()
 	if len(g.file.Auth.Keys) > 0 {
 		requireKey := auth.RequireBearerToken(keyVerifier(g.file.Auth.Keys), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 		mcpHandler, rest = requireKey(mcpHandler), requireKey(rest)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, mcpHandler)
+	mux.Handle(MCPPath, crossOriginRefused(mcpHandler, func(w http.ResponseWriter) {
+		writeRPCError(w, http.StatusForbidden, nil, codeInvalidRequest, crossOriginMessage+" "+crossOriginHint)
+	}))
 	mux.Handle("/v1/", rest)
 	verify := keyVerifier(g.file.Auth.Keys)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -129,8 +142,10 @@ func keyVerifier(keys []*policy.Key) auth.TokenVerifier {
 			return nil, fmt.Errorf("%w: unknown API key", auth.ErrInvalidToken)
 		}
 		return &auth.TokenInfo{
-			UserID:     found.Principal,
-			Extra:      map[string]any{"tenant": found.Tenant},
+			// The SDK binds a session to UserID: both halves of the
+			// identity go in, so a key of another tenant cannot use it.
+			UserID:     sessionOwner(found.Tenant, found.Principal),
+			Extra:      map[string]any{"tenant": found.Tenant, "principal": found.Principal},
 			Expiration: time.Now().Add(24 * time.Hour),
 		}, nil
 	}

@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,7 +97,7 @@ func TestUpstreamConfigErrors(t *testing.T) {
 	tests := []struct{ src, want string }{
 		{"upstreams:\n  - {name: a, url: 'ftp://x'}\n", `url "ftp://x" must be an http:// or https:// URL`},
 		{"upstreams:\n  - {name: a, url: 'https://x/mcp', command: [x]}\n", "has both command and url"},
-		{"upstreams:\n  - {name: a, url: 'https://x/mcp', dir: /tmp}\n", "env and dir apply only to a command"},
+		{"upstreams:\n  - {name: a, url: 'https://x/mcp', dir: /tmp}\n", "env, inherit_env and dir apply only to a command"},
 		{"upstreams:\n  - {name: a, command: [x], headers: {A: b}}\n", "headers apply only to a url"},
 		{"upstreams:\n  - {name: a, url: 'https://x/mcp', headers: {A: '${NOPE}'}}\n", "headers A refers to ${NOPE}"},
 	}
@@ -102,5 +106,134 @@ func TestUpstreamConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Parse(%q) = %v, want %q", tt.src, err, tt.want)
 		}
+	}
+}
+
+// TestRedirectsKeepCredentialsHome: an HTTP upstream that redirects to
+// another origin does not get its configured headers sent there; a
+// redirect within its own origin is followed.
+func TestRedirectsKeepCredentialsHome(t *testing.T) {
+	remote := httpUpstream(t)
+	// leaked records every Authorization header a redirect target saw.
+	var leakedMu sync.Mutex
+	var leaked []string
+	catch := func(w http.ResponseWriter, r *http.Request) {
+		leakedMu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		leakedMu.Unlock()
+		http.Error(w, "gone", http.StatusNotFound)
+	}
+	elsewhere := httptest.NewServer(http.HandlerFunc(catch))
+	defer elsewhere.Close()
+	target, _ := url.Parse(remote.URL)
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, FlushInterval: -1}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, port, _ := net.SplitHostPort(r.Host)
+		switch r.URL.Path {
+		case "/to-other-port":
+			http.Redirect(w, r, elsewhere.URL+"/mcp", http.StatusTemporaryRedirect)
+		case "/to-other-host":
+			// The same server under another name is another origin.
+			http.Redirect(w, r, "http://localhost:"+port+"/catch", http.StatusTemporaryRedirect)
+		case "/to-other-scheme":
+			http.Redirect(w, r, "https://127.0.0.1:"+port+"/catch", http.StatusTemporaryRedirect)
+		case "/catch":
+			catch(w, r)
+		case "/same-origin":
+			http.Redirect(w, r, "/mcp", http.StatusTemporaryRedirect)
+		case "/mcp":
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	defer front.Close()
+	lookup := func(string) (string, bool) { return "", false }
+	tests := []struct {
+		path    string
+		follows bool
+	}{
+		{"/to-other-port", false},
+		{"/to-other-host", false},
+		{"/to-other-scheme", false},
+		{"/same-origin", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			leakedMu.Lock()
+			leaked = nil
+			leakedMu.Unlock()
+			f, err := policy.Parse("gateway.yaml", []byte("upstreams:\n  - name: remote\n    url: "+front.URL+tt.path+
+				"\n    headers: {Authorization: Bearer remote-key}\n"), lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs logBuffer
+			gw := newGateway(t, f, Options{Logger: logs.logger()})
+			defer gw.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = gw.Start(ctx)
+			leakedMu.Lock()
+			defer leakedMu.Unlock()
+			for _, h := range leaked {
+				if h != "" {
+					t.Errorf("the redirect target received Authorization %q", h)
+				}
+			}
+			if tt.follows {
+				if err != nil || gw.ToolCounts()["remote"] != 1 {
+					t.Errorf("same-origin redirect: Start = %v, tools %v", err, gw.ToolCounts())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Start succeeded through a redirect to another origin")
+			}
+			if !strings.Contains(logs.String(), "refused a redirect to another origin") {
+				t.Errorf("no log line says the redirect was refused:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+func TestOrigins(t *testing.T) {
+	tests := []struct {
+		a, b string
+		same bool
+	}{
+		{"https://mcp.example.com/mcp", "https://mcp.example.com:443/other", true},
+		{"http://MCP.example.com/mcp", "http://mcp.example.com:80/", true},
+		{"https://mcp.example.com/mcp", "http://mcp.example.com/mcp", false},
+		{"https://mcp.example.com/mcp", "https://mcp.example.com:8443/mcp", false},
+		{"https://mcp.example.com/mcp", "https://evil.example.com/mcp", false},
+		{"https://mcp.example.com/mcp", "https://mcp.example.com.evil.net/mcp", false},
+		{"http://[::1]:8080/mcp", "http://[::1]:8080/x", true},
+	}
+	for _, tt := range tests {
+		a, _ := url.Parse(tt.a)
+		b, _ := url.Parse(tt.b)
+		if got := sameOrigin(a, b); got != tt.same {
+			t.Errorf("sameOrigin(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.same)
+		}
+	}
+}
+
+// TestUpstreamConnectionPool: each HTTP upstream has its own pool, sized
+// for concurrent calls, never net/http's shared default.
+func TestUpstreamConnectionPool(t *testing.T) {
+	a := &upstream{cfg: &policy.Upstream{Name: "a", URL: "https://a.example/mcp"}}
+	b := &upstream{cfg: &policy.Upstream{Name: "b", URL: "https://b.example/mcp"}}
+	poolOf := func(u *upstream) *http.Transport {
+		c := u.httpClient()
+		if c != u.httpClient() {
+			t.Errorf("%s: a new client per connection", u.cfg.Name)
+		}
+		return c.Transport.(withHeaders).next.(*http.Transport)
+	}
+	pa, pb := poolOf(a), poolOf(b)
+	if pa == http.DefaultTransport || pa == pb {
+		t.Error("upstreams share a connection pool")
+	}
+	if pa.MaxIdleConnsPerHost != maxIdleConnsPerUpstream {
+		t.Errorf("MaxIdleConnsPerHost = %d", pa.MaxIdleConnsPerHost)
 	}
 }

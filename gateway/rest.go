@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"net"
@@ -88,13 +87,9 @@ func (g *Gateway) restHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"tools": g.advertisedTools()})
 	})
 	mux.HandleFunc("POST /v1/tools/{name}/call", g.restCall)
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
-			Message: "Cross-origin requests to the REST face are refused.",
-			Hint:    "Call the REST face from a server or a command-line client, not from a web page."})
-	}))
-	guarded := cop.Handler(mux)
+	guarded := crossOriginRefused(mux, func(w http.ResponseWriter) {
+		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied, Message: crossOriginMessage, Hint: crossOriginHint})
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(g.file.Auth.Keys) == 0 && !loopbackHost(r.Host) {
 			writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
@@ -104,6 +99,20 @@ func (g *Gateway) restHandler() http.Handler {
 		}
 		guarded.ServeHTTP(w, r)
 	})
+}
+
+const (
+	crossOriginMessage = "Cross-origin requests to the gateway are refused."
+	crossOriginHint    = "Call the gateway from a server, an MCP client or a command-line client, not from a web page."
+)
+
+// crossOriginRefused passes on only requests that are not cross-origin
+// browser requests (net/http's CrossOriginProtection: Sec-Fetch-Site, or
+// Origin against Host); refuse answers the others.
+func crossOriginRefused(next http.Handler, refuse func(http.ResponseWriter)) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { refuse(w) }))
+	return cop.Handler(next)
 }
 
 // loopbackHost reports whether a Host header names this machine.
@@ -132,18 +141,21 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 			Hint:    "Send the body with Content-Type: application/json."})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, int64(g.file.MaxArgumentBytes)+64<<10)
-	dec := json.NewDecoder(r.Body)
+	// The envelope is checked whole before it is decoded: a duplicate
+	// "confirm" or "arguments" must not be settled by whichever reader
+	// keeps the last one.
+	data, err := readBody(w, r, int64(g.file.MaxArgumentBytes)+64<<10)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var call restCall
 	if err := dec.Decode(&call); err != nil {
-		var tooLarge *http.MaxBytesError
-		msg := "The request body is not a JSON object of the form {\"arguments\": {…}, \"confirm\": true, \"confirm_token\": \"…\"}."
-		if errors.As(err, &tooLarge) {
-			msg = fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit)
-		}
-		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Message: msg, Err: err,
-			Hint: `Send {"arguments": {…}} with the tool's arguments, plus "confirm_token" or "confirm" when asked to.`})
+		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Err: err,
+			Message: "The request body is not a JSON object of the form {\"arguments\": {…}, \"confirm\": true, \"confirm_token\": \"…\"}.",
+			Hint:    `Send {"arguments": {…}} with the tool's arguments, plus "confirm_token" or "confirm" when asked to.`})
 		return
 	}
 	raw, err := withMeta(call)

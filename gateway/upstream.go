@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,7 +40,8 @@ type upstream struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
-	started bool // a session was made before
+	client  *http.Client // an HTTP upstream's, made once for its connection pool
+	started bool         // a session was made before
 
 	callsMu sync.Mutex
 	// calls are the downstream calls in flight on this upstream, so that a
@@ -107,27 +112,107 @@ func (u *upstream) transport() (mcp.Transport, string) {
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{
 			Endpoint:   u.cfg.URL,
-			HTTPClient: &http.Client{Transport: withHeaders{u.cfg.Headers}},
+			HTTPClient: u.httpClient(),
 		}, fmt.Sprintf("url %s", u.cfg.URL)
 	}
 	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
 	cmd.Dir = u.cfg.Dir
-	// The child gets the gateway's environment, less its sealing keys: a
-	// server behind the gate must never be able to mint confirm tokens.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, interlock.SecretEnv+"=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	for k, v := range u.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = childEnv(os.Environ(), u.cfg)
 	cmd.Stderr = os.Stderr
 	return &mcp.CommandTransport{Command: cmd}, fmt.Sprintf("command %q", strings.Join(u.cfg.Command, " "))
 }
 
+// ChildEnvBase lists the variables of the gateway's environment that every
+// child gets: what a program needs to find its tools, its home, a locale, a
+// time zone and a place for temporary files. The rest of the gateway's
+// environment (cloud credentials, tokens of other services) stays with the
+// gateway unless an upstream sets inherit_env.
+var ChildEnvBase = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT"}
+
+// childEnv is the environment of an upstream's child: the base list taken
+// from environ (or all of it with inherit_env), then the upstream's own
+// env. The sealing keys and the name of their file are never passed on: a
+// server behind the gate must never be able to mint confirm tokens.
+func childEnv(environ []string, cfg *policy.Upstream) []string {
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == interlock.SecretEnv || name == policy.SecretFileEnv {
+			continue
+		}
+		if cfg.InheritEnv || slices.Contains(ChildEnvBase, name) {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// maxIdleConnsPerUpstream keeps enough connections to an HTTP upstream
+// open for concurrent calls; net/http's default of 2 would make most calls
+// under load open a new connection.
+const maxIdleConnsPerUpstream = 64
+
+// maxRedirects is how many same-origin redirects an HTTP upstream may send
+// for one request, as net/http allows by default.
+const maxRedirects = 10
+
+// httpClient returns the upstream's own HTTP client, made once: a pool of
+// connections to it alone, its configured headers on every request, and no
+// redirect to another origin, which would carry those headers (an
+// Authorization among them) to a host the operator never named.
+func (u *upstream) httpClient() *http.Client {
+	if u.client != nil {
+		return u.client
+	}
+	pool := http.DefaultTransport.(*http.Transport).Clone()
+	pool.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+	origin, _ := url.Parse(u.cfg.URL)
+	u.client = &http.Client{
+		Transport: withHeaders{headers: u.cfg.Headers, next: pool},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if !sameOrigin(req.URL, origin) {
+				u.log().Warn("refused a redirect to another origin: the upstream's headers are sent only to its configured origin",
+					"upstream", u.cfg.Name, "from", via[len(via)-1].URL.Redacted(), "to", req.URL.Redacted())
+				return fmt.Errorf("upstream %q redirected to %s, another origin than its url %s", u.cfg.Name, originOf(req.URL), originOf(origin))
+			}
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("upstream %q: stopped after %d redirects", u.cfg.Name, maxRedirects)
+			}
+			return nil
+		},
+	}
+	return u.client
+}
+
+// sameOrigin reports whether a and b share scheme, host and port, the
+// port made explicit when it is the scheme's default.
+func sameOrigin(a, b *url.URL) bool {
+	return originOf(a) == originOf(b)
+}
+
+// originOf is scheme://host:port, lower-cased, with the default port spelled out.
+func originOf(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 // withHeaders adds fixed headers to every request to an HTTP upstream.
-type withHeaders struct{ headers map[string]string }
+type withHeaders struct {
+	headers map[string]string
+	next    http.RoundTripper
+}
 
 func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	if len(h.headers) > 0 {
@@ -136,7 +221,7 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return h.next.RoundTrip(r)
 }
 
 // tools lists every tool the upstream offers, following pagination.
@@ -217,6 +302,7 @@ func (u *upstream) track(req *mcp.CallToolRequest) (*inflight, func()) {
 func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	cs, err := u.connect(ctx)
 	if err != nil {
+		u.log().Warn("upstream not reachable", "upstream", u.cfg.Name, "tool", name, "error", logText(err.Error()))
 		return nil, &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("The server behind %s is not running or cannot be reached.", name),
@@ -248,29 +334,40 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		}
 		return res, nil
 	}
+	failure := u.failure(cs, name, err, timedOut)
+	// The upstream's own words (a JSON-RPC message, a transport error) can
+	// carry paths, stack frames or secrets: they go to the operator's log,
+	// never to the client, who gets interlock's message for the code.
+	u.log().Warn("upstream call failed", "upstream", u.cfg.Name, "tool", name, "code", failure.Code, "error", logText(err.Error()))
+	return nil, failure
+}
+
+// failure turns an upstream's failed call into the error the client sees,
+// in interlock's words only, and drops a session that broke.
+func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedOut bool) *interlock.Error {
 	var rpcErr *jsonrpc.Error
 	answered := errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport
 	switch {
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		u.forget(cs)
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("The connection to the server behind %s closed during the call; it may or may not have run.", name),
 			Hint:    "Check the current state with a read-only tool before retrying, then retry once.",
 			Err:     err,
 		}
 	case timedOut:
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeUpstreamTimeout,
 			Message: fmt.Sprintf("The server behind %s did not answer within %s; it may or may not have run.", name, u.timeout()),
 			Hint:    "Check the current state with a read-only tool before retrying.",
 			Err:     err,
 		}
 	case answered && rpcErr.Code == jsonrpc.CodeInvalidParams:
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeValidationFailed,
-			Message: fmt.Sprintf("The server behind %s rejected the arguments: %s", name, rpcErr.Message),
-			Hint:    fmt.Sprintf("Fix the arguments as the message says, then call %s again.", name),
+			Message: fmt.Sprintf("The server behind %s rejected the arguments.", name),
+			Hint:    fmt.Sprintf("Check the arguments against the input schema of %s, then call it again; the operator's log has the server's reason.", name),
 			Err:     err,
 		}
 	case !answered && u.cfg.URL != "":
@@ -278,19 +375,37 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 		// refused connection, an expired session): start a new session on
 		// the next call.
 		u.forget(cs)
-		return nil, &interlock.Error{
+		return &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("The server behind %s could not be reached; it may or may not have run.", name),
 			Hint:    "Check the current state with a read-only tool before retrying, then retry once.",
 			Err:     err,
 		}
 	}
-	return nil, &interlock.Error{
+	return &interlock.Error{
 		Code:    interlock.CodeUpstreamError,
 		Message: fmt.Sprintf("The server behind %s failed to handle the call.", name),
 		Hint:    "Retry once; if it fails again, tell the operator.",
 		Err:     err,
 	}
+}
+
+// maxLoggedError bounds the upstream text one log record carries, so an
+// upstream cannot flood the gateway's log through its error messages.
+const maxLoggedError = 2048
+
+// logText makes an upstream's text fit for one log record: valid UTF-8, at
+// most maxLoggedError bytes, with a note of what was cut.
+func logText(s string) string {
+	s = strings.ToValidUTF8(s, "\ufffd")
+	if len(s) <= maxLoggedError {
+		return s
+	}
+	cut := maxLoggedError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
 }
 
 // codeRejectedByTransport is the code the SDK gives a request its

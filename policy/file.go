@@ -50,6 +50,7 @@ type File struct {
 	Upstreams []*Upstream `yaml:"upstreams"`
 	Auth      Auth        `yaml:"auth"`
 	Store     Store       `yaml:"store"`
+	HTTP      HTTP        `yaml:"http"`
 	Audit     Audit       `yaml:"audit"`
 	Rules     []*Rule     `yaml:"rules"`
 
@@ -84,10 +85,21 @@ type Upstream struct {
 	Timeout string `yaml:"timeout"`
 	// CallTimeout is Timeout, parsed.
 	CallTimeout time.Duration `yaml:"-"`
+	// TrustHints, when false, has the gateway ignore the annotations this
+	// upstream claims: its tools are unannotated (destructive, open-world)
+	// unless a rule's annotations override says otherwise. True when absent.
+	TrustHints *bool `yaml:"trust_hints"`
+	// InheritEnv gives a child the gateway's whole environment (less the
+	// sealing keys) instead of the minimal base; false when absent.
+	InheritEnv bool `yaml:"inherit_env"`
 
 	Line  int `yaml:"-"`
 	lines lines
 }
+
+// TrustsHints reports whether the gateway takes the upstream's tool
+// annotations into account.
+func (u *Upstream) TrustsHints() bool { return u.TrustHints == nil || *u.TrustHints }
 
 // DefaultCallTimeout bounds a call to an upstream that sets no timeout.
 const DefaultCallTimeout = 5 * time.Minute
@@ -96,10 +108,131 @@ const DefaultCallTimeout = 5 * time.Minute
 // when Redis is empty, or in Redis, shared by every gateway that uses the
 // same server, prefix and INTERLOCK_SECRET.
 type Store struct {
-	// Redis is a redis:// or rediss:// URL.
+	// Redis is a redis:// or rediss:// URL; ${VAR} in it is read from the
+	// gateway's environment at load, so a password need not be in the file.
 	Redis string `yaml:"redis"`
 	// Prefix starts every key interlock writes; "interlock:" when absent.
 	Prefix string `yaml:"prefix"`
+}
+
+// HTTP bounds what clients of the gateway's HTTP face may hold: sessions,
+// connections and the time a request may take. Every field has a default.
+type HTTP struct {
+	// SessionIdleTimeout closes an MCP session that has had no request for
+	// this long.
+	SessionIdleTimeout time.Duration `yaml:"-"`
+	// MaxSessionsPerPrincipal bounds the open MCP sessions of one tenant
+	// and principal; a client over the cap gets 429 until one closes.
+	MaxSessionsPerPrincipal int `yaml:"max_sessions_per_principal"`
+	// MaxConnections bounds the connections served at once; more wait in
+	// the listen queue.
+	MaxConnections int `yaml:"max_connections"`
+	// ReadHeaderTimeout bounds reading a request's headers, ReadTimeout the
+	// whole request with its body.
+	ReadHeaderTimeout time.Duration `yaml:"-"`
+	ReadTimeout       time.Duration `yaml:"-"`
+	// WriteTimeout bounds a response that is not an MCP event stream, from
+	// the end of its request's headers.
+	WriteTimeout time.Duration `yaml:"-"`
+	// IdleTimeout closes a kept-alive connection with no request.
+	IdleTimeout time.Duration `yaml:"-"`
+
+	// durations are the duration fields as written, by key.
+	durations map[string]string
+	// lines maps each key to its line, for messages.
+	lines map[string]int
+	line  int
+}
+
+// Defaults of the http section.
+const (
+	DefaultSessionIdleTimeout      = 30 * time.Minute
+	DefaultMaxSessionsPerPrincipal = 32
+	DefaultMaxConnections          = 1024
+	DefaultReadHeaderTimeout       = 10 * time.Second
+	DefaultReadTimeout             = 30 * time.Second
+	DefaultWriteTimeout            = 10 * time.Minute
+	DefaultIdleTimeout             = 2 * time.Minute
+)
+
+// httpFields is the http section as written.
+type httpFields struct {
+	SessionIdleTimeout      string `yaml:"session_idle_timeout"`
+	MaxSessionsPerPrincipal int    `yaml:"max_sessions_per_principal"`
+	MaxConnections          int    `yaml:"max_connections"`
+	ReadHeaderTimeout       string `yaml:"read_header_timeout"`
+	ReadTimeout             string `yaml:"read_timeout"`
+	WriteTimeout            string `yaml:"write_timeout"`
+	IdleTimeout             string `yaml:"idle_timeout"`
+}
+
+// UnmarshalYAML reads the http section, rejecting unknown fields and
+// recording each key's line.
+func (h *HTTP) UnmarshalYAML(n *yaml.Node) error {
+	var plain httpFields
+	if err := n.Load(&plain, yaml.WithKnownFields()); err != nil {
+		return err
+	}
+	h.line, h.lines = n.Line, map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		h.lines[n.Content[i].Value] = n.Content[i].Line
+	}
+	h.MaxSessionsPerPrincipal, h.MaxConnections = plain.MaxSessionsPerPrincipal, plain.MaxConnections
+	h.durations = map[string]string{
+		"session_idle_timeout": plain.SessionIdleTimeout,
+		"read_header_timeout":  plain.ReadHeaderTimeout,
+		"read_timeout":         plain.ReadTimeout,
+		"write_timeout":        plain.WriteTimeout,
+		"idle_timeout":         plain.IdleTimeout,
+	}
+	return nil
+}
+
+// check applies the defaults and reports values out of range.
+func (h *HTTP) check(add func(line int, format string, args ...any)) {
+	at := func(key string) int {
+		if l := h.lines[key]; l > 0 {
+			return l
+		}
+		return h.line
+	}
+	for _, d := range []struct {
+		key      string
+		dst      *time.Duration
+		def, min time.Duration
+		max      time.Duration
+	}{
+		{"session_idle_timeout", &h.SessionIdleTimeout, DefaultSessionIdleTimeout, time.Minute, 24 * time.Hour},
+		{"read_header_timeout", &h.ReadHeaderTimeout, DefaultReadHeaderTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"read_timeout", &h.ReadTimeout, DefaultReadTimeout, 100 * time.Millisecond, time.Hour},
+		{"write_timeout", &h.WriteTimeout, DefaultWriteTimeout, 100 * time.Millisecond, 24 * time.Hour},
+		{"idle_timeout", &h.IdleTimeout, DefaultIdleTimeout, 100 * time.Millisecond, 24 * time.Hour},
+	} {
+		raw := h.durations[d.key]
+		if raw == "" {
+			*d.dst = d.def
+			continue
+		}
+		v, err := time.ParseDuration(raw)
+		if err != nil || v < d.min || v > d.max {
+			add(at(d.key), "http.%s %q must be a duration between %s and %s, such as %s", d.key, raw, d.min, d.max, d.def)
+		}
+		*d.dst = v
+	}
+	for _, n := range []struct {
+		key      string
+		dst      *int
+		def, max int
+	}{
+		{"max_sessions_per_principal", &h.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal, 100_000},
+		{"max_connections", &h.MaxConnections, DefaultMaxConnections, 1_000_000},
+	} {
+		if _, given := h.lines[n.key]; !given {
+			*n.dst = n.def
+		} else if *n.dst < 1 || *n.dst > n.max {
+			add(at(n.key), "http.%s must be between 1 and %d (default %d)", n.key, n.max, n.def)
+		}
+	}
 }
 
 // Audit says where the audit log is kept: in SQLite (audit.db in the
@@ -240,7 +373,8 @@ var (
 )
 
 // Parse reads and checks a configuration file's contents; name is used in
-// messages and lookupEnv expands ${VAR} in upstream environments.
+// messages and lookupEnv expands ${VAR} in upstream environments and
+// headers, and in store and audit URLs.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	f := &File{Path: name}
 	if len(bytes.TrimSpace(data)) > 0 {
@@ -253,6 +387,18 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
 	keyLine := topLevelLines(data)
+	// expand replaces ${VAR} in a value read from the file; what names the
+	// value in messages.
+	expand := func(line int, what, value string) string {
+		expanded, missing, secret := expandEnv(value, lookupEnv)
+		switch {
+		case secret != "":
+			add(line, "%s refers to ${%s}: the sealing keys stay inside the gateway; use another variable", what, secret)
+		case missing != "":
+			add(line, "%s refers to ${%s}, which is not set in interlock's environment", what, missing)
+		}
+		return expanded
+	}
 	switch f.DefaultMode {
 	case "":
 		f.DefaultMode = interlock.ModeFlag
@@ -287,12 +433,16 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			if parsed, err := url.Parse(u.URL); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
 				add(u.At("url"), "upstream %q: url %q must be an http:// or https:// URL, such as https://mcp.example.com/mcp", u.Name, u.URL)
 			}
-			if len(u.Env) > 0 || u.Dir != "" {
+			if len(u.Env) > 0 || u.Dir != "" || u.InheritEnv {
 				key := "env"
-				if len(u.Env) == 0 {
+				switch {
+				case len(u.Env) > 0:
+				case u.Dir != "":
 					key = "dir"
+				default:
+					key = "inherit_env"
 				}
-				add(u.At(key), "upstream %q: env and dir apply only to a command; use headers for an HTTP upstream", u.Name)
+				add(u.At(key), "upstream %q: env, inherit_env and dir apply only to a command; use headers for an HTTP upstream", u.Name)
 			}
 		case len(u.Command) == 0 || u.Command[0] == "":
 			add(u.Line, "upstream %q has no command or url: add command: [program, arg…] or url: https://…", u.Name)
@@ -316,22 +466,25 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}{{"env", u.Env}, {"headers", u.Headers}} {
 			field, values := f.field, f.values
 			for _, k := range slices.Sorted(maps.Keys(values)) {
-				expanded, missing := expandEnv(values[k], lookupEnv)
-				if missing != "" {
-					add(u.At(field+"."+k), "upstream %q: %s %s refers to ${%s}, which is not set in interlock's environment", u.Name, field, k, missing)
-				}
-				values[k] = expanded
+				values[k] = expand(u.At(field+"."+k), fmt.Sprintf("upstream %q: %s %s", u.Name, field, k), values[k])
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(u.Env)) {
+			if isSecretVar(k) {
+				add(u.At("env."+k), "upstream %q: env may not set %s: a server behind the gate must never hold the sealing keys", u.Name, k)
 			}
 		}
 	}
+	f.Store.Redis = expand(keyLine.at("store.redis", 0), "store.redis", f.Store.Redis)
 
 	if f.Store.Redis != "" && !strings.HasPrefix(f.Store.Redis, "redis://") && !strings.HasPrefix(f.Store.Redis, "rediss://") {
 		add(keyLine.at("store.redis", 0), "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
 	}
+	f.HTTP.check(add)
 	if f.Store.Prefix == "" {
 		f.Store.Prefix = "interlock:"
 	}
-	checkAudit(f, keyLine, lookupEnv, add)
+	checkAudit(f, keyLine, expand, add)
 
 	hashes := map[string]int{}
 	for _, k := range f.Auth.Keys {
@@ -387,15 +540,11 @@ func upstreamNames(f *File) []string {
 }
 
 // checkAudit checks the audit section and expands ${VAR} in its URL.
-func checkAudit(f *File, keyLine lines, lookupEnv func(string) (string, bool), add func(int, string, ...any)) {
+func checkAudit(f *File, keyLine lines, expand func(line int, what, value string) string, add func(int, string, ...any)) {
 	a := &f.Audit
 	line := keyLine.at("audit.postgres", 0)
 	if a.Postgres != "" {
-		expanded, missing := expandEnv(a.Postgres, lookupEnv)
-		if missing != "" {
-			add(line, "audit.postgres refers to ${%s}, which is not set in interlock's environment", missing)
-		}
-		a.Postgres = expanded
+		a.Postgres = expand(line, "audit.postgres", a.Postgres)
 		if !strings.HasPrefix(a.Postgres, "postgres://") && !strings.HasPrefix(a.Postgres, "postgresql://") {
 			add(line, "audit.postgres must be a postgres:// URL, such as postgres://interlock@db.internal:5432/audit")
 		}
@@ -430,17 +579,35 @@ func topLevelLines(data []byte) lines {
 	return keyLines(&doc)
 }
 
-func expandEnv(s string, lookupEnv func(string) (string, bool)) (string, string) {
-	var missing string
-	out := envVarRE.ReplaceAllStringFunc(s, func(m string) string {
+// expandEnv replaces each ${VAR} in s with its value. It returns the first
+// variable that is not set, and the first that names the sealing keys,
+// which are never expanded.
+func expandEnv(s string, lookupEnv func(string) (string, bool)) (out, missing, secret string) {
+	out = envVarRE.ReplaceAllStringFunc(s, func(m string) string {
 		name := m[2 : len(m)-1]
+		if isSecretVar(name) {
+			if secret == "" {
+				secret = name
+			}
+			return ""
+		}
 		v, ok := lookupEnv(name)
 		if !ok && missing == "" {
 			missing = name
 		}
 		return v
 	})
-	return out, missing
+	return out, missing, secret
+}
+
+// SecretFileEnv names the environment variable that may name a file
+// holding the sealing keys, instead of INTERLOCK_SECRET holding them.
+const SecretFileEnv = "INTERLOCK_SECRET_FILE"
+
+// isSecretVar reports whether an environment variable carries the sealing
+// keys or says where they are.
+func isSecretVar(name string) bool {
+	return name == interlock.SecretEnv || name == SecretFileEnv
 }
 
 // yamlErrors turns a YAML library error into file:line messages.

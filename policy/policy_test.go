@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ func TestParseErrors(t *testing.T) {
 		{"upstream timeout", "upstreams:\n  - name: gh\n    command: [x]\n    timeout: soon\n", []string{`policy.yaml:4: upstream "gh": timeout "soon"`}},
 		{"upstream prefix", "upstreams:\n  - name: gh\n    command: [x]\n    prefix: 'a b'\n", []string{`policy.yaml:4: upstream "gh": prefix`}},
 		{"upstream url", "upstreams:\n  - name: gh\n    url: ftp://x\n", []string{`policy.yaml:3: upstream "gh": url "ftp://x"`}},
-		{"upstream dir with url", "upstreams:\n  - name: gh\n    url: https://x/mcp\n    dir: /tmp\n", []string{`policy.yaml:4: upstream "gh": env and dir apply only to a command`}},
+		{"upstream dir with url", "upstreams:\n  - name: gh\n    url: https://x/mcp\n    dir: /tmp\n", []string{`policy.yaml:4: upstream "gh": env, inherit_env and dir apply only to a command`}},
 		{"upstream headers with command", "upstreams:\n  - name: gh\n    command: [x]\n    headers:\n      A: b\n", []string{`policy.yaml:4: upstream "gh": headers apply only to a url`}},
 		{"match.upstream unknown", "upstreams:\n  - {name: gh, command: [x]}\nrules:\n  - name: r\n    mode: deny\n    match:\n      upstream: hg\n", []string{`policy.yaml:7: rule "r": match.upstream "hg" is not an upstream of this file: use one of gh`}},
 		{"ttl", "rules:\n  - name: t\n    mode: token\n    ttl: soon\n", []string{`policy.yaml:4: rule "t": ttl "soon"`}},
@@ -65,6 +66,18 @@ func TestParseErrors(t *testing.T) {
 		{"bad key hash", "auth:\n  keys:\n    - {sha256: abc, principal: ci}\n", []string{"policy.yaml:3: auth key: sha256 must be 64 hex digits"}},
 		{"bad key hash on its own line", "auth:\n  keys:\n    - principal: ci\n      sha256: abc\n", []string{"policy.yaml:4: auth key: sha256 must be 64 hex digits"}},
 		{"key without principal", "auth:\n  keys:\n    - sha256: " + strings.Repeat("a", 64) + "\n", []string{"policy.yaml:3: auth key: principal is required"}},
+		{"unset variable in a store URL", "store:\n  redis: 'redis://:${NOPE}@127.0.0.1:6379/0'\n", []string{"policy.yaml:2: store.redis refers to ${NOPE}, which is not set"}},
+		{"the sealing keys in a header", "upstreams:\n  - name: a\n    url: https://x/mcp\n    headers: {Authorization: 'Bearer ${INTERLOCK_SECRET}'}\n", []string{`policy.yaml:4: upstream "a": headers Authorization refers to ${INTERLOCK_SECRET}: the sealing keys stay inside the gateway`}},
+		{"the sealing keys in a store URL", "store: {redis: 'redis://:${INTERLOCK_SECRET}@h:6379'}\n", []string{"policy.yaml:1: store.redis refers to ${INTERLOCK_SECRET}"}},
+		{"a child given the sealing keys", "upstreams:\n  - name: a\n    command: [x]\n    env: {INTERLOCK_SECRET: abc}\n", []string{`policy.yaml:4: upstream "a": env may not set INTERLOCK_SECRET`}},
+		{"a child given their file", "upstreams:\n  - name: a\n    command: [x]\n    env: {INTERLOCK_SECRET_FILE: /k}\n", []string{`policy.yaml:4: upstream "a": env may not set INTERLOCK_SECRET_FILE`}},
+		{"inherit_env on a URL", "upstreams:\n  - {name: a, url: 'https://x/mcp', inherit_env: true}\n", []string{"env, inherit_env and dir apply only to a command"}},
+		{"trust_hints not a boolean", "upstreams:\n  - name: a\n    command: [x]\n    trust_hints: maybe\n", []string{"policy.yaml:4:"}},
+		{"unknown http field", "http:\n  max_sesions: 3\n", []string{`policy.yaml:2: unknown field "max_sesions"`}},
+		{"idle timeout too short", "http:\n  max_connections: 10\n  session_idle_timeout: 5s\n", []string{`policy.yaml:3: http.session_idle_timeout "5s" must be a duration between 1m0s and 24h0m0s`}},
+		{"not a duration", "http:\n  read_timeout: soon\n", []string{`policy.yaml:2: http.read_timeout "soon" must be a duration`}},
+		{"no connections", "http:\n  max_connections: 0\n", []string{"policy.yaml:2: http.max_connections must be between 1 and 1000000"}},
+		{"negative session cap", "http:\n  max_sessions_per_principal: -1\n", []string{"policy.yaml:2: http.max_sessions_per_principal must be between 1"}},
 		{"several problems at once", "rules:\n  - name: a\n    mode: maybe\n  - name: b\n    mode: deny\n    when: '('\n", []string{`policy.yaml:3: rule "a"`, `policy.yaml:6: rule "b"`}},
 	}
 	for _, tt := range tests {
@@ -397,5 +410,56 @@ func TestCELErrorShowsWhereAndWhat(t *testing.T) {
 				t.Errorf("vocabulary line %q", got[3])
 			}
 		})
+	}
+}
+
+func TestHTTPConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want HTTP
+	}{
+		{"defaults", "", HTTP{
+			SessionIdleTimeout: DefaultSessionIdleTimeout, MaxSessionsPerPrincipal: DefaultMaxSessionsPerPrincipal,
+			MaxConnections: DefaultMaxConnections, ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout,
+			WriteTimeout: DefaultWriteTimeout, IdleTimeout: DefaultIdleTimeout,
+		}},
+		{"every key", `
+http:
+  session_idle_timeout: 5m
+  max_sessions_per_principal: 4
+  max_connections: 100
+  read_header_timeout: 2s
+  read_timeout: 20s
+  write_timeout: 1m
+  idle_timeout: 30s
+`, HTTP{
+			SessionIdleTimeout: 5 * time.Minute, MaxSessionsPerPrincipal: 4, MaxConnections: 100,
+			ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 30 * time.Second,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("p.yaml", []byte(tt.src), func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := f.HTTP
+			got.durations, got.lines, got.line = nil, nil, 0
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("http = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStoreURLExpandsVariables(t *testing.T) {
+	f, err := Parse("p.yaml", []byte("store:\n  redis: 'redis://:${REDIS_PASSWORD}@cache:6379/0'\n"),
+		func(k string) (string, bool) { return "s3cret", k == "REDIS_PASSWORD" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Store.Redis != "redis://:s3cret@cache:6379/0" {
+		t.Errorf("store.redis = %q", f.Store.Redis)
 	}
 }

@@ -42,6 +42,8 @@ Environment:
   INTERLOCK_SECRET   the sealing key(s) for confirm tokens, comma-separated, 32 bytes or more each;
                      make one with: interlock secret. Unset: a random key per process (tokens do
                      not survive a restart or cross replicas)
+  INTERLOCK_SECRET_FILE  a file holding those keys instead, readable by its owner only (mode 0600)
+  OTEL_EXPORTER_OTLP_ENDPOINT  when set, serve exports trace spans there over OTLP/HTTP
 `
 
 func main() {

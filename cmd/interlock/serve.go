@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	_ "embed"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +16,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway"
@@ -32,19 +37,29 @@ const builtinName = "built-in config"
 // loadConfig reads the file named by --config, or the built-in one, whose
 // demo upstream runs this binary with its database in dataDir.
 func loadConfig(name, dataDir string) (*policy.File, error) {
+	var f *policy.File
+	var err error
 	if name != "" {
-		return policy.Load(name)
+		f, err = policy.Load(name)
+	} else {
+		f, err = policy.Parse(builtinName, builtinConfig, os.LookupEnv)
 	}
-	f, err := policy.Parse(builtinName, builtinConfig, os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
-	if dataDir != "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding this program to run the demo: %w", err)
+	// An upstream command "interlock" is this program, wherever it is
+	// installed, so the built-in config works when copied as it is.
+	for _, u := range f.Upstreams {
+		if len(u.Command) > 0 && u.Command[0] == "interlock" {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
+			}
+			u.Command[0] = exe
 		}
-		f.Upstreams[0].Command = []string{exe, "demo", "--db", filepath.Join(dataDir, "demo.db")}
+	}
+	if name == "" && dataDir != "" {
+		f.Upstreams[0].Command = append(f.Upstreams[0].Command, "--db", filepath.Join(dataDir, "demo.db"))
 	}
 	return f, nil
 }
@@ -55,8 +70,28 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	listen := fs.String("listen", "127.0.0.1:8740", "HTTP `address`; MCP is served at /mcp")
 	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
 	stateless := fs.Bool("stateless", false, "streamable HTTP without sessions")
-	data := fs.String("data", ".interlock", "state `directory` (demo database)")
+	data := fs.String("data", ".interlock", "state `directory` (demo database, audit log)")
+	logFormat := fs.String("log-format", "text", "log `format`: text or json")
+	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, pair := range [][2]string{{"stdio", "listen"}, {"stdio", "stateless"}} {
+		if set[pair[0]] && set[pair[1]] {
+			fmt.Fprintf(stderr, "interlock serve: --%s and --%s do not go together: --stdio serves one client on standard input, not HTTP\n", pair[0], pair[1])
+			return errUsage
+		}
+	}
+	// Before anything else: from here on, processes of the same user
+	// cannot read this one's memory or its environment, where the sealing
+	// keys may have arrived.
+	if err := forbidDumps(); err != nil {
+		return fmt.Errorf("making the gateway non-dumpable: %w", err)
+	}
+	secret, err := takeSecret()
+	if err != nil {
 		return err
 	}
 	dataDir, err := filepath.Abs(*data)
@@ -75,8 +110,21 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	opts := gateway.Options{Version: version, Logger: log}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	stopTracing, err := startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	opts := gateway.Options{Version: version, Logger: log, Getenv: func(name string) string {
+		if name == interlock.SecretEnv {
+			return secret
+		}
+		return os.Getenv(name)
+	}}
 	store := "memory (this process only)"
 	if f.Store.Redis != "" {
 		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)
@@ -147,9 +195,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		return err
 	}
-	srv := &http.Server{Handler: gw.Handler(*stateless), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpServer(f.HTTP, gw.Handler(*stateless))
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limitListener(ln, f.HTTP.MaxConnections)) }()
 	select {
 	case err := <-errc:
 		return err
@@ -166,6 +214,46 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// startTracing installs an OpenTelemetry tracer provider that exports
+// spans over OTLP/HTTP when the standard variables name an endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+// otherwise tracing stays off and costs nothing. The returned func flushes
+// what is pending.
+func startTracing(ctx context.Context) (func(), error) {
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return func() {}, nil
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "interlock"), attribute.String("service.version", version))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}, nil
+}
+
+// newLogger makes the gateway's logger. Log records never hold argument
+// values: the gate logs decisions, and quotes only bounded, non-secret text.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // redactURL hides a password in a store URL before it is printed.
@@ -198,7 +286,11 @@ func printBanner(w io.Writer, where, dataDir, store, audit string, f *policy.Fil
 		fmt.Fprintf(w, "  upstream  %s: %d tools\n", n, counts[n])
 	}
 	if gw.Gate().DryRun() {
-		fmt.Fprintln(w, `  dry run   ON: gated calls only preview (set MCP_DRY_RUN=false to let confirmed calls run)`)
+		why := "MCP_DRY_RUN is not set"
+		if v, ok := os.LookupEnv("MCP_DRY_RUN"); ok {
+			why = fmt.Sprintf("MCP_DRY_RUN=%q is not exactly \"false\"", v)
+		}
+		fmt.Fprintf(w, "  dry run   ON (%s): gated calls only preview; set MCP_DRY_RUN=false to let confirmed calls run\n", why)
 	} else {
 		fmt.Fprintln(w, "  dry run   OFF: confirmed calls run")
 	}

@@ -1,0 +1,89 @@
+// Command bench measures what interlock adds to a tool call. It starts a
+// minimal echo MCP server (this same program, as "bench echo") and calls
+// its tool directly and through `interlock serve` on each transport, in
+// interleaved rounds, and prints each figure's min, median and max with its
+// ratio to the direct call on the same transport.
+//
+//	go run ./bench [-calls 2000] [-rounds 3] [-clients 1,8,32]
+//
+// Figures: latency (p50, p90, p99) of sequential calls from one client;
+// throughput (calls per second) with N concurrent clients, each with its
+// own session; and CPU time per call of the gateway process, from
+// /proc/PID/stat. Another proxy joins the run when BENCH_PROXY names its
+// binary and BENCH_PROXY_ADAPTER a command that writes its config for an
+// HTTP upstream (see proxy.go).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "echo":
+			serveEcho(os.Args[2:])
+			return
+		}
+	}
+	calls := flag.Int("calls", 2000, "sequential calls per latency measurement, and calls per throughput measurement")
+	rounds := flag.Int("rounds", 3, "rounds; variants are interleaved within each")
+	clients := flag.String("clients", "1,8,32", "comma-separated numbers of concurrent clients for throughput")
+	interlockBin := flag.String("interlock", "", "interlock binary (default: built from ./cmd/interlock)")
+	only := flag.String("only", "", "comma-separated variants to run (default: all)")
+	flag.Parse()
+
+	self, err := os.Executable()
+	check(err)
+	dir, err := os.MkdirTemp("", "interlock-bench")
+	check(err)
+	defer os.RemoveAll(dir)
+	bin := *interlockBin
+	if bin == "" {
+		bin = filepath.Join(dir, "interlock")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/interlock")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		check(build.Run())
+	}
+	var counts []int
+	for _, c := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		check(err)
+		counts = append(counts, n)
+	}
+	env := &setup{self: self, interlock: bin, dir: dir}
+	variants := env.variants()
+	if *only != "" {
+		keep := strings.Split(*only, ",")
+		variants = slices.DeleteFunc(variants, func(v *variant) bool { return !slices.Contains(keep, v.name) })
+	}
+	results := map[string]*figures{}
+	ctx := context.Background()
+	for round := 1; round <= *rounds; round++ {
+		fmt.Fprintf(os.Stderr, "round %d of %d\n", round, *rounds)
+		for _, v := range variants {
+			f := results[v.name]
+			if f == nil {
+				f = &figures{}
+				results[v.name] = f
+			}
+			check(measure(ctx, v, *calls, counts, f))
+		}
+	}
+	report(os.Stdout, variants, results, counts, *calls, *rounds)
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}

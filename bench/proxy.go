@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// proxyVariant is another MCP proxy in front of the HTTP echo server, when
+// BENCH_PROXY names its binary and BENCH_PROXY_ADAPTER a program run as
+//
+//	ADAPTER UPSTREAM_URL CONFIG_FILE
+//
+// that writes the proxy's config for that upstream to CONFIG_FILE and
+// prints the MCP URL clients use. The proxy runs as `BENCH_PROXY
+// $BENCH_PROXY_ARGS` with {config} in the arguments replaced by the file.
+func proxyVariant(s *setup) *variant {
+	bin, adapter := os.Getenv("BENCH_PROXY"), os.Getenv("BENCH_PROXY_ADAPTER")
+	if bin == "" || adapter == "" {
+		return nil
+	}
+	args := strings.Fields(os.Getenv("BENCH_PROXY_ARGS"))
+	if len(args) == 0 {
+		args = []string{"--config", "{config}"}
+	}
+	return &variant{name: "proxy:" + filepath.Base(bin), base: "direct-http", start: func() (*served, error) {
+		up, err := s.echoHTTP(false)
+		if err != nil {
+			return nil, err
+		}
+		cfg := filepath.Join(s.dir, "proxy-config")
+		out, err := exec.Command(adapter, up.url, cfg).Output()
+		if err != nil {
+			up.stop()
+			return nil, err
+		}
+		url := strings.TrimSpace(string(out))
+		var real []string
+		for _, a := range args {
+			real = append(real, strings.ReplaceAll(a, "{config}", cfg))
+		}
+		cmd := exec.Command(bin, real...)
+		// The proxy says nothing we can rely on: wait until its port
+		// answers by connecting, through the URL the adapter gave.
+		p, err := startAndWait(cmd, url)
+		if err != nil {
+			up.stop()
+			return nil, err
+		}
+		stop := p.stop
+		p.stop = func() { stop(); up.stop() }
+		return p.served, nil
+	}}
+}

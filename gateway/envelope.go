@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// JSON-RPC error codes the gateway answers with before the SDK reads a
+// request.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+)
+
+// writeRPCError answers an MCP request over HTTP with a JSON-RPC error. id
+// is null when the request could not be read far enough to know it.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpc.Error   `json:"error"`
+	}{"2.0", id, jsonrpc.Error{Code: code, Message: message}})
+}
+
+// readBody reads a request body of at most limit bytes, and checks that it
+// is JSON every reader decodes the same way: no duplicate keys, no invalid
+// UTF-8 or lone surrogates. What the gate decides on and what the SDK or
+// an upstream reads must never differ.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, &interlock.Error{Code: interlock.CodeValidationFailed, Err: err,
+				Message: fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit),
+				Hint:    "Send smaller arguments."}
+		}
+		return nil, &interlock.Error{Code: interlock.CodeValidationFailed, Err: err,
+			Message: "The request body could not be read in full.",
+			Hint:    "Send the whole body at once, promptly."}
+	}
+	if err := interlock.CheckJSON(body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// paramsOf names, for each method the gateway serves, the SDK's type of its
+// params. The gateway decodes them first, so a client that sends params of
+// the wrong shape gets the gateway's message, not the SDK's, which names
+// Go types.
+var paramsOf = map[string]func() any{
+	"initialize":                       func() any { return new(mcp.InitializeParams) },
+	"notifications/initialized":        func() any { return new(mcp.InitializedParams) },
+	"ping":                             func() any { return new(mcp.PingParams) },
+	"tools/list":                       func() any { return new(mcp.ListToolsParams) },
+	"tools/call":                       func() any { return new(mcp.CallToolParamsRaw) },
+	"logging/setLevel":                 func() any { return new(mcp.SetLoggingLevelParams) },
+	"completion/complete":              func() any { return new(mcp.CompleteParams) },
+	"notifications/cancelled":          func() any { return new(mcp.CancelledParams) },
+	"notifications/progress":           func() any { return new(mcp.ProgressNotificationParams) },
+	"notifications/roots/list_changed": func() any { return new(mcp.RootsListChangedParams) },
+}
+
+// rpcMessage is the part of a JSON-RPC message the gateway reads.
+type rpcMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// checkMessages reads an MCP body (one message or a batch) far enough to
+// refuse params of the wrong shape. It returns the id of the message at
+// fault and the message for the client.
+func checkMessages(body []byte) (json.RawMessage, string, bool) {
+	msgs := rpcMessages(body)
+	if msgs == nil {
+		return nil, "The body is not a JSON-RPC message or a batch of them.", false
+	}
+	for _, m := range msgs {
+		params, known := paramsOf[m.Method]
+		if !known || len(m.Params) == 0 || bytes.Equal(m.Params, []byte("null")) {
+			continue
+		}
+		if json.Unmarshal(m.Params, params()) != nil {
+			return m.ID, fmt.Sprintf("The params of %s do not have the form the method takes; see the MCP specification.", m.Method), false
+		}
+	}
+	return nil, "", true
+}
+
+// rpcMessages reads an MCP body, one message or a batch; nil when it is
+// neither.
+func rpcMessages(body []byte) []rpcMessage {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var msgs []rpcMessage
+		if json.Unmarshal(trimmed, &msgs) != nil || msgs == nil {
+			return nil
+		}
+		return msgs
+	}
+	var m rpcMessage
+	if json.Unmarshal(trimmed, &m) != nil {
+		return nil
+	}
+	return []rpcMessage{m}
+}
+
+// mcpEnvelope reads each POST to /mcp in full, within the server's read
+// timeout, and refuses ambiguous JSON and params of the wrong shape before
+// the SDK sees them. Once the request is read it lifts the connection's
+// read and write deadlines: the response is an event stream that lasts as
+// long as the call (a form may wait for a human for minutes) or, for GET,
+// the session. Idle sessions expire and the connection limit bounds them.
+func mcpEnvelope(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, err := readBody(w, r, limit)
+			if err != nil {
+				status := http.StatusBadRequest
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					status = http.StatusRequestEntityTooLarge
+				}
+				writeRPCError(w, status, nil, codeParseError, interlock.BodyOf(err).Message)
+				return
+			}
+			if id, msg, ok := checkMessages(body); !ok {
+				code := int64(jsonrpc.CodeInvalidParams)
+				if id == nil {
+					code = codeInvalidRequest
+				}
+				writeRPCError(w, http.StatusBadRequest, id, code, msg)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+		next.ServeHTTP(w, r)
+	})
+}

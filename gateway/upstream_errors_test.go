@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// logBuffer collects the gateway's log records for a test to read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// TestUpstreamErrorTextStaysInTheLog: whatever an upstream says in a
+// JSON-RPC error reaches the operator's log, bounded, and never the client.
+func TestUpstreamErrorTextStaysInTheLog(t *testing.T) {
+	var logs logBuffer
+	gw := startLogged(t, config(t, "", "fx"), "false", logs.logger())
+	cs := client(t, gw, nil)
+	const secret = "password=hunter2 at /srv/app/internal/db.go:42"
+	tests := []struct {
+		name     string
+		code     int64
+		message  string
+		wantCode interlock.Code
+	}{
+		{"invalid params", -32602, "invalid id: " + secret, interlock.CodeValidationFailed},
+		{"internal error", -32603, "panic: " + secret + "\ngoroutine 1 [running]:", interlock.CodeUpstreamError},
+		{"server-defined code", -32000, secret, interlock.CodeUpstreamError},
+		{"method not found", -32601, secret, interlock.CodeUpstreamError},
+		{"huge message", -32602, secret + strings.Repeat("x", 100_000), interlock.CodeValidationFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, cs, "fail", map[string]any{"code": tt.code, "message": tt.message})
+			b := body(t, res)
+			if b.Code != tt.wantCode {
+				t.Errorf("code %s, want %s", b.Code, tt.wantCode)
+			}
+			wire := resultJSON(t, res)
+			for _, leak := range []string{"hunter2", "/srv/app", "goroutine", "xxxxxxxx"} {
+				if strings.Contains(wire, leak) {
+					t.Errorf("the client sees %q: %s", leak, wire)
+				}
+			}
+			if tt.wantCode == interlock.CodeValidationFailed && !strings.Contains(b.Message, "rejected the arguments") {
+				t.Errorf("message %q does not say the upstream rejected the arguments", b.Message)
+			}
+		})
+	}
+	log := logs.String()
+	if !strings.Contains(log, "hunter2") {
+		t.Errorf("the upstream's reason is not in the log:\n%s", log)
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if len(line) > 2*maxLoggedError+512 {
+			t.Errorf("a log record of %d bytes: the upstream's text is not bounded", len(line))
+		}
+	}
+}
+
+// resultJSON is the result as it goes on the wire.
+func resultJSON(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,224 @@
+// Package resilience guards the calls to one upstream server: a timeout
+// for each attempt, retries with exponential backoff for calls that may be
+// repeated, a circuit breaker that stops calling a server that keeps
+// failing, a bulkhead that bounds the calls in flight, and an optional rate
+// limit.
+//
+// It wraps failsafe-go behind an API of its own, so that library's pre-1.0
+// API and its error values stay in this package; callers see [Rejected]
+// and the errors of their own calls. It knows nothing else of interlock.
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/bulkhead"
+	"github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/ratelimiter"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
+	"github.com/failsafe-go/failsafe-go/timeout"
+)
+
+// Config is what a [Guard] enforces. The zero value of a field means its
+// default.
+type Config struct {
+	// Timeout bounds one attempt; 30s by default.
+	Timeout time.Duration
+	// Retries is how many times a call that may be repeated is tried
+	// again after a transient failure; 2 by default, -1 for none.
+	Retries int
+	// Backoff is the delay before the first retry, doubling up to
+	// MaxBackoff; 200ms and 5s by default.
+	Backoff, MaxBackoff time.Duration
+	// BreakerFailures consecutive failures open the circuit; 10 by
+	// default. BreakerDelay later it lets one call try (half-open); 60s by
+	// default.
+	BreakerFailures uint
+	BreakerDelay    time.Duration
+	// MaxInFlight bounds concurrent calls; 100 by default. A call over the
+	// bound is rejected at once: there is no queue.
+	MaxInFlight uint
+	// RatePerSecond, when positive, bounds calls per second (a call over
+	// it is rejected, not delayed).
+	RatePerSecond float64
+}
+
+// Defaults of [Config].
+const (
+	DefaultTimeout         = 30 * time.Second
+	DefaultRetries         = 2
+	DefaultBackoff         = 200 * time.Millisecond
+	DefaultMaxBackoff      = 5 * time.Second
+	DefaultBreakerFailures = 10
+	DefaultBreakerDelay    = 60 * time.Second
+	DefaultMaxInFlight     = 100
+)
+
+func (c Config) withDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Retries == 0 {
+		c.Retries = DefaultRetries
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = DefaultBackoff
+	}
+	if c.MaxBackoff < c.Backoff {
+		c.MaxBackoff = max(DefaultMaxBackoff, c.Backoff)
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = DefaultBreakerFailures
+	}
+	if c.BreakerDelay <= 0 {
+		c.BreakerDelay = DefaultBreakerDelay
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	return c
+}
+
+// Reason says why a guard refused to make a call at all.
+type Reason string
+
+// The reasons a call is rejected.
+const (
+	CircuitOpen  Reason = "circuit_open"
+	BulkheadFull Reason = "bulkhead_full"
+	RateLimited  Reason = "rate_limited"
+)
+
+// Rejected is the error of a call the guard did not make. RetryAfter says
+// when trying again may help (zero when unknown).
+type Rejected struct {
+	Reason     Reason
+	RetryAfter time.Duration
+}
+
+func (r *Rejected) Error() string {
+	return fmt.Sprintf("resilience: call rejected: %s", r.Reason)
+}
+
+// ErrTimeout is the error of an attempt that took longer than the
+// timeout.
+var ErrTimeout = errors.New("resilience: attempt timed out")
+
+// Guard guards the calls to one upstream.
+type Guard struct {
+	cfg         Config
+	breaker     circuitbreaker.CircuitBreaker[any]
+	bulkhead    bulkhead.Bulkhead[any]
+	limiter     ratelimiter.RateLimiter[any]
+	transient   func(error) bool
+	repeatable  failsafe.Executor[any]
+	once        failsafe.Executor[any]
+	onStateChan func(string)
+}
+
+// New returns a guard. transient reports whether an error of a call is a
+// failure of the server (it counts against the circuit, and a repeatable
+// call is retried) rather than an answer (a refusal of the caller's input,
+// which proves the server works). onState, when not nil, hears the
+// circuit's state change: "closed", "open" or "half-open".
+func New(cfg Config, transient func(error) bool, onState func(string)) *Guard {
+	cfg = cfg.withDefaults()
+	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState}
+	failure := func(_ any, err error) bool { return err != nil && (errors.Is(err, ErrTimeout) || transient(err)) }
+	g.breaker = circuitbreaker.NewBuilder[any]().
+		HandleIf(failure).
+		WithFailureThreshold(cfg.BreakerFailures).
+		WithDelay(cfg.BreakerDelay).
+		OnStateChanged(func(e circuitbreaker.StateChangedEvent) { g.stateChanged(e.NewState) }).
+		Build()
+	g.bulkhead = bulkhead.New[any](cfg.MaxInFlight)
+	attempt := timeout.New[any](cfg.Timeout)
+	policies := []failsafe.Policy[any]{}
+	if cfg.RatePerSecond > 0 {
+		period := time.Duration(float64(time.Second) / cfg.RatePerSecond)
+		g.limiter = ratelimiter.NewSmoothWithMaxRate[any](period)
+		policies = append(policies, g.limiter)
+	}
+	policies = append(policies, g.bulkhead, g.breaker)
+	g.once = failsafe.With(append(policies, attempt)...)
+	if cfg.Retries > 0 {
+		retry := retrypolicy.NewBuilder[any]().
+			HandleIf(failure).
+			AbortIf(func(_ any, err error) bool { return rejected(err) }).
+			WithMaxRetries(cfg.Retries).
+			WithBackoff(cfg.Backoff, cfg.MaxBackoff).
+			ReturnLastFailure().
+			Build()
+		// The retry is outermost, so each attempt passes the breaker and
+		// the bulkhead again and has a timeout of its own.
+		g.repeatable = failsafe.With(append([]failsafe.Policy[any]{retry}, append(policies, attempt)...)...)
+	} else {
+		g.repeatable = g.once
+	}
+	return g
+}
+
+func (g *Guard) stateChanged(s circuitbreaker.State) {
+	if g.onStateChan == nil {
+		return
+	}
+	switch s {
+	case circuitbreaker.OpenState:
+		g.onStateChan("open")
+	case circuitbreaker.HalfOpenState:
+		g.onStateChan("half-open")
+	default:
+		g.onStateChan("closed")
+	}
+}
+
+func rejected(err error) bool {
+	return errors.Is(err, circuitbreaker.ErrOpen) || errors.Is(err, bulkhead.ErrFull) || errors.Is(err, ratelimiter.ErrExceeded)
+}
+
+// Do makes the call fn under the guard. repeatable says the call may be
+// made more than once (a read-only or idempotent tool): only then is a
+// transient failure retried. A call the guard does not make returns a
+// [*Rejected]; an attempt over the timeout returns [ErrTimeout] (with the
+// context fn saw cancelled); any other error is fn's own.
+func (g *Guard) Do(ctx context.Context, repeatable bool, fn func(ctx context.Context) error) error {
+	exec := g.once
+	if repeatable {
+		exec = g.repeatable
+	}
+	err := exec.WithContext(ctx).RunWithExecution(func(e failsafe.Execution[any]) error {
+		return fn(e.Context())
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, circuitbreaker.ErrOpen):
+		return &Rejected{Reason: CircuitOpen, RetryAfter: g.breaker.RemainingDelay()}
+	case errors.Is(err, bulkhead.ErrFull):
+		return &Rejected{Reason: BulkheadFull, RetryAfter: time.Second}
+	case errors.Is(err, ratelimiter.ErrExceeded):
+		return &Rejected{Reason: RateLimited, RetryAfter: time.Duration(float64(time.Second) / g.cfg.RatePerSecond)}
+	case errors.Is(err, timeout.ErrExceeded):
+		return ErrTimeout
+	}
+	// Retries that ran out return the last attempt's own error.
+	return err
+}
+
+// State returns the circuit's state: "closed", "open" or "half-open".
+func (g *Guard) State() string {
+	switch {
+	case g.breaker.IsOpen() && g.breaker.RemainingDelay() > 0:
+		return "open"
+	case g.breaker.IsOpen():
+		// The delay is over: the next call is the half-open trial.
+		return "half-open"
+	case g.breaker.IsHalfOpen():
+		return "half-open"
+	}
+	return "closed"
+}

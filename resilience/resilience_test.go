@@ -1,0 +1,174 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	errDown   = errors.New("connection refused") // transient
+	errRefuse = errors.New("invalid arguments")  // an answer
+)
+
+func transient(err error) bool { return errors.Is(err, errDown) }
+
+func TestRetriesOnlyRepeatableCalls(t *testing.T) {
+	tests := []struct {
+		name       string
+		repeatable bool
+		err        error
+		wantCalls  int64
+	}{
+		{"repeatable, transient: retried", true, errDown, 3},
+		{"repeatable, an answer: not retried", true, errRefuse, 1},
+		{"not repeatable, transient: never retried", false, errDown, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{}, transient, nil)
+				var calls atomic.Int64
+				start := time.Now()
+				err := g.Do(context.Background(), tt.repeatable, func(context.Context) error {
+					calls.Add(1)
+					return tt.err
+				})
+				if !errors.Is(err, tt.err) || calls.Load() != tt.wantCalls {
+					t.Errorf("err %v after %d calls, want %v after %d", err, calls.Load(), tt.err, tt.wantCalls)
+				}
+				if tt.wantCalls == 3 {
+					// Backoff: 200ms, then 400ms.
+					if waited := time.Since(start); waited != 600*time.Millisecond {
+						t.Errorf("retries waited %v, want 600ms of backoff", waited)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestRetrySucceedsAfterAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{}, transient, nil)
+		var calls atomic.Int64
+		err := g.Do(context.Background(), true, func(context.Context) error {
+			if calls.Add(1) == 1 {
+				return errDown
+			}
+			return nil
+		})
+		if err != nil || calls.Load() != 2 {
+			t.Errorf("err %v after %d calls", err, calls.Load())
+		}
+	})
+}
+
+func TestBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var states []string
+		g := New(Config{Retries: -1}, transient, func(s string) { mu.Lock(); states = append(states, s); mu.Unlock() })
+		fail := func(context.Context) error { return errDown }
+		for range 9 {
+			g.Do(context.Background(), false, fail)
+		}
+		if g.State() != "closed" {
+			t.Fatalf("open after 9 failures")
+		}
+		// An answer (not transient) proves the server works: it resets
+		// the count of consecutive failures.
+		g.Do(context.Background(), false, func(context.Context) error { return errRefuse })
+		for range 9 {
+			g.Do(context.Background(), false, fail)
+		}
+		if g.State() != "closed" {
+			t.Fatalf("an answer did not reset the failure count")
+		}
+		g.Do(context.Background(), false, fail)
+		if g.State() != "open" {
+			t.Fatalf("state %s after 10 consecutive failures", g.State())
+		}
+		ran := false
+		err := g.Do(context.Background(), false, func(context.Context) error { ran = true; return nil })
+		var r *Rejected
+		if !errors.As(err, &r) || r.Reason != CircuitOpen || r.RetryAfter != 60*time.Second || ran {
+			t.Fatalf("open circuit: err %v, ran %v", err, ran)
+		}
+		time.Sleep(30 * time.Second)
+		if errors.As(g.Do(context.Background(), false, fail), &r); r.RetryAfter != 30*time.Second {
+			t.Errorf("retry after %v half-way through the delay", r.RetryAfter)
+		}
+		time.Sleep(30 * time.Second)
+		if g.State() != "half-open" {
+			t.Fatalf("state %s after the delay", g.State())
+		}
+		if err := g.Do(context.Background(), false, func(context.Context) error { return nil }); err != nil || g.State() != "closed" {
+			t.Errorf("a success when half-open: %v, state %s", err, g.State())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(states) != 3 || states[0] != "open" || states[1] != "half-open" || states[2] != "closed" {
+			t.Errorf("state changes = %v", states)
+		}
+	})
+}
+
+func TestTimeoutPerAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{Timeout: time.Second, Retries: -1}, transient, nil)
+		start := time.Now()
+		err := g.Do(context.Background(), false, func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		if !errors.Is(err, ErrTimeout) || time.Since(start) != time.Second {
+			t.Errorf("err %v after %v", err, time.Since(start))
+		}
+	})
+}
+
+func TestBulkheadHasNoQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{MaxInFlight: 2}, transient, nil)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				g.Do(context.Background(), false, func(context.Context) error { <-release; return nil })
+			})
+		}
+		synctest.Wait()
+		var r *Rejected
+		if err := g.Do(context.Background(), false, func(context.Context) error { return nil }); !errors.As(err, &r) || r.Reason != BulkheadFull {
+			t.Errorf("third call: %v", err)
+		}
+		close(release)
+		wg.Wait()
+		if err := g.Do(context.Background(), false, func(context.Context) error { return nil }); err != nil {
+			t.Errorf("after the others finished: %v", err)
+		}
+	})
+}
+
+func TestRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{RatePerSecond: 2}, transient, nil)
+		ok := func(context.Context) error { return nil }
+		if err := g.Do(context.Background(), false, ok); err != nil {
+			t.Fatal(err)
+		}
+		var r *Rejected
+		if err := g.Do(context.Background(), false, ok); !errors.As(err, &r) || r.Reason != RateLimited || r.RetryAfter != 500*time.Millisecond {
+			t.Errorf("second call at once: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if err := g.Do(context.Background(), false, ok); err != nil {
+			t.Errorf("after 500ms: %v", err)
+		}
+	})
+}
