@@ -23,9 +23,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +41,7 @@ type File struct {
 	// Path is where the file came from, for messages.
 	Path string `yaml:"-"`
 	// DefaultMode applies to every tool that is not read-only when no rule
-	// matches. It must be a gated mode or deny; flag when absent.
+	// matches: flag (when absent) or deny.
 	DefaultMode interlock.Mode `yaml:"default_mode"`
 	// MaxArgumentBytes bounds one call's raw arguments.
 	MaxArgumentBytes int `yaml:"max_argument_bytes"`
@@ -104,7 +106,8 @@ type Upstream struct {
 	// sealing keys) instead of the minimal base; false when absent.
 	InheritEnv bool `yaml:"inherit_env"`
 
-	Line int `yaml:"-"`
+	Line  int `yaml:"-"`
+	lines lines
 }
 
 // Breaker configures an upstream's circuit breaker.
@@ -340,25 +343,30 @@ type Key struct {
 	Principal string `yaml:"principal"`
 	Tenant    string `yaml:"tenant"`
 
-	Line int `yaml:"-"`
+	Line  int `yaml:"-"`
+	lines lines
 }
 
 // DefaultTenant is the tenant of an API key that names none.
 const DefaultTenant = "default"
 
-// UnmarshalYAML records where the upstream starts, for messages, and
-// rejects unknown fields.
+// UnmarshalYAML records where the upstream and each of its keys start, for
+// messages, and rejects unknown fields.
 func (u *Upstream) UnmarshalYAML(n *yaml.Node) error {
 	type plain Upstream
-	u.Line = n.Line
+	u.Line, u.lines = n.Line, keyLines(n)
 	return n.Load((*plain)(u), yaml.WithKnownFields())
 }
 
-// UnmarshalYAML records where the key starts, for messages, and
-// rejects unknown fields.
+// At returns the line of the upstream's key at path (such as "command" or
+// "env.TOKEN"), or of the upstream itself when the key is not written.
+func (u *Upstream) At(path string) int { return u.lines.at(path, u.Line) }
+
+// UnmarshalYAML records where the key and each of its fields start, for
+// messages, and rejects unknown fields.
 func (k *Key) UnmarshalYAML(n *yaml.Node) error {
 	type plain Key
-	k.Line = n.Line
+	k.Line, k.lines = n.Line, keyLines(n)
 	return n.Load((*plain)(k), yaml.WithKnownFields())
 }
 
@@ -367,13 +375,22 @@ type LoadError struct {
 	File string
 	Line int
 	Msg  string
+	// Detail are lines that show the problem, such as a CEL expression with
+	// a caret under the error; Error prints them indented below Msg.
+	Detail []string
 }
 
 func (e LoadError) Error() string {
+	var b strings.Builder
 	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+		fmt.Fprintf(&b, "%s:%d: %s", e.File, e.Line, e.Msg)
+	} else {
+		fmt.Fprintf(&b, "%s: %s", e.File, e.Msg)
 	}
-	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	for _, d := range e.Detail {
+		b.WriteString("\n    " + d)
+	}
+	return b.String()
 }
 
 // LoadErrors are all the problems found in one file, in file order.
@@ -429,12 +446,16 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}
 		return expanded
 	}
-	if f.DefaultMode == "" {
+	switch f.DefaultMode {
+	case "":
 		f.DefaultMode = interlock.ModeFlag
-	} else if m, err := interlock.ParseMode(string(f.DefaultMode)); err != nil {
-		add(keyLine["default_mode"], "default_mode: %v", err)
-	} else if m == interlock.ModeAllow {
+	case interlock.ModeFlag, interlock.ModeDeny:
+	case interlock.ModeAllow:
 		add(keyLine["default_mode"], "default_mode: allow would let every unannotated tool run unconfirmed; use flag or deny")
+	default:
+		// token and elicit need what only a rule gives them: a summary for
+		// the human, a preview, a form.
+		add(keyLine["default_mode"], "default_mode %q is not accepted: use flag or deny, and a rule for the tools that need a token or a form", f.DefaultMode)
 	}
 	if f.MaxArgumentBytes < 0 {
 		add(keyLine["max_argument_bytes"], "max_argument_bytes must be positive")
@@ -448,70 +469,78 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		case u.Name == "":
 			add(u.Line, "upstream has no name: add name: <short name>")
 		case names[u.Name] != 0:
-			add(u.Line, "upstream %q is already defined on line %d", u.Name, names[u.Name])
+			add(u.At("name"), "upstream %q is already defined on line %d", u.Name, names[u.Name])
 		default:
 			names[u.Name] = u.Line
 		}
 		switch {
 		case u.URL != "" && len(u.Command) > 0:
-			add(u.Line, "upstream %q has both command and url: use command for a child over stdio, url for an HTTP server", u.Name)
+			add(u.At("url"), "upstream %q has both command and url: use command for a child over stdio, url for an HTTP server", u.Name)
 		case u.URL != "":
 			if parsed, err := url.Parse(u.URL); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-				add(u.Line, "upstream %q: url %q must be an http:// or https:// URL, such as https://mcp.example.com/mcp", u.Name, u.URL)
+				add(u.At("url"), "upstream %q: url %q must be an http:// or https:// URL, such as https://mcp.example.com/mcp", u.Name, u.URL)
 			}
 			if len(u.Env) > 0 || u.Dir != "" || u.InheritEnv {
-				add(u.Line, "upstream %q: env, inherit_env and dir apply only to a command; use headers for an HTTP upstream", u.Name)
+				key := "env"
+				switch {
+				case len(u.Env) > 0:
+				case u.Dir != "":
+					key = "dir"
+				default:
+					key = "inherit_env"
+				}
+				add(u.At(key), "upstream %q: env, inherit_env and dir apply only to a command; use headers for an HTTP upstream", u.Name)
 			}
 		case len(u.Command) == 0 || u.Command[0] == "":
 			add(u.Line, "upstream %q has no command or url: add command: [program, arg…] or url: https://…", u.Name)
 		case len(u.Headers) > 0:
-			add(u.Line, "upstream %q: headers apply only to a url", u.Name)
+			add(u.At("headers"), "upstream %q: headers apply only to a url", u.Name)
 		}
 		u.CallTimeout = DefaultCallTimeout
 		if u.Timeout != "" {
 			d, err := time.ParseDuration(u.Timeout)
 			if err != nil || d < 100*time.Millisecond || d > 24*time.Hour {
-				add(u.Line, "upstream %q: timeout %q must be a duration between 100ms and 24h, such as 30s", u.Name, u.Timeout)
+				add(u.At("timeout"), "upstream %q: timeout %q must be a duration between 100ms and 24h, such as 30s", u.Name, u.Timeout)
 			}
 			u.CallTimeout = d
 		}
 		checkResilience(u, add)
 		if !toolNameRE.MatchString(u.Prefix) {
-			add(u.Line, "upstream %q: prefix %q may only use letters, digits, '_', '-' and '.'", u.Name, u.Prefix)
+			add(u.At("prefix"), "upstream %q: prefix %q may only use letters, digits, '_', '-' and '.'", u.Name, u.Prefix)
 		}
 		for _, f := range []struct {
 			field  string
 			values map[string]string
 		}{{"env", u.Env}, {"headers", u.Headers}} {
 			field, values := f.field, f.values
-			for k, v := range values {
-				values[k] = expand(u.Line, fmt.Sprintf("upstream %q: %s %s", u.Name, field, k), v)
+			for _, k := range slices.Sorted(maps.Keys(values)) {
+				values[k] = expand(u.At(field+"."+k), fmt.Sprintf("upstream %q: %s %s", u.Name, field, k), values[k])
 			}
 		}
-		for k := range u.Env {
+		for _, k := range slices.Sorted(maps.Keys(u.Env)) {
 			if isSecretVar(k) {
-				add(u.Line, "upstream %q: env may not set %s: a server behind the gate must never hold the sealing keys", u.Name, k)
+				add(u.At("env."+k), "upstream %q: env may not set %s: a server behind the gate must never hold the sealing keys", u.Name, k)
 			}
 		}
 	}
-	f.Store.Redis = expand(keyLine["store"], "store.redis", f.Store.Redis)
+	f.Store.Redis = expand(keyLine.at("store.redis", 0), "store.redis", f.Store.Redis)
 
 	if f.Store.Redis != "" && !strings.HasPrefix(f.Store.Redis, "redis://") && !strings.HasPrefix(f.Store.Redis, "rediss://") {
-		add(keyLine["store"], "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
+		add(keyLine.at("store.redis", 0), "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
 	}
 	f.HTTP.check(add)
 	if f.Store.Prefix == "" {
 		f.Store.Prefix = "interlock:"
 	}
-	checkAudit(f, keyLine["audit"], expand, add)
+	checkAudit(f, keyLine, expand, add)
 
 	hashes := map[string]int{}
 	for _, k := range f.Auth.Keys {
 		k.SHA256 = strings.ToLower(strings.TrimSpace(k.SHA256))
 		if !sha256RE.MatchString(k.SHA256) {
-			add(k.Line, "auth key: sha256 must be 64 hex digits (the SHA-256 of the key; `interlock key` makes one)")
+			add(k.lines.at("sha256", k.Line), "auth key: sha256 must be 64 hex digits (the SHA-256 of the key; `interlock key` makes one)")
 		} else if hashes[k.SHA256] != 0 {
-			add(k.Line, "auth key: the same key is already listed on line %d", hashes[k.SHA256])
+			add(k.lines.at("sha256", k.Line), "auth key: the same key is already listed on line %d", hashes[k.SHA256])
 		} else {
 			hashes[k.SHA256] = k.Line
 		}
@@ -527,30 +556,48 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	for _, r := range f.Rules {
 		if r.Name != "" {
 			if line, dup := ruleNames[r.Name]; dup {
-				add(r.Line, "rule %q is already defined on line %d", r.Name, line)
+				add(r.at("name"), "rule %q is already defined on line %d", r.Name, line)
 			}
 			ruleNames[r.Name] = r.Line
 		}
-		for _, msg := range r.compile(f.IsSecret) {
-			add(r.Line, "%s", msg)
+		if up := r.Match.Upstream; up != "" && len(f.Upstreams) > 0 && names[up] == 0 {
+			add(r.at("match.upstream"), "rule %q: match.upstream %q is not an upstream of this file: use one of %s", r.Name, up, strings.Join(upstreamNames(f), ", "))
+		}
+		for _, e := range r.compile(f.IsSecret) {
+			e.File = name
+			errs = append(errs, e)
 		}
 	}
 	if len(errs) > 0 {
+		// In file order: a rule's problems are found key by key, not line by line.
+		slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
 		return nil, errs
 	}
 	return f, nil
 }
 
+// upstreamNames lists the names of f's upstreams, for messages.
+func upstreamNames(f *File) []string {
+	out := make([]string, 0, len(f.Upstreams))
+	for _, u := range f.Upstreams {
+		if u.Name != "" {
+			out = append(out, u.Name)
+		}
+	}
+	return out
+}
+
 // checkAudit checks the audit section and expands ${VAR} in its URL.
-func checkAudit(f *File, line int, expand func(line int, what, value string) string, add func(int, string, ...any)) {
+func checkAudit(f *File, keyLine lines, expand func(line int, what, value string) string, add func(int, string, ...any)) {
 	a := &f.Audit
+	line := keyLine.at("audit.postgres", 0)
 	if a.Postgres != "" {
 		a.Postgres = expand(line, "audit.postgres", a.Postgres)
 		if !strings.HasPrefix(a.Postgres, "postgres://") && !strings.HasPrefix(a.Postgres, "postgresql://") {
 			add(line, "audit.postgres must be a postgres:// URL, such as postgres://interlock@db.internal:5432/audit")
 		}
 		if a.SQLite != "" {
-			add(line, "audit: give sqlite or postgres, not both")
+			add(keyLine.at("audit.sqlite", 0), "audit: give sqlite or postgres, not both")
 		}
 	}
 	cp := a.Checkpoint
@@ -564,30 +611,20 @@ func checkAudit(f *File, line int, expand func(line int, what, value string) str
 	if cp.Interval != "" {
 		d, err := time.ParseDuration(cp.Interval)
 		if err != nil || d < time.Second || d > 24*time.Hour {
-			add(cp.Line, "audit.checkpoint.interval %q must be a duration between 1s and 24h, such as 1m", cp.Interval)
+			add(keyLine.at("audit.checkpoint.interval", cp.Line), "audit.checkpoint.interval %q must be a duration between 1s and 24h, such as 1m", cp.Interval)
 		}
 		cp.Every = d
 	}
 }
 
-// topLevelLines maps each top-level key of a YAML document to its line.
-func topLevelLines(data []byte) map[string]int {
-	lines := map[string]int{}
+// topLevelLines maps every key of a YAML document, by its path from the
+// top ("store.redis", "audit.checkpoint.interval"), to its line.
+func topLevelLines(data []byte) lines {
 	var doc yaml.Node
 	if yaml.Load(data, &doc) != nil {
-		return lines
+		return lines{}
 	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
-	if root.Kind != yaml.MappingNode {
-		return lines
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		lines[root.Content[i].Value] = root.Content[i].Line
-	}
-	return lines
+	return keyLines(&doc)
 }
 
 // expandEnv replaces each ${VAR} in s with its value. It returns the first

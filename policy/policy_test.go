@@ -2,8 +2,10 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,34 +26,51 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		src  string
-		want []string // each must appear, in order, one per error line
+		want []string // each must appear in the first line of one error, in order
 	}{
 		{"malformed YAML", "rules: [\n", []string{"policy.yaml:2:"}},
 		{"unknown top-level field", "default_mode: flag\nrulez: []\n", []string{`policy.yaml:2: unknown field "rulez"`}},
 		{"unknown rule field", "rules:\n  - name: a\n    mdoe: flag\n", []string{`policy.yaml:3: unknown field "mdoe"`}},
 		{"unknown match field", "rules:\n  - name: a\n    mode: flag\n    match:\n      tool: [x]\n", []string{`policy.yaml:5: unknown field "tool"`}},
 		{"wrong type", "max_argument_bytes: lots\n", []string{"policy.yaml:1:"}},
-		{"bad CEL", "rules:\n  - name: big\n    mode: deny\n    when: \"args.amount >\"\n", []string{`policy.yaml:2: rule "big": when:`}},
-		{"CEL that is not boolean", "rules:\n  - name: num\n    mode: deny\n    when: \"1 + 2\"\n", []string{`policy.yaml:2: rule "num": when must be a boolean`}},
-		{"undeclared CEL variable", "rules:\n  - name: v\n    mode: deny\n    when: \"user == 'x'\"\n", []string{`policy.yaml:2: rule "v": when:`}},
-		{"unknown mode", "rules:\n  - name: m\n    mode: maybe\n", []string{`policy.yaml:2: rule "m": unknown mode "maybe"`}},
+		{"bad CEL", "rules:\n  - name: big\n    mode: deny\n    when: \"args.amount >\"\n", []string{`policy.yaml:4: rule "big": when: Syntax error:`}},
+		{"CEL that is not boolean", "rules:\n  - name: num\n    mode: deny\n    when: \"1 + 2\"\n", []string{`policy.yaml:4: rule "num": when must be a boolean`}},
+		{"undeclared CEL variable", "rules:\n  - name: v\n    mode: deny\n    when: \"user == 'x'\"\n", []string{`policy.yaml:4: rule "v": when: undeclared reference to 'user'`}},
+		{"unknown mode", "rules:\n  - name: m\n    mode: maybe\n", []string{`policy.yaml:3: rule "m": unknown mode "maybe"`}},
 		{"missing mode", "rules:\n  - name: m\n", []string{`policy.yaml:2: rule "m": mode is required`}},
 		{"missing name", "rules:\n  - mode: deny\n", []string{"policy.yaml:2: rule has no name"}},
 		{"duplicate rule", "rules:\n  - {name: a, mode: deny}\n  - {name: a, mode: deny}\n", []string{`policy.yaml:3: rule "a" is already defined on line 2`}},
-		{"bad glob", "rules:\n  - name: g\n    mode: deny\n    match: {tools: ['[']}\n", []string{`policy.yaml:2: rule "g": tool glob "[" has a '[' without its ']'`}},
-		{"bad template", "rules:\n  - name: s\n    mode: flag\n    summary: '{{.args'\n", []string{`policy.yaml:2: rule "s": summary:`}},
-		{"unknown annotation", "rules:\n  - name: h\n    mode: flag\n    annotations: {dangerous: true}\n", []string{`policy.yaml:2: rule "h": unknown annotation "dangerous"`}},
+		{"glob in a list", "rules:\n  - name: g\n    mode: deny\n    match:\n      tools:\n        - ok_*\n        - '['\n", []string{`policy.yaml:7: rule "g": tool glob "["`}},
+		{"bad glob", "rules:\n  - name: g\n    mode: deny\n    match: {tools: ['[']}\n", []string{`policy.yaml:4: rule "g": tool glob "[" has a '[' without its ']'`}},
+		{"bad template", "rules:\n  - name: s\n    mode: flag\n    summary: '{{.args'\n", []string{`policy.yaml:4: rule "s": summary:`}},
+		{"unknown annotation", "rules:\n  - name: h\n    mode: flag\n    annotations: {dangerous: true}\n", []string{`policy.yaml:4: rule "h": unknown annotation "dangerous"`}},
 		{"allow as default", "redact: []\ndefault_mode: allow\n", []string{"policy.yaml:2: default_mode: allow would let every unannotated tool run"}},
+		{"token as default", "default_mode: token\n", []string{`policy.yaml:1: default_mode "token" is not accepted: use flag or deny`}},
+		{"elicit as default", "default_mode: elicit\n", []string{`policy.yaml:1: default_mode "elicit" is not accepted: use flag or deny`}},
+		{"unknown default", "default_mode: ask\n", []string{`policy.yaml:1: default_mode "ask" is not accepted`}},
+		{"upstream timeout", "upstreams:\n  - name: gh\n    command: [x]\n    timeout: soon\n", []string{`policy.yaml:4: upstream "gh": timeout "soon"`}},
+		{"upstream prefix", "upstreams:\n  - name: gh\n    command: [x]\n    prefix: 'a b'\n", []string{`policy.yaml:4: upstream "gh": prefix`}},
+		{"upstream url", "upstreams:\n  - name: gh\n    url: ftp://x\n", []string{`policy.yaml:3: upstream "gh": url "ftp://x"`}},
+		{"upstream dir with url", "upstreams:\n  - name: gh\n    url: https://x/mcp\n    dir: /tmp\n", []string{`policy.yaml:4: upstream "gh": env, inherit_env and dir apply only to a command`}},
+		{"upstream headers with command", "upstreams:\n  - name: gh\n    command: [x]\n    headers:\n      A: b\n", []string{`policy.yaml:4: upstream "gh": headers apply only to a url`}},
+		{"match.upstream unknown", "upstreams:\n  - {name: gh, command: [x]}\nrules:\n  - name: r\n    mode: deny\n    match:\n      upstream: hg\n", []string{`policy.yaml:7: rule "r": match.upstream "hg" is not an upstream of this file: use one of gh`}},
+		{"ttl", "rules:\n  - name: t\n    mode: token\n    ttl: soon\n", []string{`policy.yaml:4: rule "t": ttl "soon"`}},
+		{"preview argument", "rules:\n  - name: p\n    mode: token\n    preview:\n      tool: get\n      args:\n        id: 'args.'\n", []string{`policy.yaml:7: rule "p": preview argument id: Syntax error`}},
+		{"preview without tool", "rules:\n  - name: p\n    mode: token\n    preview:\n      args: {id: args.id}\n", []string{`policy.yaml:4: rule "p": preview needs tool`}},
+		{"form key outside elicit", "rules:\n  - name: f\n    mode: flag\n    confirm: sure\n    type_back: x\n", []string{`policy.yaml:4: rule "f": confirm applies only to mode elicit`, `policy.yaml:5: rule "f": type_back applies only to mode elicit`}},
+		{"choice without options", "rules:\n  - name: c\n    mode: elicit\n    choices:\n      env: {title: x}\n", []string{`policy.yaml:5: rule "c": choice env needs options`}},
+		{"fallback", "rules:\n  - name: e\n    mode: elicit\n    fallback: allow\n", []string{`policy.yaml:4: rule "e": fallback must be token or deny`}},
 		{"upstream without command", "upstreams:\n  - name: gh\n", []string{`policy.yaml:2: upstream "gh" has no command`}},
 		{"duplicate upstream", "upstreams:\n  - {name: a, command: [x]}\n  - {name: a, command: [y]}\n", []string{`policy.yaml:3: upstream "a" is already defined on line 2`}},
-		{"unset env var", "upstreams:\n  - name: gh\n    command: [gh-mcp]\n    env: {GITHUB_TOKEN: '${NOPE}'}\n", []string{"${NOPE}, which is not set"}},
+		{"unset env var", "upstreams:\n  - name: gh\n    command: [gh-mcp]\n    env: {GITHUB_TOKEN: '${NOPE}'}\n", []string{`policy.yaml:4: upstream "gh": env GITHUB_TOKEN refers to ${NOPE}, which is not set`}},
 		{"bad key hash", "auth:\n  keys:\n    - {sha256: abc, principal: ci}\n", []string{"policy.yaml:3: auth key: sha256 must be 64 hex digits"}},
+		{"bad key hash on its own line", "auth:\n  keys:\n    - principal: ci\n      sha256: abc\n", []string{"policy.yaml:4: auth key: sha256 must be 64 hex digits"}},
 		{"key without principal", "auth:\n  keys:\n    - sha256: " + strings.Repeat("a", 64) + "\n", []string{"policy.yaml:3: auth key: principal is required"}},
-		{"unset variable in a store URL", "store:\n  redis: 'redis://:${NOPE}@127.0.0.1:6379/0'\n", []string{"policy.yaml:1: store.redis refers to ${NOPE}, which is not set"}},
-		{"the sealing keys in a header", "upstreams:\n  - name: a\n    url: https://x/mcp\n    headers: {Authorization: 'Bearer ${INTERLOCK_SECRET}'}\n", []string{`policy.yaml:2: upstream "a": headers Authorization refers to ${INTERLOCK_SECRET}: the sealing keys stay inside the gateway`}},
+		{"unset variable in a store URL", "store:\n  redis: 'redis://:${NOPE}@127.0.0.1:6379/0'\n", []string{"policy.yaml:2: store.redis refers to ${NOPE}, which is not set"}},
+		{"the sealing keys in a header", "upstreams:\n  - name: a\n    url: https://x/mcp\n    headers: {Authorization: 'Bearer ${INTERLOCK_SECRET}'}\n", []string{`policy.yaml:4: upstream "a": headers Authorization refers to ${INTERLOCK_SECRET}: the sealing keys stay inside the gateway`}},
 		{"the sealing keys in a store URL", "store: {redis: 'redis://:${INTERLOCK_SECRET}@h:6379'}\n", []string{"policy.yaml:1: store.redis refers to ${INTERLOCK_SECRET}"}},
-		{"a child given the sealing keys", "upstreams:\n  - name: a\n    command: [x]\n    env: {INTERLOCK_SECRET: abc}\n", []string{`policy.yaml:2: upstream "a": env may not set INTERLOCK_SECRET`}},
-		{"a child given their file", "upstreams:\n  - name: a\n    command: [x]\n    env: {INTERLOCK_SECRET_FILE: /k}\n", []string{`policy.yaml:2: upstream "a": env may not set INTERLOCK_SECRET_FILE`}},
+		{"a child given the sealing keys", "upstreams:\n  - name: a\n    command: [x]\n    env: {INTERLOCK_SECRET: abc}\n", []string{`policy.yaml:4: upstream "a": env may not set INTERLOCK_SECRET`}},
+		{"a child given their file", "upstreams:\n  - name: a\n    command: [x]\n    env: {INTERLOCK_SECRET_FILE: /k}\n", []string{`policy.yaml:4: upstream "a": env may not set INTERLOCK_SECRET_FILE`}},
 		{"inherit_env on a URL", "upstreams:\n  - {name: a, url: 'https://x/mcp', inherit_env: true}\n", []string{"env, inherit_env and dir apply only to a command"}},
 		{"trust_hints not a boolean", "upstreams:\n  - name: a\n    command: [x]\n    trust_hints: maybe\n", []string{"policy.yaml:4:"}},
 		{"unknown http field", "http:\n  max_sesions: 3\n", []string{`policy.yaml:2: unknown field "max_sesions"`}},
@@ -59,7 +78,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a duration", "http:\n  read_timeout: soon\n", []string{`policy.yaml:2: http.read_timeout "soon" must be a duration`}},
 		{"no connections", "http:\n  max_connections: 0\n", []string{"policy.yaml:2: http.max_connections must be between 1 and 1000000"}},
 		{"negative session cap", "http:\n  max_sessions_per_principal: -1\n", []string{"policy.yaml:2: http.max_sessions_per_principal must be between 1"}},
-		{"several problems at once", "rules:\n  - name: a\n    mode: maybe\n  - name: b\n    mode: deny\n    when: '('\n", []string{`policy.yaml:2: rule "a"`, `policy.yaml:4: rule "b"`}},
+		{"several problems at once", "rules:\n  - name: a\n    mode: maybe\n  - name: b\n    mode: deny\n    when: '('\n", []string{`policy.yaml:3: rule "a"`, `policy.yaml:6: rule "b"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,13 +86,17 @@ func TestParseErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("Parse succeeded")
 			}
-			lines := strings.Split(err.Error(), "\n")
-			if len(lines) != len(tt.want) {
-				t.Fatalf("got %d error lines, want %d:\n%v", len(lines), len(tt.want), err)
+			var errs LoadErrors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error %v is not LoadErrors", err)
+			}
+			if len(errs) != len(tt.want) {
+				t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(tt.want), err)
 			}
 			for i, w := range tt.want {
-				if !strings.Contains(lines[i], w) {
-					t.Errorf("error line %q does not contain %q", lines[i], w)
+				first, _, _ := strings.Cut(errs[i].Error(), "\n")
+				if !strings.Contains(first, w) {
+					t.Errorf("error %q does not contain %q", first, w)
 				}
 			}
 		})
@@ -315,7 +338,7 @@ rules:
 func TestElicitRuleErrors(t *testing.T) {
 	tests := []struct{ src, want string }{
 		{"rules:\n  - {name: a, mode: elicit, fallback: allow}\n", `rule "a": fallback must be token or deny`},
-		{"rules:\n  - {name: a, mode: flag, type_back: x}\n", `rule "a": fallback, timeout, confirm, type_back and choices apply only to mode elicit`},
+		{"rules:\n  - {name: a, mode: flag, type_back: x}\n", `rule "a": type_back applies only to mode elicit`},
 		{"rules:\n  - {name: a, mode: elicit, timeout: later}\n", `rule "a": timeout "later" is not a duration`},
 		{"rules:\n  - {name: a, mode: elicit, type_back: '{{.args.password}}'}\n", `rule "a": type_back names the secret argument password`},
 		{"rules:\n  - {name: a, mode: elicit, type_back: '{{index .args \"password\"}}'}\n", `rule "a": type_back names the secret argument password`},
@@ -344,6 +367,49 @@ func TestUpstreamTimeoutConfig(t *testing.T) {
 	if _, err := Parse("p.yaml", []byte("upstreams:\n  - {name: a, command: [x], timeout: forever}\n"), func(string) (string, bool) { return "", false }); err == nil ||
 		!strings.Contains(err.Error(), `p.yaml:2: upstream "a": timeout "forever" must be a duration`) {
 		t.Errorf("Parse = %v", err)
+	}
+}
+
+func TestCELErrorShowsWhereAndWhat(t *testing.T) {
+	tests := []struct {
+		name string
+		when string
+		want string
+	}{
+		{"syntax", "args.amount >", `policy.yaml:4: rule "c": when: Syntax error: mismatched input '<EOF>'`},
+		{"undeclared", "amount > 10", `policy.yaml:4: rule "c": when: undeclared reference to 'amount'`},
+		{"second line", "tool == 'x' &&\n  user == 'y'", `policy.yaml:4: rule "c": when: undeclared reference to 'user'`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "rules:\n  - name: c\n    mode: deny\n    when: " + strconv.Quote(tt.when) + "\n"
+			_, err := Parse("policy.yaml", []byte(src), func(string) (string, bool) { return "", false })
+			var errs LoadErrors
+			if !errors.As(err, &errs) || len(errs) != 1 {
+				t.Fatalf("Parse = %v, want one LoadError", err)
+			}
+			got := strings.Split(errs[0].Error(), "\n")
+			if !strings.HasPrefix(got[0], tt.want) {
+				t.Errorf("first line %q, want prefix %q", got[0], tt.want)
+			}
+			if len(got) != 4 {
+				t.Fatalf("got %d lines, want message, expression, caret, vocabulary:\n%s", len(got), errs[0])
+			}
+			expr, caret := strings.TrimPrefix(got[1], "    "), strings.TrimPrefix(got[2], "    ")
+			if !strings.Contains(tt.when, expr) {
+				t.Errorf("expression line %q is not a line of %q", expr, tt.when)
+			}
+			col := strings.Index(caret, "^")
+			if col < 0 || strings.TrimSpace(caret) != "^" {
+				t.Fatalf("caret line %q", caret)
+			}
+			if rest := expr[min(col, len(expr)):]; tt.name != "syntax" && !strings.HasPrefix(rest, "amount") && !strings.HasPrefix(rest, "user") {
+				t.Errorf("caret points at %q", rest)
+			}
+			if !strings.Contains(got[3], "tool, upstream, args, principal, tenant") || !strings.Contains(got[3], "isUnder(path, dir)") {
+				t.Errorf("vocabulary line %q", got[3])
+			}
+		})
 	}
 }
 

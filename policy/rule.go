@@ -3,13 +3,14 @@ package policy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"text/template"
 	tmplparse "text/template/parse"
 	"time"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	"go.yaml.in/yaml/v4"
@@ -51,7 +52,8 @@ type Rule struct {
 	// Choices are arguments the human picks instead of the model.
 	Choices map[string]*Choice `yaml:"choices"`
 
-	Line int `yaml:"-"`
+	Line  int `yaml:"-"`
+	lines lines
 
 	globs       []*regexp.Regexp
 	program     cel.Program
@@ -91,13 +93,18 @@ type Match struct {
 	Annotations map[string]bool `yaml:"annotations"`
 }
 
-// UnmarshalYAML records where the rule starts, for messages, and
-// rejects unknown fields.
+// UnmarshalYAML records where the rule and each of its keys start, for
+// messages, and rejects unknown fields.
 func (r *Rule) UnmarshalYAML(n *yaml.Node) error {
 	type plain Rule
-	r.Line = n.Line
+	r.Line, r.lines = n.Line, keyLines(n)
 	return n.Load((*plain)(r), yaml.WithKnownFields())
 }
+
+// at returns the line of the rule's key at path (such as "when",
+// "match.tools[1]" or "choices.environment"), or of the rule itself when
+// the key is not written.
+func (r *Rule) at(path string) int { return r.lines.at(path, r.Line) }
 
 var hintNames = []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 
@@ -130,37 +137,40 @@ var celEnv = func() *cel.Env {
 }()
 
 // compile checks the rule and prepares its condition and template. It
-// returns every problem found, each naming the rule. isSecret says which
-// argument names are secret.
-func (r *Rule) compile(isSecret func(string) bool) []string {
-	var errs []string
+// returns every problem found, each naming the rule and at the line of the
+// key it is about. isSecret says which argument names are secret.
+func (r *Rule) compile(isSecret func(string) bool) []LoadError {
+	var errs []LoadError
 	label := "rule"
 	if r.Name != "" {
 		label = fmt.Sprintf("rule %q", r.Name)
 	} else {
-		errs = append(errs, "rule has no name: add name: <what it is for>")
+		errs = append(errs, LoadError{Line: r.Line, Msg: "rule has no name: add name: <what it is for>"})
 	}
-	fail := func(format string, args ...any) {
-		errs = append(errs, label+": "+fmt.Sprintf(format, args...))
+	fail := func(key, format string, args ...any) {
+		errs = append(errs, LoadError{Line: r.at(key), Msg: label + ": " + fmt.Sprintf(format, args...)})
 	}
 	if r.Mode == "" {
-		fail("mode is required: use one of %s", modeNames())
+		fail("mode", "mode is required: use one of %s", modeNames())
 	} else if _, err := interlock.ParseMode(string(r.Mode)); err != nil {
-		fail("%v", err)
+		fail("mode", "%v", err)
 	}
 	r.globs = r.globs[:0]
-	for _, g := range r.Match.Tools {
+	for i, g := range r.Match.Tools {
 		re, err := compileGlob(g)
 		if err != nil {
-			fail("tool glob %q %v", g, err)
+			fail(fmt.Sprintf("match.tools[%d]", i), "tool glob %q %v", g, err)
 			continue
 		}
 		r.globs = append(r.globs, re)
 	}
-	for _, hints := range []map[string]bool{r.Match.Annotations, r.Annotations} {
-		for name := range hints {
+	for _, set := range []struct {
+		key   string
+		hints map[string]bool
+	}{{"match.annotations", r.Match.Annotations}, {"annotations", r.Annotations}} {
+		for _, name := range slices.Sorted(maps.Keys(set.hints)) {
 			if hintField(&interlock.Hints{}, name) == nil {
-				fail("unknown annotation %q: use %s", name, strings.Join(hintNames, ", "))
+				fail(set.key+"."+name, "unknown annotation %q: use %s", name, strings.Join(hintNames, ", "))
 			}
 		}
 	}
@@ -176,11 +186,11 @@ func (r *Rule) compile(isSecret func(string) bool) []string {
 	if r.When != "" {
 		ast, iss := celEnv.Compile(r.When)
 		if iss.Err() != nil {
-			fail("when: %v", strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+			errs = append(errs, celErrors(r.at("when"), label+": when", r.When, iss)...)
 		} else if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-			fail("when must be a boolean expression, not %s", ast.OutputType())
+			fail("when", "when must be a boolean expression, not %s", ast.OutputType())
 		} else if prg, err := celEnv.Program(ast); err != nil {
-			fail("when: %v", err)
+			fail("when", "when: %v", err)
 		} else {
 			r.program = prg
 		}
@@ -189,39 +199,40 @@ func (r *Rule) compile(isSecret func(string) bool) []string {
 		d, err := time.ParseDuration(r.TTL)
 		switch {
 		case err != nil:
-			fail("ttl %q is not a duration such as 90s or 5m", r.TTL)
+			fail("ttl", "ttl %q is not a duration such as 90s or 5m", r.TTL)
 		case d < time.Second || d > 24*time.Hour:
-			fail("ttl %s must be between 1s and 24h", r.TTL)
+			fail("ttl", "ttl %s must be between 1s and 24h", r.TTL)
 		case r.Mode != interlock.ModeToken:
-			fail("ttl applies only to mode token")
+			fail("ttl", "ttl applies only to mode token")
 		default:
 			r.ttl = d
 		}
 	}
 	if r.Preview != nil {
 		if r.Preview.Tool == "" {
-			fail("preview needs tool: the read-only tool to call")
+			fail("preview.tool", "preview needs tool: the read-only tool to call")
 		}
 		r.previewArgs = map[string]cel.Program{}
-		for name, expr := range r.Preview.Args {
-			ast, iss := celEnv.Compile(expr)
+		for _, name := range slices.Sorted(maps.Keys(r.Preview.Args)) {
+			key := "preview.args." + name
+			ast, iss := celEnv.Compile(r.Preview.Args[name])
 			if iss.Err() != nil {
-				fail("preview argument %s: %v", name, strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+				errs = append(errs, celErrors(r.at(key), label+": preview argument "+name, r.Preview.Args[name], iss)...)
 				continue
 			}
 			prg, err := celEnv.Program(ast)
 			if err != nil {
-				fail("preview argument %s: %v", name, err)
+				fail(key, "preview argument %s: %v", name, err)
 				continue
 			}
 			r.previewArgs[name] = prg
 		}
 	}
-	errs = append(errs, r.compileForm(fail, isSecret)...)
+	r.compileForm(fail, isSecret)
 	if r.Summary != "" {
 		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.Summary)
 		if err != nil {
-			fail("summary: %v", err)
+			fail("summary", "summary: %v", err)
 		} else {
 			r.summary = t
 		}
@@ -229,25 +240,57 @@ func (r *Rule) compile(isSecret func(string) bool) []string {
 	return errs
 }
 
+// celVocabulary says what a condition or preview argument may use, for
+// messages about one that does not compile.
+const celVocabulary = "variables: tool, upstream, args, principal, tenant; " +
+	"functions interlock adds: cleanPath(path), isUnder(path, dir), num(value)"
+
+// celErrors turns the issues of the CEL expression expr, written at line,
+// into load errors that show the expression's line with a caret under the
+// problem, and what an expression may use.
+func celErrors(line int, what, expr string, iss *cel.Issues) []LoadError {
+	exprLines := strings.Split(expr, "\n")
+	var out []LoadError
+	for _, e := range iss.Errors() {
+		le := LoadError{Line: line, Msg: what + ": " + e.Message}
+		if n, col := e.Location.Line(), e.Location.Column(); n >= 1 && n <= len(exprLines) && col >= 0 {
+			src := strings.ReplaceAll(exprLines[n-1], "\t", " ")
+			le.Detail = []string{src, strings.Repeat(" ", min(col, utf8.RuneCountInString(src))) + "^"}
+		}
+		out = append(out, le)
+	}
+	if len(out) > 0 {
+		last := &out[len(out)-1]
+		last.Detail = append(last.Detail, celVocabulary)
+	}
+	return out
+}
+
 // compileForm checks the fields of mode elicit.
-func (r *Rule) compileForm(fail func(string, ...any), isSecret func(string) bool) []string {
-	elicit := r.Mode == interlock.ModeElicit
-	if !elicit && (r.Fallback != "" || r.Timeout != "" || r.Confirm != "" || r.TypeBack != "" || len(r.Choices) > 0) {
-		fail("fallback, timeout, confirm, type_back and choices apply only to mode elicit")
-		return nil
+func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(string) bool) {
+	if r.Mode != interlock.ModeElicit {
+		for _, f := range []struct {
+			key string
+			set bool
+		}{{"fallback", r.Fallback != ""}, {"timeout", r.Timeout != ""}, {"confirm", r.Confirm != ""}, {"type_back", r.TypeBack != ""}, {"choices", len(r.Choices) > 0}} {
+			if f.set {
+				fail(f.key, "%s applies only to mode elicit", f.key)
+			}
+		}
+		return
 	}
 	switch r.Fallback {
 	case "", interlock.ModeToken, interlock.ModeDeny:
 	default:
-		fail("fallback must be token or deny, not %q: a client that cannot show a form must never be let through", r.Fallback)
+		fail("fallback", "fallback must be token or deny, not %q: a client that cannot show a form must never be let through", r.Fallback)
 	}
 	if r.Timeout != "" {
 		d, err := time.ParseDuration(r.Timeout)
 		switch {
 		case err != nil:
-			fail("timeout %q is not a duration such as 5m", r.Timeout)
+			fail("timeout", "timeout %q is not a duration such as 5m", r.Timeout)
 		case d < time.Second || d > 24*time.Hour:
-			fail("timeout %s must be between 1s and 24h", r.Timeout)
+			fail("timeout", "timeout %s must be between 1s and 24h", r.Timeout)
 		default:
 			r.timeout = d
 		}
@@ -256,27 +299,22 @@ func (r *Rule) compileForm(fail func(string, ...any), isSecret func(string) bool
 		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.TypeBack)
 		switch secrets := secretsIn(t, isSecret); {
 		case err != nil:
-			fail("type_back: %v", err)
+			fail("type_back", "type_back: %v", err)
 		case len(secrets) > 0:
-			fail("type_back names the secret argument %s: a form must never ask for a secret", strings.Join(secrets, ", "))
+			fail("type_back", "type_back names the secret argument %s: a form must never ask for a secret", strings.Join(secrets, ", "))
 		default:
 			r.typeBack = t
 		}
 	}
-	names := make([]string, 0, len(r.Choices))
-	for name := range r.Choices {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		ch := r.Choices[name]
+	for _, name := range slices.Sorted(maps.Keys(r.Choices)) {
+		ch, key := r.Choices[name], "choices."+name
 		switch {
 		case ch == nil || len(ch.Options) == 0:
-			fail("choice %s needs options: the values the human picks from", name)
+			fail(key, "choice %s needs options: the values the human picks from", name)
 		case name == "confirm" || name == "type_back":
-			fail("choice %s clashes with the form's own field of that name", name)
+			fail(key, "choice %s clashes with the form's own field of that name", name)
 		case isSecret(name):
-			fail("choice %s is a secret argument: a form must never ask for a secret", name)
+			fail(key, "choice %s is a secret argument: a form must never ask for a secret", name)
 		default:
 			title := ch.Title
 			if title == "" {
@@ -285,7 +323,6 @@ func (r *Rule) compileForm(fail func(string, ...any), isSecret func(string) bool
 			r.choices = append(r.choices, interlock.Choice{Arg: name, Title: title, Options: ch.Options})
 		}
 	}
-	return nil
 }
 
 // secretsIn returns every name and string constant in a template that
@@ -295,19 +332,42 @@ func (r *Rule) compileForm(fail func(string, ...any), isSecret func(string) bool
 // (a name built at run time) shows [REDACTED] and is refused then; this
 // check makes the mistake a load error instead.
 func secretsIn(t *template.Template, isSecret func(string) bool) []string {
-	if t == nil {
-		return nil
-	}
 	var out []string
-	seen := map[string]bool{}
 	note := func(s string) {
-		if s != "" && isSecret(s) && !seen[s] {
-			seen[s] = true
+		if s != "" && isSecret(s) && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
+	walkTemplate(t, func(n tmplparse.Node) {
+		switch n := n.(type) {
+		case *tmplparse.FieldNode:
+			for _, id := range n.Ident {
+				note(id)
+			}
+		case *tmplparse.ChainNode:
+			for _, id := range n.Field {
+				note(id)
+			}
+		case *tmplparse.VariableNode:
+			for _, id := range n.Ident {
+				note(id)
+			}
+		case *tmplparse.StringNode:
+			note(n.Text)
+		}
+	})
+	return out
+}
+
+// walkTemplate calls visit for every node of every template in t, depth
+// first; nothing when t is nil.
+func walkTemplate(t *template.Template, visit func(tmplparse.Node)) {
+	if t == nil {
+		return
+	}
 	var walk func(tmplparse.Node)
 	walk = func(n tmplparse.Node) {
+		visit(n)
 		switch n := n.(type) {
 		case *tmplparse.ListNode:
 			if n != nil {
@@ -327,21 +387,8 @@ func secretsIn(t *template.Template, isSecret func(string) bool) []string {
 			for _, a := range n.Args {
 				walk(a)
 			}
-		case *tmplparse.FieldNode:
-			for _, id := range n.Ident {
-				note(id)
-			}
 		case *tmplparse.ChainNode:
 			walk(n.Node)
-			for _, id := range n.Field {
-				note(id)
-			}
-		case *tmplparse.VariableNode:
-			for _, id := range n.Ident {
-				note(id)
-			}
-		case *tmplparse.StringNode:
-			note(n.Text)
 		case *tmplparse.IfNode:
 			walk(n.Pipe)
 			walk(n.List)
@@ -363,7 +410,6 @@ func secretsIn(t *template.Template, isSecret func(string) bool) []string {
 			walk(tt.Root)
 		}
 	}
-	return out
 }
 
 func modeNames() string {

@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,34 +44,129 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return err
 }
 
-// check validates a configuration file without starting anything.
-func check(args []string, stdout, stderr io.Writer) error {
+// check validates a configuration file. With --connect it also starts or
+// reaches every upstream and compares the rules with the tools they offer,
+// so that what start-up or a first call would find is found now.
+func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", stderr)
 	config := fs.String("config", "", "configuration `file` (default: the built-in config)")
+	connect := fs.Bool("connect", false, "also start or reach every upstream and check the rules against the tools it offers")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f, err := loadConfig(*config, "")
-	if errs, ok := err.(policy.LoadErrors); ok {
-		for _, e := range errs {
-			fmt.Fprintln(stderr, e)
+	var dataDir string
+	if *config == "" {
+		// The built-in demo upstream runs this binary; its database goes
+		// where nothing outlives the check.
+		dir, err := os.MkdirTemp("", "interlock-check")
+		if err != nil {
+			return fmt.Errorf("making a data directory for the demo: %w", err)
 		}
-		return fmt.Errorf("%d problem(s) found", len(errs))
+		defer os.RemoveAll(dir)
+		dataDir = dir
+	}
+	f, err := loadConfig(*config, dataDir)
+	var errs policy.LoadErrors
+	if errors.As(err, &errs) {
+		return report(stderr, errs)
 	}
 	if err != nil {
 		return err
 	}
-	// A command missing here may exist where the gateway runs, so this is
-	// a warning, not an error.
-	if *config != "" {
-		for _, u := range f.Upstreams {
-			if _, err := exec.LookPath(u.Command[0]); err != nil {
-				fmt.Fprintf(stderr, "%s:%d: warning: upstream %q: %s is not an executable on this machine's PATH\n", f.Path, u.Line, u.Name, u.Command[0])
+	errs, missing := missingCommands(f)
+	tools := 0
+	if *connect {
+		found, n, err := connectedProblems(ctx, f, missing)
+		if err != nil {
+			return err
+		}
+		errs, tools = append(errs, found...), n
+	}
+	if len(errs) > 0 {
+		return report(stderr, errs)
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d rules, %d API keys", f.Path, len(f.Upstreams), len(f.Rules), len(f.Auth.Keys))
+	if *connect {
+		fmt.Fprintf(stdout, "; connected: %d tools", tools)
+	}
+	fmt.Fprintln(stdout, ")")
+	return nil
+}
+
+// report prints every problem in file order and sums them up as the
+// command's error.
+func report(stderr io.Writer, errs policy.LoadErrors) error {
+	slices.SortStableFunc(errs, func(a, b policy.LoadError) int { return a.Line - b.Line })
+	for _, e := range errs {
+		fmt.Fprintln(stderr, e)
+	}
+	return fmt.Errorf("%d problem(s) found", len(errs))
+}
+
+// missingCommands reports every upstream whose program is not on this
+// machine's PATH, where the gateway could not start it, and names them.
+func missingCommands(f *policy.File) (policy.LoadErrors, map[string]bool) {
+	var errs policy.LoadErrors
+	missing := map[string]bool{}
+	for _, u := range f.Upstreams {
+		if len(u.Command) == 0 {
+			continue
+		}
+		if _, err := exec.LookPath(u.Command[0]); err != nil {
+			var notRun *exec.Error
+			if errors.As(err, &notRun) {
+				err = notRun.Err
 			}
+			errs = append(errs, policy.LoadError{File: f.Path, Line: u.At("command[0]"), Msg: fmt.Sprintf(
+				"upstream %q: command %q is not an executable on this machine's PATH (%v): install it, or give its full path", u.Name, u.Command[0], err)})
+			missing[u.Name] = true
 		}
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d rules, %d API keys)\n", f.Path, len(f.Upstreams), len(f.Rules), len(f.Auth.Keys))
-	return nil
+	return errs, missing
+}
+
+// upstreamFailure says why an upstream could not be started or reached.
+// The gateway's message for a failed connection names the file and line
+// for its log; the check's line says that already, so only the cause is
+// kept. Other failures (a tool name two upstreams offer) keep the
+// gateway's words.
+func upstreamFailure(u *policy.Upstream, err error) string {
+	cause := errors.Unwrap(err)
+	if cause == nil {
+		return err.Error()
+	}
+	what := fmt.Sprintf("command %q", strings.Join(u.Command, " "))
+	if u.URL != "" {
+		what = "url " + u.URL
+	}
+	return fmt.Sprintf("upstream %q: %s did not start or answer as an MCP server: %v", u.Name, what, cause)
+}
+
+// connectedProblems starts or reaches every upstream but the missing ones,
+// and compares the rules with the tools they offer. It
+// returns the problems and how many tools the upstreams offer.
+func connectedProblems(ctx context.Context, f *policy.File, missing map[string]bool) (policy.LoadErrors, int, error) {
+	// The check reports its findings itself; the gateway's log would only
+	// repeat them (and warn about a sealing key that no token needs here).
+	gw, err := gateway.New(f, gateway.Options{Version: version, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("preparing the gateway: %w", err)
+	}
+	defer gw.Close()
+	failed := gw.StartEach(ctx, func(u *policy.Upstream) bool { return !missing[u.Name] })
+	var errs policy.LoadErrors
+	for _, u := range f.Upstreams {
+		if err := failed[u.Name]; err != nil {
+			errs = append(errs, policy.LoadError{File: f.Path, Line: u.Line, Msg: upstreamFailure(u, err)})
+		}
+	}
+	tools := gw.OfferedTools()
+	if len(errs) > 0 || len(missing) > 0 {
+		// Without every upstream's tools, the rules cannot be compared
+		// with them: a glob would seem to match nothing.
+		return errs, len(tools), nil
+	}
+	return f.CheckTools(tools), len(tools), nil
 }
 
 // makeKey makes a random API key. The key goes to standard error, for the

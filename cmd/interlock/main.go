@@ -22,7 +22,7 @@ const usage = `interlock makes destructive MCP tool calls impossible without the
 Usage:
   interlock serve [--config FILE] [--listen ADDR | --stdio] [--stateless] [--data DIR]
   interlock demo  [--db FILE] [--reset]
-  interlock check [--config FILE]
+  interlock check [--config FILE] [--connect]
   interlock key   [--principal NAME] [--tenant NAME]
   interlock audit verify [--data DIR | --config FILE] [--checkpoints] [--public-key FILE]
   interlock audit tail   [--data DIR | --config FILE] [-n N] [-f] [--json]
@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "demo":
 		err = runDemo(ctx, args[1:], stdin, stdout, stderr)
 	case "check":
-		err = check(args[1:], stdout, stderr)
+		err = check(ctx, args[1:], stdout, stderr)
 	case "key":
 		err = makeKey(args[1:], stdout, stderr)
 	case "audit":

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/seal"
+)
+
+// StartEach connects the upstreams for which start returns true and
+// mirrors their tools, like [Gateway.Start], but reports each upstream's
+// failure apart, by upstream name, so that a check can point at the
+// upstream's line.
+func (g *Gateway) StartEach(ctx context.Context, start func(*policy.Upstream) bool) map[string]error {
+	failed := map[string]error{}
+	for _, u := range g.upstreams {
+		if !start(u.cfg) {
+			continue
+		}
+		if err := g.refresh(ctx, u, true); err != nil {
+			failed[u.cfg.Name] = err
+		}
+	}
+	return failed
+}
+
+// OfferedTools returns every mirrored tool as the policy sees it: its name
+// as clients see it, its upstream, its hints after the rules' overrides,
+// and the arguments its input schema declares (meta-arguments left out).
+func (g *Gateway) OfferedTools() []policy.OfferedTool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]policy.OfferedTool, 0, len(g.advertised))
+	for name, adv := range g.advertised {
+		t := policy.OfferedTool{Name: name, Upstream: g.owner[name].cfg.Name}
+		if gt, _, ok := g.gate.Tool(name); ok {
+			t.Hints = gt.Hints
+		}
+		if schema, ok := adv.InputSchema.(map[string]any); ok {
+			props, _ := schema["properties"].(map[string]any)
+			for arg := range props {
+				if !strings.HasPrefix(arg, seal.MetaPrefix) {
+					t.Arguments = append(t.Arguments, arg)
+				}
+			}
+		}
+		sort.Strings(t.Arguments)
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,178 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/template"
+	tmplparse "text/template/parse"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// OfferedTool is a tool an upstream offers, as the gateway mirrors it.
+// [File.CheckTools] compares the rules with a list of them.
+type OfferedTool struct {
+	// Name is the tool's name as clients see it, prefix included.
+	Name     string
+	Upstream string
+	// Hints are the tool's hints as the policy sees them, after the rules'
+	// overrides.
+	Hints interlock.Hints
+	// Arguments are the properties of the tool's input schema.
+	Arguments []string
+}
+
+// CheckTools reports what the rules expect of tools that the upstreams do
+// not offer, each at the line of the key it is about: a tool glob that
+// matches no offered tool (a typo silently matches nothing), a preview tool
+// that is not offered or not read-only (its first call would be
+// INTERNAL_ERROR), and a preview argument, type_back or choice that names
+// an argument the tools it applies to do not take.
+func (f *File) CheckTools(tools []OfferedTool) LoadErrors {
+	byName := make(map[string]OfferedTool, len(tools))
+	for _, t := range tools {
+		byName[t.Name] = t
+	}
+	var errs LoadErrors
+	for _, r := range f.Rules {
+		add := func(key, format string, args ...any) {
+			errs = append(errs, LoadError{File: f.Path, Line: r.at(key), Msg: fmt.Sprintf("rule %q: ", r.Name) + fmt.Sprintf(format, args...)})
+		}
+		for i, re := range r.globs {
+			if !slices.ContainsFunc(tools, func(t OfferedTool) bool {
+				return (r.Match.Upstream == "" || r.Match.Upstream == t.Upstream) && re.MatchString(t.Name)
+			}) {
+				add(fmt.Sprintf("match.tools[%d]", i), "tool glob %q matches no tool %s%s", r.Match.Tools[i], offeredBy(r.Match.Upstream), nearest(r.Match.Tools[i], tools))
+			}
+		}
+		var matched []OfferedTool
+		for _, t := range tools {
+			if r.matchesTool(t.Name, t.Upstream, t.Hints) {
+				matched = append(matched, t)
+			}
+		}
+		if p := r.Preview; p != nil && p.Tool != "" {
+			t, offered := byName[p.Tool]
+			switch {
+			case !offered:
+				add("preview.tool", "preview tool %q is not offered by any upstream, so every call the rule gates would fail (INTERNAL_ERROR)%s", p.Tool, nearest(p.Tool, tools))
+			case !t.Hints.ReadOnly:
+				add("preview.tool", "preview tool %q is not read-only, so it is refused as a preview (INTERNAL_ERROR): name a read-only tool, or, if it only reads, "+
+					"give it annotations: {readOnlyHint: true} in a rule that matches it", p.Tool)
+			default:
+				for _, name := range slices.Sorted(maps.Keys(p.Args)) {
+					if !slices.Contains(t.Arguments, name) {
+						add("preview.args."+name, "preview argument %s is not an argument of %s (%s)", name, p.Tool, argumentList(t))
+					}
+				}
+			}
+		}
+		for _, name := range argsIn(r.typeBack) {
+			if lacking := without(matched, name); len(lacking) > 0 {
+				add("type_back", "type_back names args.%s, an argument that %s", name, lacking)
+			}
+		}
+		for _, ch := range r.choices {
+			if lacking := without(matched, ch.Arg); len(lacking) > 0 {
+				add("choices."+ch.Arg, "choice %s names an argument that %s", ch.Arg, lacking)
+			}
+		}
+	}
+	slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
+	return errs
+}
+
+// offeredBy names where a glob looked, for messages.
+func offeredBy(upstream string) string {
+	if upstream != "" {
+		return fmt.Sprintf("that upstream %q offers", upstream)
+	}
+	return "that the upstreams offer"
+}
+
+// without describes the tools that do not take the argument name; "" when
+// all of them do.
+func without(tools []OfferedTool, name string) string {
+	var lacking []string
+	for _, t := range tools {
+		if !slices.Contains(t.Arguments, name) {
+			lacking = append(lacking, fmt.Sprintf("%s does not take (%s)", t.Name, argumentList(t)))
+		}
+	}
+	return strings.Join(lacking, "; ")
+}
+
+func argumentList(t OfferedTool) string {
+	if len(t.Arguments) == 0 {
+		return "it takes no arguments"
+	}
+	return "its arguments: " + strings.Join(t.Arguments, ", ")
+}
+
+// nearest suggests the offered tool name closest to a mistyped one, as
+// ": did you mean x?"; "" when none is close.
+func nearest(name string, tools []OfferedTool) string {
+	best, bestDistance := "", len(name)/3+1
+	for _, t := range tools {
+		if d := editDistance(name, t.Name); d > 0 && d <= bestDistance && (d < bestDistance || best == "" || t.Name < best) {
+			best, bestDistance = t.Name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(": did you mean %s?", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// argsIn returns the argument names a template reads as .args.name or
+// index .args "name", in order of appearance.
+func argsIn(t *template.Template) []string {
+	var out []string
+	note := func(name string) {
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	walkTemplate(t, func(n tmplparse.Node) {
+		switch n := n.(type) {
+		case *tmplparse.FieldNode:
+			if len(n.Ident) >= 2 && n.Ident[0] == "args" {
+				note(n.Ident[1])
+			}
+		case *tmplparse.CommandNode:
+			if len(n.Args) < 3 {
+				return
+			}
+			fn, isIdent := n.Args[0].(*tmplparse.IdentifierNode)
+			field, isField := n.Args[1].(*tmplparse.FieldNode)
+			key, isString := n.Args[2].(*tmplparse.StringNode)
+			if isIdent && fn.Ident == "index" && isField && slices.Equal(field.Ident, []string{"args"}) && isString {
+				note(key.Text)
+			}
+		}
+	})
+	return out
+}
