@@ -47,8 +47,8 @@ type AuditRecord struct {
 	Summary string `json:"summary,omitempty"`
 	// Decision is one of the Decision* constants.
 	Decision string `json:"decision,omitempty"`
-	// ConfirmedBy says which key confirmed a call that ran: flag, token
-	// or elicit.
+	// ConfirmedBy says which key confirmed a call that ran: flag, token,
+	// elicit, approval (Approvers name who), or relay.
 	ConfirmedBy string   `json:"confirmed_by,omitempty"`
 	Approvers   []string `json:"approvers,omitempty"`
 	// Replaced holds the values a human's choice replaced, by argument.
@@ -399,7 +399,7 @@ func (tr *trail) decisionOf(res *mcp.CallToolResult, err error) string {
 		return DecisionDenied
 	case CodeDryRunPreview:
 		return DecisionPreviewed
-	case CodeConfirmationRequired:
+	case CodeConfirmationRequired, CodeApprovalPending:
 		return DecisionAsked
 	case CodeDeclined:
 		return DecisionDeclined
@@ -450,6 +450,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 			rec.ArgsDigest = hex.EncodeToString(digest[:])
 		}
 		rec.ConfirmedBy = c.confirmedBy
+		rec.Approvers = c.approvers
 		if len(c.replaced) > 0 {
 			rec.Replaced = Redact(c.replaced, g.policy.IsSecret)
 		}

@@ -102,6 +102,8 @@ type Call struct {
 	// the audit log.
 	confirmedBy string
 	replaced    map[string]any
+	// approvers are who approved the call, in mode approval.
+	approvers []string
 }
 
 // parsedArgs is the result of splitting raw arguments.

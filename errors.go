@@ -122,6 +122,10 @@ type Error struct {
 	TTLSeconds   int
 	ExpiresAt    time.Time
 
+	// Out-of-band approval: set on APPROVAL_PENDING (ExpiresAt too).
+	ApprovalID  string
+	ApprovalURL string
+
 	// Err is the cause, for logs and errors.Is; it never reaches the client.
 	Err error
 }
@@ -171,6 +175,8 @@ type Body struct {
 	ConfirmToken       string            `json:"confirm_token,omitempty"`
 	TTLSeconds         int               `json:"ttl_seconds,omitempty"`
 	ExpiresAt          string            `json:"expires_at,omitempty"`
+	ApprovalID         string            `json:"approval_id,omitempty"`
+	ApprovalURL        string            `json:"approval_url,omitempty"`
 }
 
 const internalHint = "Do not retry this call; report the failure to the interlock operator, who will find the cause in the gateway's log."
@@ -202,6 +208,10 @@ func BodyOf(err error) Body {
 		b.ConfirmRequired = true
 		b.ConfirmToken = e.ConfirmToken
 		b.TTLSeconds = e.TTLSeconds
+		b.ExpiresAt = e.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if e.ApprovalID != "" {
+		b.ApprovalID, b.ApprovalURL = e.ApprovalID, e.ApprovalURL
 		b.ExpiresAt = e.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	if _, known := retriable[e.Code]; !known {

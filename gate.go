@@ -58,6 +58,16 @@ type GateOptions struct {
 	// written is logged and the call runs anyway.
 	Audit         AuditLog
 	AuditOptional bool
+
+	// Approvals keeps the approvals of mode approval; in memory when nil.
+	Approvals ApprovalStore
+	// ApprovalURL is where approvers open an approval: the approval's id
+	// is appended, as in https://gw.example/console/approvals/ID. Empty
+	// leaves approval_url out.
+	ApprovalURL string
+	// OnApproval hears every new pending approval (to notify approvers);
+	// it must not block.
+	OnApproval func(context.Context, *Approval)
 }
 
 // Gate is the one decision path every tool call takes, in the library and in
@@ -74,6 +84,10 @@ type Gate struct {
 	audit         AuditLog
 	auditOptional bool
 	meter         Meter
+
+	approvals    ApprovalStore
+	approvalBase string
+	onApproval   func(context.Context, *Approval)
 
 	mu sync.RWMutex
 	// tools are the tools the gate guards, by name, so a decision can
@@ -113,6 +127,10 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		audit:         opts.Audit,
 		auditOptional: opts.AuditOptional,
 		meter:         opts.Meter,
+
+		approvals:    opts.Approvals,
+		approvalBase: opts.ApprovalURL,
+		onApproval:   opts.OnApproval,
 	}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxArgumentBytes
@@ -125,6 +143,9 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 	}
 	if g.tokens == nil {
 		g.tokens = NewMemoryTokens()
+	}
+	if g.approvals == nil {
+		g.approvals = NewMemoryApprovals()
 	}
 	if g.sealer == nil {
 		keys := seal.ParseKeys(getenv(SecretEnv))
@@ -502,6 +523,8 @@ func (g *Gate) apply(ctx context.Context, c *Call, d Decision, ex Exchange) (*mc
 		return nil, g.token(ctx, c, d)
 	case ModeElicit:
 		return g.elicit(ctx, c, d, ex)
+	case ModeApproval:
+		return nil, g.approval(ctx, c, d)
 	}
 	return nil, fmt.Errorf("decision for %s has unimplemented mode %q", c.Tool, d.Mode)
 }

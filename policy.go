@@ -25,10 +25,13 @@ const (
 	// ModeElicit asks a human, in a form the client renders, before the
 	// call runs; without a client that can show one it falls back.
 	ModeElicit Mode = "elicit"
+	// ModeApproval waits for people other than the caller to approve the
+	// call out of band (the console, REST or the command line).
+	ModeApproval Mode = "approval"
 )
 
 // Modes lists every implemented mode, in order of strictness.
-var Modes = []Mode{ModeAllow, ModeFlag, ModeToken, ModeElicit, ModeDeny}
+var Modes = []Mode{ModeAllow, ModeFlag, ModeToken, ModeElicit, ModeApproval, ModeDeny}
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
@@ -78,9 +81,16 @@ type Decision struct {
 	// Fallback is the mode that applies when mode elicit cannot reach a
 	// human: ModeToken when empty, or ModeDeny.
 	Fallback Mode
-	// Timeout bounds how long an elicit form may stay unanswered;
-	// DefaultElicitTimeout when zero.
+	// Timeout bounds how long an elicit form may stay unanswered, or an
+	// approval undecided; DefaultElicitTimeout or DefaultApprovalTimeout
+	// when zero.
 	Timeout time.Duration
+
+	// Approvers name who may approve a call in mode approval: principals,
+	// or groups as "group:NAME". Quorum is how many distinct people must
+	// approve (1 when zero).
+	Approvers []string
+	Quorum    int
 }
 
 // DefaultElicitTimeout is how long a confirmation form may stay unanswered

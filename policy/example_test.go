@@ -32,7 +32,7 @@ rules:
 	fmt.Println(err)
 	// Output:
 	// interlock.yaml:5: unknown field "summry": check its spelling and where it is indented
-	// interlock.yaml:4: rule "refunds": unknown mode "confirm": use one of allow, flag, token, elicit, deny
+	// interlock.yaml:4: rule "refunds": unknown mode "confirm": use one of allow, flag, token, elicit, approval, deny
 	// interlock.yaml:7: rule "deletes": fallback must be token or deny, not "allow": a client that cannot show a form must never be let through
 }
 

@@ -342,6 +342,9 @@ type Key struct {
 	SHA256    string `yaml:"sha256"`
 	Principal string `yaml:"principal"`
 	Tenant    string `yaml:"tenant"`
+	// Groups name the groups the key's principal belongs to, for rules
+	// whose approvers name a group (group:NAME).
+	Groups []string `yaml:"groups"`
 
 	Line  int `yaml:"-"`
 	lines lines

@@ -52,6 +52,12 @@ type Rule struct {
 	// Choices are arguments the human picks instead of the model.
 	Choices map[string]*Choice `yaml:"choices"`
 
+	// Mode approval: who may approve (principals, or "group:NAME"), and
+	// how many distinct people must (1 when absent). Timeout bounds the
+	// wait, 15m when absent.
+	Approvers []string `yaml:"approvers"`
+	Quorum    int      `yaml:"quorum"`
+
 	Line  int `yaml:"-"`
 	lines lines
 
@@ -268,11 +274,16 @@ func celErrors(line int, what, expr string, iss *cel.Issues) []LoadError {
 
 // compileForm checks the fields of mode elicit.
 func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(string) bool) {
+	if r.Mode == interlock.ModeApproval {
+		r.compileApproval(fail)
+	} else if len(r.Approvers) > 0 || r.Quorum != 0 {
+		fail("approvers", "approvers and quorum apply only to mode approval")
+	}
 	if r.Mode != interlock.ModeElicit {
 		for _, f := range []struct {
 			key string
 			set bool
-		}{{"fallback", r.Fallback != ""}, {"timeout", r.Timeout != ""}, {"confirm", r.Confirm != ""}, {"type_back", r.TypeBack != ""}, {"choices", len(r.Choices) > 0}} {
+		}{{"fallback", r.Fallback != ""}, {"timeout", r.Timeout != "" && r.Mode != interlock.ModeApproval}, {"confirm", r.Confirm != ""}, {"type_back", r.TypeBack != ""}, {"choices", len(r.Choices) > 0}} {
 			if f.set {
 				fail(f.key, "%s applies only to mode elicit", f.key)
 			}
@@ -322,6 +333,30 @@ func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(stri
 			}
 			r.choices = append(r.choices, interlock.Choice{Arg: name, Title: title, Options: ch.Options})
 		}
+	}
+}
+
+// compileApproval checks the fields of mode approval.
+func (r *Rule) compileApproval(fail func(string, string, ...any)) {
+	if len(r.Approvers) == 0 {
+		fail("mode", "mode approval needs approvers: the principals or groups (group:NAME) who may approve")
+	}
+	for _, a := range r.Approvers {
+		if strings.TrimSpace(a) == "" || a == "group:" {
+			fail("approvers", "an approver must name a principal or a group (group:NAME)")
+		}
+	}
+	if r.Quorum < 0 || r.Quorum > 100 {
+		fail("quorum", "quorum must be between 1 and 100")
+	} else if r.Quorum > len(r.Approvers) && !slices.ContainsFunc(r.Approvers, func(a string) bool { return strings.HasPrefix(a, "group:") }) {
+		fail("quorum", "quorum %d is more than the %d approvers named: no call could ever be approved", r.Quorum, len(r.Approvers))
+	}
+	if r.Timeout != "" {
+		d, err := time.ParseDuration(r.Timeout)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			fail("timeout", "timeout %q must be a duration between 1s and 24h, such as 15m", r.Timeout)
+		}
+		r.timeout = d
 	}
 }
 
@@ -501,6 +536,9 @@ func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool) (interloc
 		return d, nil
 	}
 	d.Summarize = func(preview any) string { return r.render(c, preview, isSecret) }
+	if d.Mode == interlock.ModeApproval {
+		d.Timeout, d.Approvers, d.Quorum = r.timeout, r.Approvers, r.Quorum
+	}
 	if d.Mode == interlock.ModeElicit {
 		d.Fallback, d.Timeout = r.Fallback, r.timeout
 		d.Form = interlock.Form{Confirm: r.Confirm, Choices: r.choices}

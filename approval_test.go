@@ -1,0 +1,177 @@
+package interlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// approvalRig is a gate whose refund tool needs approval by finance.
+type approvalRig struct {
+	gate *Gate
+	tool *Tool
+	rec  recorder
+	log  *memoryAudit
+}
+
+func newApprovalRig(t *testing.T, quorum int, dryRun string) *approvalRig {
+	t.Helper()
+	r := &approvalRig{log: &memoryAudit{}}
+	d := Decision{Mode: ModeApproval, Rule: "large-refunds", Approvers: []string{"bob", "carol", "group:finance"}, Quorum: quorum,
+		Summarize: func(any) string { return "Refund 5,000.00 on inv_1001." }}
+	r.gate = newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env(dryRun), Logger: quiet, Audit: r.log,
+		ApprovalURL: "http://127.0.0.1:8740/console/approvals"})
+	r.tool, _ = NewTool("refund_invoice", "", HintsOf(nil), nil)
+	return r
+}
+
+func (r *approvalRig) call(id Identity, args string) Body {
+	return BodyOfResult(r.gate.Call(context.Background(), r.tool, id, json.RawMessage(args), r.rec.run))
+}
+
+const refundArgs = `{"invoice_id":"inv_1001","amount":5000}`
+
+var (
+	bob   = Approver{Principal: "bob", Tenant: "acme"}
+	carol = Approver{Principal: "carol", Tenant: "acme"}
+	dave  = Approver{Principal: "dave", Tenant: "acme", Groups: []string{"finance"}}
+)
+
+func TestApprovalHandshake(t *testing.T) {
+	ctx := context.Background()
+	t.Run("pending, then approved, runs exactly once", func(t *testing.T) {
+		r := newApprovalRig(t, 1, "false")
+		first := r.call(alice, refundArgs)
+		if first.Code != CodeApprovalPending || !first.Retriable || first.ApprovalID == "" || first.RetryAfterMS <= 0 ||
+			first.ApprovalURL != "http://127.0.0.1:8740/console/approvals/"+first.ApprovalID || first.Summary != "Refund 5,000.00 on inv_1001." ||
+			first.ExpiresAt == "" || !strings.Contains(first.Message, "bob, carol, group:finance") {
+			t.Fatalf("first call: %+v", first)
+		}
+		if again := r.call(alice, refundArgs); again.ApprovalID != first.ApprovalID {
+			t.Errorf("the same call while pending made another approval: %s", again.ApprovalID)
+		}
+		if other := r.call(alice, `{"invoice_id":"inv_1001","amount":5001}`); other.ApprovalID == first.ApprovalID {
+			t.Error("other arguments share the approval")
+		}
+		if _, err := r.gate.Decide(ctx, first.ApprovalID, bob, true, "looks right"); err != nil {
+			t.Fatal(err)
+		}
+		if b := r.call(alice, refundArgs); b.Code != "" {
+			t.Fatalf("approved call: %+v", b)
+		}
+		if r.rec.runs.Load() != 1 {
+			t.Fatalf("ran %d times", r.rec.runs.Load())
+		}
+		if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending || b.ApprovalID == first.ApprovalID {
+			t.Errorf("a second run needs a new approval: %+v", b)
+		}
+		var confirmed *AuditRecord
+		for rec := range r.log.Records(ctx, 1) {
+			if rec.Decision == DecisionConfirmed && rec.Outcome == OutcomeOK {
+				confirmed = rec
+			}
+		}
+		if confirmed == nil || confirmed.ConfirmedBy != "approval" || strings.Join(confirmed.Approvers, ",") != "bob" {
+			t.Errorf("the audit does not name the approver: %+v", confirmed)
+		}
+	})
+	t.Run("who may decide", func(t *testing.T) {
+		r := newApprovalRig(t, 1, "false")
+		id := r.call(alice, refundArgs).ApprovalID
+		tests := []struct {
+			who  Approver
+			want error
+		}{
+			{Approver{Principal: "alice", Tenant: "acme", Groups: []string{"finance"}}, ErrSelfApproval},
+			{Approver{Principal: "mallory", Tenant: "acme"}, ErrNotAnApprover},
+			{Approver{Principal: "mallory", Tenant: "acme", Groups: []string{"sales"}}, ErrNotAnApprover},
+		}
+		for _, tt := range tests {
+			if _, err := r.gate.Decide(ctx, id, tt.who, true, ""); !errors.Is(err, tt.want) {
+				t.Errorf("%+v: %v, want %v", tt.who, err, tt.want)
+			}
+		}
+		if _, err := r.gate.Decide(ctx, id, dave, true, ""); err != nil {
+			t.Errorf("a member of the named group: %v", err)
+		}
+		if _, err := r.gate.Decide(ctx, "apr_nonexistent", bob, true, ""); !errors.Is(err, ErrApprovalUnknown) {
+			t.Errorf("unknown id: %v", err)
+		}
+	})
+	t.Run("one denial ends it", func(t *testing.T) {
+		r := newApprovalRig(t, 2, "false")
+		id := r.call(alice, refundArgs).ApprovalID
+		r.gate.Decide(ctx, id, bob, true, "")
+		if _, err := r.gate.Decide(ctx, id, carol, false, "not this quarter"); err != nil {
+			t.Fatal(err)
+		}
+		b := r.call(alice, refundArgs)
+		if b.Code != CodeDeclined || b.Retriable || !strings.Contains(b.Message, "carol denied") || !strings.Contains(b.Message, "not this quarter") {
+			t.Errorf("after a denial: %+v", b)
+		}
+		if _, err := r.gate.Decide(ctx, id, dave, true, ""); !errors.Is(err, ErrAlreadyDecided) {
+			t.Errorf("deciding a denied approval: %v", err)
+		}
+		if r.rec.runs.Load() != 0 {
+			t.Error("the call ran")
+		}
+	})
+	t.Run("a quorum of two distinct people", func(t *testing.T) {
+		r := newApprovalRig(t, 2, "false")
+		id := r.call(alice, refundArgs).ApprovalID
+		r.gate.Decide(ctx, id, bob, true, "")
+		if _, err := r.gate.Decide(ctx, id, bob, true, ""); !errors.Is(err, ErrAlreadyVoted) {
+			t.Errorf("the same approver twice: %v", err)
+		}
+		if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending {
+			t.Fatalf("one of two: %+v", b)
+		}
+		r.gate.Decide(ctx, id, dave, true, "")
+		if b := r.call(alice, refundArgs); b.Code != "" || r.rec.runs.Load() != 1 {
+			t.Errorf("two of two: %+v, ran %d", b, r.rec.runs.Load())
+		}
+	})
+	t.Run("no decision in time", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newApprovalRig(t, 1, "false")
+			id := r.call(alice, refundArgs).ApprovalID
+			time.Sleep(DefaultApprovalTimeout)
+			if b := r.call(alice, refundArgs); b.Code != CodeCancelled || !b.Retriable {
+				t.Errorf("after the timeout: %+v", b)
+			}
+			if _, err := r.gate.Decide(ctx, id, bob, true, ""); !errors.Is(err, ErrAlreadyDecided) {
+				t.Errorf("approving an expired approval: %v", err)
+			}
+			if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending || b.ApprovalID == id {
+				t.Errorf("the call after that asks anew: %+v", b)
+			}
+		})
+	})
+	t.Run("dry run asks nobody", func(t *testing.T) {
+		r := newApprovalRig(t, 1, "")
+		if b := r.call(alice, refundArgs); b.Code != CodeDryRunPreview || b.ApprovalID != "" {
+			t.Errorf("%+v", b)
+		}
+		if pending, _ := r.gate.Approvals().List(ctx); len(pending) != 0 {
+			t.Errorf("dry run made %d approvals", len(pending))
+		}
+	})
+	t.Run("concurrent re-calls run once", func(t *testing.T) {
+		r := newApprovalRig(t, 1, "false")
+		id := r.call(alice, refundArgs).ApprovalID
+		r.gate.Decide(ctx, id, bob, true, "")
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() { r.call(alice, refundArgs) })
+		}
+		wg.Wait()
+		if r.rec.runs.Load() != 1 {
+			t.Errorf("ran %d times", r.rec.runs.Load())
+		}
+	})
+}
