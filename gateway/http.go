@@ -209,7 +209,7 @@ func keyVerifier(keys []*policy.Key) auth.TokenVerifier {
 			// The SDK binds a session to UserID: both halves of the
 			// identity go in, so a key of another tenant cannot use it.
 			UserID:     sessionOwner(found.Tenant, found.Principal),
-			Extra:      map[string]any{"tenant": found.Tenant, "principal": found.Principal},
+			Extra:      map[string]any{"tenant": found.Tenant, "principal": found.Principal, "groups": found.Groups},
 			Expiration: time.Now().Add(24 * time.Hour),
 		}, nil
 	}

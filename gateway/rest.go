@@ -87,6 +87,7 @@ func (g *Gateway) restHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"tools": g.advertisedTools()})
 	})
 	mux.HandleFunc("POST /v1/tools/{name}/call", g.restCall)
+	g.routeApprovals(mux)
 	guarded := crossOriginRefused(mux, func(w http.ResponseWriter) {
 		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied, Message: crossOriginMessage, Hint: crossOriginHint})
 	})

@@ -28,6 +28,7 @@ Usage:
   interlock audit tail   [--data DIR | --config FILE] [-n N] [-f] [--json]
   interlock audit export [--data DIR | --config FILE] [--since TIME]
 
+  interlock approvals list|approve ID|deny ID [--reason R] [--url URL]
   interlock secret
   interlock version
 
@@ -43,6 +44,7 @@ Environment:
                      make one with: interlock secret. Unset: a random key per process (tokens do
                      not survive a restart or cross replicas)
   INTERLOCK_SECRET_FILE  a file holding those keys instead, readable by its owner only (mode 0600)
+  INTERLOCK_KEY      an approver's API key, for interlock approvals
   OTEL_EXPORTER_OTLP_ENDPOINT  when set, serve exports trace spans there over OTLP/HTTP
 `
 
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = makeKey(args[1:], stdout, stderr)
 	case "audit":
 		err = audit(ctx, args[1:], stdout, stderr)
+	case "approvals":
+		err = approvals(ctx, args[1:], stdout, stderr)
 	case "secret":
 		err = makeSecret(args[1:], stdout, stderr)
 	case "version", "--version", "-version":

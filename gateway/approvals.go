@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// approvalView is an approval as approvers see it over REST.
+type approvalView struct {
+	*interlock.Approval
+	State string `json:"state"`
+	URL   string `json:"url,omitempty"`
+}
+
+func (g *Gateway) view(a *interlock.Approval) approvalView {
+	return approvalView{Approval: a, State: a.State(time.Now())}
+}
+
+// routeApprovals adds the approvers' REST face to mux:
+//
+//	GET  /v1/approvals               pending approvals the caller may decide
+//	GET  /v1/approvals/{id}
+//	POST /v1/approvals/{id}/approve  {"reason": "…"}
+//	POST /v1/approvals/{id}/deny     {"reason": "…"}
+//
+// The approver is the API key's principal, with its groups; without keys
+// there is nobody to tell from the caller, so the face refuses.
+func (g *Gateway) routeApprovals(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
+		who, ok := g.approver(w, r)
+		if !ok {
+			return
+		}
+		pending, err := g.gate.Approvals().List(r.Context())
+		if err != nil {
+			writeError(w, fmt.Errorf("listing approvals: %w", err))
+			return
+		}
+		out := []approvalView{}
+		for _, a := range pending {
+			if a.MayDecide(who) == nil {
+				out = append(out, g.view(a))
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+	})
+	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
+		who, ok := g.approver(w, r)
+		if !ok {
+			return
+		}
+		a, err := g.gate.Approvals().Get(r.Context(), r.PathValue("id"))
+		if err == nil && a.MayDecide(who) != nil && !(a.Principal == who.Principal && a.Tenant == who.Tenant) {
+			// Neither an approver nor the caller: as if it did not exist.
+			err = interlock.ErrApprovalUnknown
+		}
+		if err != nil {
+			writeError(w, approvalError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, g.view(a))
+	})
+	decide := func(approve bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			who, ok := g.approver(w, r)
+			if !ok {
+				return
+			}
+			var body struct {
+				Reason string `json:"reason"`
+			}
+			if r.ContentLength != 0 {
+				data, err := readBody(w, r, 64<<10)
+				if err != nil {
+					writeError(w, err)
+					return
+				}
+				dec := json.NewDecoder(bytes.NewReader(data))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&body); err != nil {
+					writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Err: err,
+						Message: `The request body is not a JSON object of the form {"reason": "…"}.`,
+						Hint:    `Send {"reason": "why"}, or no body at all.`})
+					return
+				}
+			}
+			a, err := g.gate.Decide(r.Context(), r.PathValue("id"), who, approve, body.Reason)
+			if err != nil {
+				writeError(w, approvalError(err))
+				return
+			}
+			writeJSON(w, http.StatusOK, g.view(a))
+		}
+	}
+	mux.HandleFunc("POST /v1/approvals/{id}/approve", decide(true))
+	mux.HandleFunc("POST /v1/approvals/{id}/deny", decide(false))
+}
+
+// approver is who calls the approvers' face; without API keys it answers
+// PERMISSION_DENIED itself.
+func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Approver, bool) {
+	ti := auth.TokenInfoFromContext(r.Context())
+	if ti == nil {
+		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
+			Message: "Deciding approvals needs an approver's API key; this gateway has none configured.",
+			Hint:    "Configure API keys (interlock key) for the approvers, and call with Authorization: Bearer <key>."})
+		return interlock.Approver{}, false
+	}
+	principal, _ := ti.Extra["principal"].(string)
+	tenant, _ := ti.Extra["tenant"].(string)
+	groups, _ := ti.Extra["groups"].([]string)
+	return interlock.Approver{Principal: principal, Tenant: tenant, Groups: groups}, true
+}
+
+// approvalError is the wire error of a failed approval request.
+func approvalError(err error) error {
+	switch {
+	case errors.Is(err, interlock.ErrApprovalUnknown):
+		return &interlock.Error{Code: interlock.CodeNotFound, Message: "No such approval.",
+			Hint: "List the approvals you may decide with GET /v1/approvals."}
+	case errors.Is(err, interlock.ErrSelfApproval):
+		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "You cannot approve or deny your own call.",
+			Hint: "Ask one of the approvers the policy names to decide it."}
+	case errors.Is(err, interlock.ErrNotAnApprover):
+		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "The policy does not name you as an approver of this call.",
+			Hint: "Ask one of the approvers the policy names to decide it."}
+	case errors.Is(err, interlock.ErrAlreadyDecided), errors.Is(err, interlock.ErrAlreadyVoted):
+		return &interlock.Error{Code: interlock.CodeValidationFailed, Message: "The approval is no longer pending, or you already approved it.",
+			Hint: "Read its state with GET /v1/approvals/{id}."}
+	}
+	return err
+}

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func get(t *testing.T, url, key string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return resp.StatusCode, out
+}
+
+// TestApprovalsOverREST: a call waits; the caller cannot approve it, an
+// approver can; the re-call runs once; a group member's denial ends the
+// next one.
+func TestApprovalsOverREST(t *testing.T) {
+	f := config(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme, groups: [finance]}
+    - {sha256: %s, principal: bob, tenant: acme}
+    - {sha256: %s, principal: carol, tenant: acme, groups: [finance]}
+    - {sha256: %s, principal: mallory, tenant: acme}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob, "group:finance"]
+    summary: "Wipe {{.args.target}}."
+`, HashKey("alice-key"), HashKey("bob-key"), HashKey("carol-key"), HashKey("mallory-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	call := func() (int, map[string]any) {
+		return post(t, srv.URL+"/v1/tools/wipe/call", "alice-key", `{"arguments":{"target":"all"}}`)
+	}
+	decide := func(id, verb, key string) (int, map[string]any) {
+		return post(t, srv.URL+"/v1/approvals/"+id+"/"+verb, key, `{"reason":"checked"}`)
+	}
+
+	status, body := call()
+	id, _ := body["approval_id"].(string)
+	if status != http.StatusAccepted || body["code"] != "APPROVAL_PENDING" || id == "" || body["summary"] != "Wipe all." {
+		t.Fatalf("first call: %d %v", status, body)
+	}
+	if _, list := get(t, srv.URL+"/v1/approvals", "alice-key"); len(list["approvals"].([]any)) != 0 {
+		t.Errorf("the caller is offered their own call: %v", list)
+	}
+	if _, list := get(t, srv.URL+"/v1/approvals", "bob-key"); len(list["approvals"].([]any)) != 1 {
+		t.Errorf("bob's list: %v", list)
+	}
+	for key, want := range map[string]int{"alice-key": http.StatusForbidden, "mallory-key": http.StatusForbidden} {
+		if status, body := decide(id, "approve", key); status != want || body["code"] != "PERMISSION_DENIED" {
+			t.Errorf("%s approves: %d %v", key, status, body)
+		}
+	}
+	if status, _ := get(t, srv.URL+"/v1/approvals/"+id, "mallory-key"); status != http.StatusNotFound {
+		t.Errorf("mallory reads the approval: %d", status)
+	}
+	if status, body := decide(id, "approve", "bob-key"); status != http.StatusOK || body["state"] != "approved" {
+		t.Fatalf("bob approves: %d %v", status, body)
+	}
+	if status, body := call(); status != http.StatusOK {
+		t.Fatalf("re-call after approval: %d %v", status, body)
+	}
+	status, body = call()
+	next, _ := body["approval_id"].(string)
+	if status != http.StatusAccepted || next == id {
+		t.Fatalf("a second run needs a new approval: %d %v", status, body)
+	}
+	if status, body := decide(next, "deny", "carol-key"); status != http.StatusOK || body["state"] != "denied" {
+		t.Fatalf("carol denies: %d %v", status, body)
+	}
+	if status, body := call(); status != http.StatusForbidden || body["code"] != "DECLINED" {
+		t.Errorf("after the denial: %d %v", status, body)
+	}
+	if status, body := decide(next, "approve", "bob-key"); status != http.StatusBadRequest {
+		t.Errorf("approving a denied approval: %d %v", status, body)
+	}
+}
