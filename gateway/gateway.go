@@ -46,6 +46,8 @@ type Options struct {
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
+	// Approvals keeps the approvals of mode approval; in memory when nil.
+	Approvals interlock.ApprovalStore
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -91,6 +93,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Audit:            opts.Audit,
 		AuditOptional:    opts.AuditOptional,
 		Meter:            meterOf(opts.Metrics),
+		Approvals:        opts.Approvals,
 	})
 	if err != nil {
 		return nil, err

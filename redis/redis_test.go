@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approvaltest"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -208,4 +209,18 @@ func BenchmarkConsumeParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestApprovalsConformance runs the approval store's rules against two
+// handles on one Redis, as two gateways would share it.
+func TestApprovalsConformance(t *testing.T) {
+	approvaltest.Run(t, func(t *testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
+		s := store(t)
+		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close() })
+		return s.Approvals(), other.Approvals()
+	})
 }

@@ -136,7 +136,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer tokens.Close()
-		opts.Tokens = tokens
+		opts.Tokens, opts.Approvals = tokens, tokens.Approvals()
 		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
 	}
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)

@@ -1,0 +1,15 @@
+package interlock_test
+
+import (
+	"testing"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approvaltest"
+)
+
+func TestMemoryApprovals(t *testing.T) {
+	approvaltest.Run(t, func(*testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
+		s := interlock.NewMemoryApprovals()
+		return s, s
+	})
+}
