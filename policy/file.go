@@ -437,6 +437,19 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
 	keyLine := topLevelLines(data)
+	// An empty list item ("-" alone) decodes to nothing; it is an error
+	// the file can be told about, not a hole the rest would trip over.
+	if slices.Contains(f.Upstreams, nil) || slices.Contains(f.Auth.Keys, nil) || slices.Contains(f.Rules, nil) {
+		for _, section := range []struct {
+			key   string
+			empty bool
+		}{{"upstreams", slices.Contains(f.Upstreams, nil)}, {"auth", slices.Contains(f.Auth.Keys, nil)}, {"rules", slices.Contains(f.Rules, nil)}} {
+			if section.empty {
+				add(keyLine[section.key], "%s has an empty entry (a lone \"-\"): remove it or fill it in", section.key)
+			}
+		}
+		return nil, errs
+	}
 	// expand replaces ${VAR} in a value read from the file; what names the
 	// value in messages.
 	expand := func(line int, what, value string) string {
