@@ -314,6 +314,12 @@ type Checkpoint struct {
 	// File, when set, also receives every checkpoint as a JSON line: a
 	// copy outside the database, for another team to keep.
 	File string `yaml:"file"`
+	// Postgres and Table, when set, also append every checkpoint to that
+	// table (columns seq, hash, time, key_id, signature), which may be
+	// another team's; Table is interlock_checkpoints when absent. ${VAR}
+	// expands in the URL.
+	Postgres string `yaml:"postgres"`
+	Table    string `yaml:"table"`
 
 	Every time.Duration `yaml:"-"`
 	Line  int           `yaml:"-"`
@@ -631,7 +637,22 @@ func checkAudit(f *File, keyLine lines, expand func(line int, what, value string
 		}
 		cp.Every = d
 	}
+	if cp.Postgres != "" {
+		at := keyLine.at("audit.checkpoint.postgres", cp.Line)
+		cp.Postgres = expand(at, "audit.checkpoint.postgres", cp.Postgres)
+		if !strings.HasPrefix(cp.Postgres, "postgres://") && !strings.HasPrefix(cp.Postgres, "postgresql://") {
+			add(at, "audit.checkpoint.postgres must be a postgres:// URL")
+		}
+		if cp.Table == "" {
+			cp.Table = "interlock_checkpoints"
+		}
+	}
+	if cp.Table != "" && !tableNameRE.MatchString(cp.Table) {
+		add(keyLine.at("audit.checkpoint.table", cp.Line), "audit.checkpoint.table %q must be a table name (letters, digits, _; optionally schema.table)", cp.Table)
+	}
 }
+
+var tableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
 // topLevelLines maps every key of a YAML document, by its path from the
 // top ("store.redis", "audit.checkpoint.interval"), to its line.

@@ -150,10 +150,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if err != nil {
 			return err
 		}
-		c := &interlock.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key}
-		if cp.File != "" {
-			c.Sink = fileSink(cp.File)
+		sink, closeSinks, err := sinks(ctx, cp)
+		if err != nil {
+			return err
 		}
+		defer closeSinks()
+		c := &interlock.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key, Sink: sink}
 		cctx, stopCheckpoints := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
