@@ -46,8 +46,10 @@ type Options struct {
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
-	// Approvals keeps the approvals of mode approval; in memory when nil.
+	// Approvals keeps the approvals of mode approval, Grants the standing
+	// grants approvers make; in memory when nil.
 	Approvals interlock.ApprovalStore
+	Grants    interlock.GrantStore
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -94,6 +96,8 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		AuditOptional:    opts.AuditOptional,
 		Meter:            meterOf(opts.Metrics),
 		Approvals:        opts.Approvals,
+		Grants:           opts.Grants,
+		CompileCondition: policy.CompileCondition,
 	})
 	if err != nil {
 		return nil, err
