@@ -136,7 +136,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer tokens.Close()
-		opts.Tokens, opts.Approvals = tokens, tokens.Approvals()
+		opts.Tokens, opts.Approvals, opts.Grants = tokens, tokens.Approvals(), tokens.Grants()
 		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
 	}
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
