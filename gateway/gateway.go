@@ -50,6 +50,9 @@ type Options struct {
 	// grants approvers make; in memory when nil.
 	Approvals interlock.ApprovalStore
 	Grants    interlock.GrantStore
+	// OnApproval hears every new pending approval (to notify approvers);
+	// it must not block.
+	OnApproval func(context.Context, *interlock.Approval)
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -97,6 +100,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Meter:            meterOf(opts.Metrics),
 		Approvals:        opts.Approvals,
 		Grants:           opts.Grants,
+		OnApproval:       opts.OnApproval,
 		CompileCondition: policy.CompileCondition,
 	})
 	if err != nil {

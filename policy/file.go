@@ -52,6 +52,8 @@ type File struct {
 	Store     Store       `yaml:"store"`
 	HTTP      HTTP        `yaml:"http"`
 	Audit     Audit       `yaml:"audit"`
+	// Notify lists webhooks told of every new pending approval.
+	Notify []*Webhook `yaml:"notify"`
 	Rules     []*Rule     `yaml:"rules"`
 
 	// Log receives warnings while deciding, such as a condition that could
@@ -298,6 +300,15 @@ type Audit struct {
 	// Checkpoint signs the chain's head now and then, so that a rewrite of
 	// the whole log is still found.
 	Checkpoint *Checkpoint `yaml:"checkpoint"`
+}
+
+// Webhook is a place told of every new pending approval.
+type Webhook struct {
+	// URL receives a POST; ${VAR} is read from the gateway's environment
+	// at load (Slack and Mattermost put their token in the URL).
+	URL string `yaml:"url"`
+	// Format is json (the default), slack or mattermost.
+	Format string `yaml:"format"`
 }
 
 // IsRequired reports whether confirmed calls fail closed without a record.
@@ -555,6 +566,22 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		f.Store.Prefix = "interlock:"
 	}
 	checkAudit(f, keyLine, expand, add)
+	for i, h := range f.Notify {
+		at := keyLine.at(fmt.Sprintf("notify[%d].url", i), keyLine.at("notify", 0))
+		if h == nil {
+			add(keyLine.at("notify", 0), "notify has an empty entry: give url and format")
+			continue
+		}
+		h.URL = expand(at, "notify url", h.URL)
+		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add(at, "notify url must be an http:// or https:// URL")
+		}
+		switch h.Format {
+		case "", "json", "slack", "mattermost":
+		default:
+			add(at, "notify format %q: use json, slack or mattermost", h.Format)
+		}
+	}
 
 	hashes := map[string]int{}
 	for _, k := range f.Auth.Keys {

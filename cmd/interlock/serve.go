@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +26,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/metrics"
+	"github.com/interlock-mcp/interlock/notify"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/redis"
 )
@@ -166,6 +168,26 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer func() { stopCheckpoints(); <-done }()
 		auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, interlock.KeyID(key.Public().(ed25519.PublicKey)))
 	}
+	// Approvers are told of new approvals with a link to them, once the
+	// gateway's address is known.
+	var consoleBase atomic.Value
+	consoleBase.Store("")
+	if len(f.Notify) > 0 {
+		hooks := make([]notify.Webhook, len(f.Notify))
+		for i, h := range f.Notify {
+			hooks[i] = notify.Webhook{URL: h.URL, Format: h.Format}
+		}
+		n := notify.New(hooks, func(id string) string {
+			if base := consoleBase.Load().(string); base != "" {
+				return base + "/console/approvals/" + id
+			}
+			return ""
+		}, log)
+		nctx, stopNotify := context.WithCancel(ctx)
+		defer stopNotify()
+		go n.Run(nctx)
+		opts.OnApproval = n.Pending
+	}
 	gw, err := gateway.New(f, opts)
 	if err != nil {
 		return err
@@ -191,6 +213,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			auth = fmt.Sprintf("%d API key(s)", n)
 		}
 		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
+		consoleBase.Store("http://" + ln.Addr().String())
 	}
 	printBanner(stderr, where, dataDir, store, auditWhere, f, gw)
 
