@@ -54,7 +54,7 @@ type File struct {
 	Audit     Audit       `yaml:"audit"`
 	// Notify lists webhooks told of every new pending approval.
 	Notify []*Webhook `yaml:"notify"`
-	Rules     []*Rule     `yaml:"rules"`
+	Rules  []*Rule    `yaml:"rules"`
 
 	// Log receives warnings while deciding, such as a condition that could
 	// not be evaluated; nil discards them.
