@@ -13,3 +13,10 @@ func TestMemoryApprovals(t *testing.T) {
 		return s, s
 	})
 }
+
+func TestMemoryGrants(t *testing.T) {
+	approvaltest.RunGrants(t, func(*testing.T) (interlock.GrantStore, interlock.GrantStore) {
+		s := interlock.NewMemoryGrants()
+		return s, s
+	})
+}

@@ -123,3 +123,59 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 }
+
+// OpenGrants returns two handles on one fresh, empty grant store.
+type OpenGrants func(t *testing.T) (interlock.GrantStore, interlock.GrantStore)
+
+// RunGrants checks a grant store: uses from several handles at once never
+// exceed a grant's limit, and revoked, used-up or expired grants are not
+// live.
+func RunGrants(t *testing.T, open OpenGrants) {
+	ctx := context.Background()
+	s, other := open(t)
+	now := time.Now()
+	grant := func(id string, uses int, ttl time.Duration) *interlock.StandingGrant {
+		return &interlock.StandingGrant{ID: id, Tool: "refund_invoice", Tenant: "acme", Principal: "alice", GrantedBy: "bob",
+			CreatedAt: now, ExpiresAt: now.Add(ttl), Uses: uses}
+	}
+	for _, g := range []*interlock.StandingGrant{grant("grt_uses", 5, time.Hour), grant("grt_gone", 5, 50*time.Millisecond), grant("grt_revoked", 5, time.Hour)} {
+		if err := s.AddGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var used atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 40 {
+		h := s
+		if i%2 == 1 {
+			h = other
+		}
+		wg.Go(func() {
+			if ok, err := h.UseGrant(ctx, "grt_uses"); err != nil {
+				t.Error(err)
+			} else if ok {
+				used.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if used.Load() != 5 {
+		t.Errorf("%d uses succeeded, want 5", used.Load())
+	}
+	if r, err := other.RevokeGrant(ctx, "grt_revoked"); err != nil || !r.Revoked {
+		t.Errorf("revoke: %+v %v", r, err)
+	}
+	if ok, _ := s.UseGrant(ctx, "grt_revoked"); ok {
+		t.Error("a revoked grant was used")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if live, err := other.LiveGrants(ctx); err != nil || len(live) != 0 {
+		t.Errorf("live after use, expiry and revocation: %v %v", live, err)
+	}
+	if _, err := s.Grant(ctx, "grt_none"); !errors.Is(err, interlock.ErrGrantUnknown) {
+		t.Errorf("unknown grant: %v", err)
+	}
+	if _, err := s.RevokeGrant(ctx, "grt_none"); !errors.Is(err, interlock.ErrGrantUnknown) {
+		t.Errorf("revoking an unknown grant: %v", err)
+	}
+}

@@ -162,6 +162,9 @@ type Store struct {
 	Redis string `yaml:"redis"`
 	// Prefix starts every key interlock writes; "interlock:" when absent.
 	Prefix string `yaml:"prefix"`
+	// Postgres, a postgres:// URL, keeps approvals and standing grants in
+	// PostgreSQL instead (tokens stay in Redis or memory); ${VAR} expands.
+	Postgres string `yaml:"postgres"`
 }
 
 // HTTP bounds what clients of the gateway's HTTP face may hold: sessions,
@@ -557,6 +560,13 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}
 	}
 	f.Store.Redis = expand(keyLine.at("store.redis", 0), "store.redis", f.Store.Redis)
+	if f.Store.Postgres != "" {
+		at := keyLine.at("store.postgres", 0)
+		f.Store.Postgres = expand(at, "store.postgres", f.Store.Postgres)
+		if !strings.HasPrefix(f.Store.Postgres, "postgres://") && !strings.HasPrefix(f.Store.Postgres, "postgresql://") {
+			add(at, "store.postgres must be a postgres:// URL")
+		}
+	}
 
 	if f.Store.Redis != "" && !strings.HasPrefix(f.Store.Redis, "redis://") && !strings.HasPrefix(f.Store.Redis, "rediss://") {
 		add(keyLine.at("store.redis", 0), "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")

@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -226,47 +225,16 @@ func TestApprovalsConformance(t *testing.T) {
 	})
 }
 
-// TestGrantUsesAcrossGateways: uses of one grant from two handles, at
-// once, never exceed its limit.
-func TestGrantUsesAcrossGateways(t *testing.T) {
-	s := store(t)
-	other, err := redis.Open(context.Background(), redisURL, s.Prefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	ctx := context.Background()
-	g := &interlock.StandingGrant{ID: "grt_1", Tool: "t", Tenant: "acme", Principal: "alice", GrantedBy: "bob",
-		CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour), Uses: 5}
-	if err := s.Grants().AddGrant(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	var used atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 40 {
-		h := s.Grants()
-		if i%2 == 1 {
-			h = other.Grants()
+// TestGrantsConformance runs the grant store's rules against two handles
+// on one Redis.
+func TestGrantsConformance(t *testing.T) {
+	approvaltest.RunGrants(t, func(t *testing.T) (interlock.GrantStore, interlock.GrantStore) {
+		s := store(t)
+		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
+		if err != nil {
+			t.Fatal(err)
 		}
-		wg.Go(func() {
-			if ok, err := h.UseGrant(ctx, "grt_1"); err != nil {
-				t.Error(err)
-			} else if ok {
-				used.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if used.Load() != 5 {
-		t.Errorf("%d uses succeeded, want 5", used.Load())
-	}
-	if live, _ := other.Grants().LiveGrants(ctx); len(live) != 0 {
-		t.Errorf("a used-up grant is live: %v", live)
-	}
-	if r, err := s.Grants().RevokeGrant(ctx, "grt_1"); err != nil || !r.Revoked {
-		t.Errorf("revoke: %+v %v", r, err)
-	}
-	if _, err := s.Grants().Grant(ctx, "grt_none"); !errors.Is(err, interlock.ErrGrantUnknown) {
-		t.Errorf("unknown grant: %v", err)
-	}
+		t.Cleanup(func() { other.Close() })
+		return s.Grants(), other.Grants()
+	})
 }

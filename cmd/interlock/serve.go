@@ -28,6 +28,7 @@ import (
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/notify"
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
 )
 
@@ -140,6 +141,15 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer tokens.Close()
 		opts.Tokens, opts.Approvals, opts.Grants = tokens, tokens.Approvals(), tokens.Grants()
 		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
+	}
+	if f.Store.Postgres != "" {
+		approvals, err := postgres.OpenApprovals(ctx, f.Store.Postgres)
+		if err != nil {
+			return err
+		}
+		defer approvals.Close()
+		opts.Approvals, opts.Grants = approvals, approvals
+		store += "; approvals and grants in postgres " + redactURL(f.Store.Postgres)
 	}
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
 	if err != nil {
