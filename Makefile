@@ -8,6 +8,7 @@ FUZZTIME ?= 3s
 
 test:
 	npm ci --prefix interop --no-audit --no-fund --loglevel=error
+	npm ci --prefix conformance --no-audit --no-fund --loglevel=error
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	$(MAKE) --no-print-directory fuzz

@@ -4,7 +4,10 @@
 // A [Gateway] starts each upstream server as a child over stdio, or connects
 // to it over streamable HTTP, mirrors its tools (refreshing when the child announces a change), advertises each tool
 // with the hints the policy sees and the meta-arguments it accepts, and sends
-// every call through the same [interlock.Gate] the library uses. Clients
+// every call through the same [interlock.Gate] the library uses. Everything
+// else the upstreams offer (resources, prompts, completion, logging,
+// progress, and their requests of the client) passes through; see
+// passthrough.go and link.go for how client sessions map to upstream ones. Clients
 // reach it over stdio or streamable HTTP; see [Gateway.Handler] for HTTP
 // authentication.
 package gateway
@@ -72,6 +75,8 @@ type Gateway struct {
 	// pinned holds the strictest hints each upstream tool has claimed
 	// since the gateway started, so a later listing can only tighten them.
 	pinned map[upstreamTool]interlock.Hints
+
+	catalog catalog
 }
 
 // upstreamTool names a tool as its upstream does.
@@ -112,11 +117,16 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
 		// The SDK reports every session at info level; the gateway's own
 		// records are the ones an operator reads.
-		Logger:   slog.New(quieter{log.Handler()}),
-		HasTools: true,
+		Logger:             slog.New(quieter{log.Handler()}),
+		HasTools:           true,
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
 	})
+	g.server.AddReceivingMiddleware(g.passThrough)
+	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	for _, cfg := range f.Upstreams {
-		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged}
+		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks}
 		u.onEvent = func(name, detail string) {
 			g.event(context.Background(), name, &interlock.AuditRecord{Upstream: cfg.Name, Detail: detail})
 		}
@@ -199,7 +209,7 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 func (g *Gateway) Start(ctx context.Context) error {
 	var errs []error
 	for _, u := range g.upstreams {
-		if err := g.refresh(ctx, u, true); err != nil {
+		if err := g.refresh(ctx, u, nil, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -220,8 +230,8 @@ func (g *Gateway) ToolCounts() map[string]int {
 	return counts
 }
 
-func (g *Gateway) refreshLogged(u *upstream) {
-	if err := g.refresh(context.Background(), u, false); err != nil {
+func (g *Gateway) refreshLogged(u *upstream, via *mcp.ClientSession) {
+	if err := g.refresh(context.Background(), u, via, false); err != nil {
 		g.log.Error("refreshing tools", "upstream", u.cfg.Name, "error", err)
 	}
 }
@@ -230,8 +240,8 @@ func (g *Gateway) refreshLogged(u *upstream) {
 // ones replaced, vanished ones removed. At start a name collision is an
 // error; later it is logged and the newcomer skipped, so a misbehaving
 // upstream cannot take over another's tool.
-func (g *Gateway) refresh(ctx context.Context, u *upstream, starting bool) error {
-	tools, err := u.tools(ctx)
+func (g *Gateway) refresh(ctx context.Context, u *upstream, via *mcp.ClientSession, starting bool) error {
+	tools, err := u.tools(ctx, via)
 	if err != nil {
 		return err
 	}
