@@ -81,6 +81,54 @@ func (a *Approval) State(now time.Time) string {
 	return ApprovalPending
 }
 
+// ErrNotApproved is the error of consuming an approval that is not (or no
+// longer) approved.
+var ErrNotApproved = errors.New("the approval is not approved")
+
+// AddVote records v on a pending approval: an approval by a person who has
+// not approved yet, or the denial. Every store applies it to the stored
+// approval under its own lock.
+func (a *Approval) AddVote(v Vote, approve bool, now time.Time) error {
+	if a.State(now) != ApprovalPending {
+		return ErrAlreadyDecided
+	}
+	if !approve {
+		a.Denial = &v
+		return nil
+	}
+	if slices.ContainsFunc(a.Approvals, func(x Vote) bool { return x.Principal == v.Principal }) {
+		return ErrAlreadyVoted
+	}
+	a.Approvals = append(a.Approvals, v)
+	return nil
+}
+
+// Consume marks an approved approval as used, or answers ErrNotApproved.
+func (a *Approval) Consume(now time.Time) error {
+	if a.State(now) != ApprovalApproved {
+		return ErrNotApproved
+	}
+	a.Consumed = true
+	return nil
+}
+
+// Answers reports whether a request for the approval's binding is answered
+// with the approval itself (it is pending, approved or denied, or it
+// expired and its caller has not been told yet); changed says the
+// approval was marked Reported and must be stored again.
+func (a *Approval) Answers(now time.Time) (answers, changed bool) {
+	switch a.State(now) {
+	case ApprovalPending, ApprovalApproved, ApprovalDenied:
+		return true, false
+	case ApprovalExpired:
+		if !a.Reported {
+			a.Reported = true
+			return true, true
+		}
+	}
+	return false, false
+}
+
 // Approver is who decides an approval: a principal, the tenant it acts
 // for, and the groups its key names.
 type Approver struct {
@@ -346,15 +394,8 @@ func (m *MemoryApprovals) Request(_ context.Context, a *Approval) (*Approval, er
 	defer m.mu.Unlock()
 	now := time.Now()
 	if id, ok := m.byKey[a.Key]; ok {
-		live := m.byID[id]
-		switch live.State(now) {
-		case ApprovalPending, ApprovalApproved, ApprovalDenied:
-			return copyOf(live), nil
-		case ApprovalExpired:
-			if !live.Reported {
-				live.Reported = true
-				return copyOf(live), nil
-			}
+		if answers, _ := m.byID[id].Answers(now); answers {
+			return copyOf(m.byID[id]), nil
 		}
 	}
 	// Old approvals are dropped now and then, so the store stays small.
@@ -405,17 +446,9 @@ func (m *MemoryApprovals) Decide(_ context.Context, id string, v Vote, approve b
 	if !ok {
 		return nil, ErrApprovalUnknown
 	}
-	if a.State(time.Now()) != ApprovalPending {
-		return nil, ErrAlreadyDecided
+	if err := a.AddVote(v, approve, time.Now()); err != nil {
+		return nil, err
 	}
-	if !approve {
-		a.Denial = &v
-		return copyOf(a), nil
-	}
-	if slices.ContainsFunc(a.Approvals, func(x Vote) bool { return x.Principal == v.Principal }) {
-		return nil, ErrAlreadyVoted
-	}
-	a.Approvals = append(a.Approvals, v)
 	return copyOf(a), nil
 }
 
@@ -424,9 +457,5 @@ func (m *MemoryApprovals) Consume(_ context.Context, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a, ok := m.byID[id]
-	if !ok || a.State(time.Now()) != ApprovalApproved {
-		return false, nil
-	}
-	a.Consumed = true
-	return true, nil
+	return ok && a.Consume(time.Now()) == nil, nil
 }

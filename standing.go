@@ -41,6 +41,15 @@ func (s *StandingGrant) Live(now time.Time) bool {
 	return !s.Revoked && s.Used < s.Uses && now.Before(s.ExpiresAt)
 }
 
+// Use counts one use of a live grant, or answers ErrNotApproved.
+func (s *StandingGrant) Use(now time.Time) error {
+	if !s.Live(now) {
+		return ErrNotApproved
+	}
+	s.Used++
+	return nil
+}
+
 // MayRevoke reports whether who may revoke the grant: its grantor, or one
 // of the approvers it names.
 func (s *StandingGrant) MayRevoke(who Approver) bool {
@@ -250,11 +259,7 @@ func (m *MemoryGrants) UseGrant(_ context.Context, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g, ok := m.grants[id]
-	if !ok || !g.Live(time.Now()) {
-		return false, nil
-	}
-	g.Used++
-	return true, nil
+	return ok && g.Use(time.Now()) == nil, nil
 }
 
 // RevokeGrant implements [GrantStore].

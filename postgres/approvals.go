@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -106,16 +105,12 @@ func (s *Approvals) Request(ctx context.Context, a *interlock.Approval) (*interl
 			return err
 		}
 		if live != nil {
-			switch live.State(time.Now()) {
-			case interlock.ApprovalPending, interlock.ApprovalApproved, interlock.ApprovalDenied:
+			if answers, changed := live.Answers(time.Now()); answers {
 				out = live
-				return nil
-			case interlock.ApprovalExpired:
-				if !live.Reported {
-					live.Reported = true
-					out = live
+				if changed {
 					return s.put(ctx, tx, live)
 				}
+				return nil
 			}
 		}
 		// Approvals long gone leave the table.
@@ -176,24 +171,10 @@ func (s *Approvals) change(ctx context.Context, id string, fn func(a *interlock.
 	return out, err
 }
 
-// errNotApproved ends a consume that finds nothing to consume.
-var errNotApproved = errors.New("not approved")
-
 // Decide implements [interlock.ApprovalStore].
 func (s *Approvals) Decide(ctx context.Context, id string, v interlock.Vote, approve bool) (*interlock.Approval, error) {
 	a, err := s.change(ctx, id, func(a *interlock.Approval) error {
-		if a.State(time.Now()) != interlock.ApprovalPending {
-			return interlock.ErrAlreadyDecided
-		}
-		if !approve {
-			a.Denial = &v
-			return nil
-		}
-		if slices.ContainsFunc(a.Approvals, func(x interlock.Vote) bool { return x.Principal == v.Principal }) {
-			return interlock.ErrAlreadyVoted
-		}
-		a.Approvals = append(a.Approvals, v)
-		return nil
+		return a.AddVote(v, approve, time.Now())
 	})
 	if err != nil && !errors.Is(err, interlock.ErrAlreadyDecided) && !errors.Is(err, interlock.ErrAlreadyVoted) && !errors.Is(err, interlock.ErrApprovalUnknown) {
 		return nil, s.fail(err)
@@ -204,16 +185,12 @@ func (s *Approvals) Decide(ctx context.Context, id string, v interlock.Vote, app
 // Consume implements [interlock.ApprovalStore].
 func (s *Approvals) Consume(ctx context.Context, id string) (bool, error) {
 	_, err := s.change(ctx, id, func(a *interlock.Approval) error {
-		if a.State(time.Now()) != interlock.ApprovalApproved {
-			return errNotApproved
-		}
-		a.Consumed = true
-		return nil
+		return a.Consume(time.Now())
 	})
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, errNotApproved), errors.Is(err, interlock.ErrApprovalUnknown):
+	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrApprovalUnknown):
 		return false, nil
 	}
 	return false, s.fail(err)
@@ -288,16 +265,12 @@ func (s *Approvals) changeGrant(ctx context.Context, id string, fn func(g *inter
 // UseGrant implements [interlock.GrantStore].
 func (s *Approvals) UseGrant(ctx context.Context, id string) (bool, error) {
 	_, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
-		if !g.Live(time.Now()) {
-			return errNotApproved
-		}
-		g.Used++
-		return nil
+		return g.Use(time.Now())
 	})
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, errNotApproved), errors.Is(err, interlock.ErrGrantUnknown):
+	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrGrantUnknown):
 		return false, nil
 	}
 	return false, s.fail(err)

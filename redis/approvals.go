@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -90,17 +89,13 @@ func (s *Approvals) Request(ctx context.Context, a *interlock.Approval) (*interl
 				return err
 			}
 			if live != nil {
-				switch live.State(time.Now()) {
-				case interlock.ApprovalPending, interlock.ApprovalApproved, interlock.ApprovalDenied:
+				if answers, changed := live.Answers(time.Now()); answers {
 					out = live
-					return nil
-				case interlock.ApprovalExpired:
-					if !live.Reported {
-						live.Reported = true
-						out = live
+					if changed {
 						_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return s.write(ctx, p, live) })
 						return err
 					}
+					return nil
 				}
 			}
 		}
@@ -171,37 +166,19 @@ func (s *Approvals) change(ctx context.Context, id string, fn func(a *interlock.
 // Decide implements [interlock.ApprovalStore].
 func (s *Approvals) Decide(ctx context.Context, id string, v interlock.Vote, approve bool) (*interlock.Approval, error) {
 	return s.change(ctx, id, func(a *interlock.Approval) error {
-		if a.State(time.Now()) != interlock.ApprovalPending {
-			return interlock.ErrAlreadyDecided
-		}
-		if !approve {
-			a.Denial = &v
-			return nil
-		}
-		if slices.ContainsFunc(a.Approvals, func(x interlock.Vote) bool { return x.Principal == v.Principal }) {
-			return interlock.ErrAlreadyVoted
-		}
-		a.Approvals = append(a.Approvals, v)
-		return nil
+		return a.AddVote(v, approve, time.Now())
 	})
 }
-
-// errNotApproved ends a consume that finds nothing to consume.
-var errNotApproved = errors.New("not approved")
 
 // Consume implements [interlock.ApprovalStore].
 func (s *Approvals) Consume(ctx context.Context, id string) (bool, error) {
 	_, err := s.change(ctx, id, func(a *interlock.Approval) error {
-		if a.State(time.Now()) != interlock.ApprovalApproved {
-			return errNotApproved
-		}
-		a.Consumed = true
-		return nil
+		return a.Consume(time.Now())
 	})
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, errNotApproved), errors.Is(err, interlock.ErrApprovalUnknown):
+	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrApprovalUnknown):
 		return false, nil
 	}
 	return false, err

@@ -112,16 +112,12 @@ func (s *Grants) changeGrant(ctx context.Context, id string, fn func(g *interloc
 // UseGrant implements [interlock.GrantStore].
 func (s *Grants) UseGrant(ctx context.Context, id string) (bool, error) {
 	_, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
-		if !g.Live(time.Now()) {
-			return errNotApproved
-		}
-		g.Used++
-		return nil
+		return g.Use(time.Now())
 	})
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, errNotApproved), errors.Is(err, interlock.ErrGrantUnknown):
+	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrGrantUnknown):
 		return false, nil
 	}
 	return false, err
