@@ -147,19 +147,27 @@ func (s *Approvals) List(ctx context.Context) ([]*interlock.Approval, error) {
 
 // change applies fn to the approval id under WATCH and writes it back.
 func (s *Approvals) change(ctx context.Context, id string, fn func(a *interlock.Approval) error) (*interlock.Approval, error) {
-	var out *interlock.Approval
+	return watched(ctx, s, s.idKey(id), func(c goredis.Cmdable) (*interlock.Approval, error) { return s.read(ctx, c, id) },
+		func(p goredis.Pipeliner, a *interlock.Approval) error { return s.write(ctx, p, a) }, fn)
+}
+
+// watched reads a value under WATCH of key, applies fn, and writes it back
+// in the same transaction, retrying when another gateway got there first.
+func watched[T any](ctx context.Context, s *Approvals, key string, read func(goredis.Cmdable) (*T, error),
+	write func(goredis.Pipeliner, *T) error, fn func(*T) error) (*T, error) {
+	var out *T
 	err := s.update(ctx, func(tx *goredis.Tx) error {
-		a, err := s.read(ctx, tx, id)
+		v, err := read(tx)
 		if err != nil {
 			return err
 		}
-		if err := fn(a); err != nil {
+		if err := fn(v); err != nil {
 			return err
 		}
-		out = a
-		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return s.write(ctx, p, a) })
+		out = v
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return write(p, v) })
 		return err
-	}, s.idKey(id))
+	}, key)
 	return out, err
 }
 

@@ -93,20 +93,8 @@ func (s *Grants) LiveGrants(ctx context.Context) ([]*interlock.StandingGrant, er
 
 // changeGrant applies fn to the grant id under WATCH and writes it back.
 func (s *Grants) changeGrant(ctx context.Context, id string, fn func(g *interlock.StandingGrant) error) (*interlock.StandingGrant, error) {
-	var out *interlock.StandingGrant
-	err := s.update(ctx, func(tx *goredis.Tx) error {
-		g, err := s.readGrant(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := fn(g); err != nil {
-			return err
-		}
-		out = g
-		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return s.writeGrant(ctx, p, g) })
-		return err
-	}, s.grantKey(id))
-	return out, err
+	return watched(ctx, s.Approvals, s.grantKey(id), func(c goredis.Cmdable) (*interlock.StandingGrant, error) { return s.readGrant(ctx, c, id) },
+		func(p goredis.Pipeliner, g *interlock.StandingGrant) error { return s.writeGrant(ctx, p, g) }, fn)
 }
 
 // UseGrant implements [interlock.GrantStore].
