@@ -18,6 +18,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,39 +28,58 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "echo":
-			serveEcho(os.Args[2:])
-			return
-		}
+	if len(os.Args) > 1 && os.Args[1] == "echo" {
+		serveEcho(os.Args[2:])
+		return
 	}
-	calls := flag.Int("calls", 2000, "sequential calls per latency measurement, and calls per throughput measurement")
-	rounds := flag.Int("rounds", 3, "rounds; variants are interleaved within each")
-	clients := flag.String("clients", "1,8,32", "comma-separated numbers of concurrent clients for throughput")
-	interlockBin := flag.String("interlock", "", "interlock binary (default: built from ./cmd/interlock)")
-	only := flag.String("only", "", "comma-separated variants to run (default: all)")
-	flag.Parse()
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
 
-	self, err := os.Executable()
-	check(err)
+// run measures what the flags in args ask for and writes the table to w.
+func run(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	calls := fs.Int("calls", 2000, "sequential calls per latency measurement, and calls per throughput measurement")
+	rounds := fs.Int("rounds", 3, "rounds; variants are interleaved within each")
+	clients := fs.String("clients", "1,8,32", "comma-separated numbers of concurrent clients for throughput")
+	interlockBin := fs.String("interlock", "", "interlock binary (default: built from ./cmd/interlock)")
+	only := fs.String("only", "", "comma-separated variants to run (default: all)")
+	self := fs.String("self", "", "this program, to run as the echo server (default: the running executable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		*self = exe
+	}
 	dir, err := os.MkdirTemp("", "interlock-bench")
-	check(err)
+	if err != nil {
+		return err
+	}
 	defer os.RemoveAll(dir)
 	bin := *interlockBin
 	if bin == "" {
 		bin = filepath.Join(dir, "interlock")
 		build := exec.Command("go", "build", "-o", bin, "./cmd/interlock")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		check(build.Run())
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building interlock: %w", err)
+		}
 	}
 	var counts []int
 	for _, c := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
-		check(err)
+		if err != nil {
+			return fmt.Errorf("-clients: %w", err)
+		}
 		counts = append(counts, n)
 	}
-	env := &setup{self: self, interlock: bin, dir: dir}
+	env := &setup{self: *self, interlock: bin, dir: dir}
 	variants := env.variants()
 	if *only != "" {
 		keep := strings.Split(*only, ",")
@@ -75,10 +95,13 @@ func main() {
 				f = &figures{}
 				results[v.name] = f
 			}
-			check(measure(ctx, v, *calls, counts, f))
+			if err := measure(ctx, v, *calls, counts, f); err != nil {
+				return err
+			}
 		}
 	}
-	report(os.Stdout, variants, results, counts, *calls, *rounds)
+	report(w, variants, results, counts, *calls, *rounds)
+	return nil
 }
 
 func check(err error) {
