@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -215,7 +217,7 @@ func newApprovalID() string {
 // pending answers the same approval. Once enough approvers said yes, the
 // caller's identical call consumes the approval and runs, exactly once.
 // One denial ends it (DECLINED); no decision in time is CANCELLED.
-func (g *Gate) approval(ctx context.Context, c *Call, d Decision) error {
+func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) error {
 	if g.dryRun {
 		return g.dryRunPreview(ctx, c, d, ApprovalDryRunHint, []string{operatorKeyMissing})
 	}
@@ -252,8 +254,11 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision) error {
 	if err != nil {
 		return storeUnavailable(c, err)
 	}
-	if a.ID == candidate.ID && g.onApproval != nil {
-		g.onApproval(ctx, a)
+	if a.ID == candidate.ID {
+		if g.onApproval != nil {
+			g.onApproval(ctx, a)
+		}
+		g.showApprovalURL(ctx, a, ex)
 	}
 	switch a.State(time.Now()) {
 	case ApprovalApproved:
@@ -297,6 +302,31 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision) error {
 		ApprovalURL:  g.approvalURL(a.ID),
 		ExpiresAt:    a.ExpiresAt,
 	}
+}
+
+// urlWait bounds how long the gate waits for a client to acknowledge the
+// approval's URL; the call has answered long before.
+const urlWait = time.Minute
+
+// showApprovalURL also sends a new approval's URL to a client that
+// declared URL-mode elicitation, so its human can open it. The call does
+// not wait: it answers APPROVAL_PENDING at once, and whatever the client
+// answers changes nothing (only approvers decide).
+func (g *Gate) showApprovalURL(ctx context.Context, a *Approval, ex Exchange) {
+	url := g.approvalURL(a.ID)
+	if ex = ex.resolved(); ex.ShowURL == nil || url == "" {
+		return
+	}
+	params := &mcp.ElicitParams{Mode: "url", URL: url, ElicitationID: a.ID,
+		Message: fmt.Sprintf("%s waits for approval by %s. Open the link to follow it: %s", a.Tool, describeApprovers(a), a.Summary)}
+	show := ex.ShowURL
+	go func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), urlWait)
+		defer cancel()
+		if _, err := show(sctx, params); err != nil {
+			g.log.DebugContext(sctx, "client did not take the approval URL", "approval", a.ID, "error", clip(err.Error()))
+		}
+	}()
 }
 
 // ApprovalDryRunHint is the recovery hint of an approval-mode

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // approvalRig is a gate whose refund tool needs approval by finance.
@@ -174,4 +176,49 @@ func TestApprovalHandshake(t *testing.T) {
 			t.Errorf("ran %d times", r.rec.runs.Load())
 		}
 	})
+}
+
+// TestApprovalURLIsShown: a client of an earlier protocol that declared
+// URL-mode elicitation is also sent the approval's link; the call answers
+// APPROVAL_PENDING at once all the same.
+func TestApprovalURLIsShown(t *testing.T) {
+	shown := make(chan *mcp.ElicitParams, 1)
+	server := mcp.NewServer(&mcp.Implementation{Name: "billing"}, nil)
+	d := Decision{Mode: ModeApproval, Approvers: []string{"bob"}, Summarize: func(any) string { return "Refund." }}
+	g := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet, ApprovalURL: "http://127.0.0.1:8740/console/approvals"})
+	g.AddTool(server, &mcp.Tool{Name: "refund_invoice", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	client := mcp.NewClient(&mcp.Implementation{Name: "c"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			shown <- req.Params
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		}})
+	cs, err := client.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "refund_invoice", Arguments: map[string]any{"amount": 5000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := BodyOfResult(res)
+	if b.Code != CodeApprovalPending {
+		t.Fatalf("body %+v", b)
+	}
+	select {
+	case p := <-shown:
+		if p.Mode != "url" || p.URL != b.ApprovalURL || p.ElicitationID != b.ApprovalID {
+			t.Errorf("shown %+v for %+v", p, b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the approval URL was not shown")
+	}
 }

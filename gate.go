@@ -318,6 +318,10 @@ type Exchange struct {
 	// and waits for the answer; nil for MRTR clients, which are asked by
 	// the call's result instead.
 	Ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// ShowURL, when set, sends a URL for the human to open on the
+	// client's session (URL-mode elicitation): a client of an earlier
+	// protocol that declared it.
+	ShowURL func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 	// req, when set, is read for Form, Native and Ask only when a mode
 	// needs them (see resolved), so calls that run at once pay nothing for
@@ -348,6 +352,9 @@ func ExchangeOf(req *mcp.CallToolRequest) Exchange {
 	ex.Form = form && req.Session != nil && (ex.Native || !stateless)
 	if ex.Form && !ex.Native {
 		ex.Ask = req.Session.Elicit
+	}
+	if caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil && req.Session != nil && !ex.Native && !stateless {
+		ex.ShowURL = req.Session.Elicit
 	}
 	return ex
 }
@@ -540,7 +547,7 @@ func (g *Gate) apply(ctx context.Context, c *Call, d Decision, ex Exchange) (*mc
 	case ModeElicit:
 		return g.elicit(ctx, c, d, ex)
 	case ModeApproval:
-		return nil, g.approval(ctx, c, d)
+		return nil, g.approval(ctx, c, d, ex)
 	}
 	return nil, fmt.Errorf("decision for %s has unimplemented mode %q", c.Tool, d.Mode)
 }
