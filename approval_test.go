@@ -187,7 +187,9 @@ func TestApprovalURLIsShown(t *testing.T) {
 	d := Decision{Mode: ModeApproval, Approvers: []string{"bob"}, Summarize: func(any) string { return "Refund." }}
 	g := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet, ApprovalURL: "http://127.0.0.1:8740/console/approvals"})
 	g.AddTool(server, &mcp.Tool{Name: "refund_invoice", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(context.Background(), st, nil)
 	if err != nil {
