@@ -96,16 +96,22 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.Audi
 			}
 		}()
 	}
-	tx, err := a.writer.BeginTx(ctx, nil)
-	if err != nil {
+	// The transaction is begun and ended by statements on the writer's
+	// own connection, so the statements prepared on it run inside it as
+	// they are: database/sql's Tx would prepare them anew every time.
+	if _, err := a.writer.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("audit log %s: %w", a.path, err)
 	}
-	defer tx.Rollback()
-	seq, prev, err := scanHead(tx.StmtContext(ctx, a.head).QueryRowContext(ctx))
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = a.writer.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	seq, prev, err := scanHead(a.head.QueryRowContext(ctx))
 	if err != nil {
 		return fmt.Errorf("audit log %s: reading the head: %w", a.path, err)
 	}
-	stmt := tx.StmtContext(ctx, a.insert)
 	for _, r := range recs {
 		seq++
 		if err := r.Link(seq, prev); err != nil {
@@ -115,14 +121,15 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.Audi
 		if err != nil {
 			return err
 		}
-		if _, err := stmt.ExecContext(ctx, r.Seq, r.Hash, string(b)); err != nil {
+		if _, err := a.insert.ExecContext(ctx, r.Seq, r.Hash, string(b)); err != nil {
 			return fmt.Errorf("audit log %s: writing record %d: %w", a.path, r.Seq, err)
 		}
 		prev = r.Hash
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := a.writer.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("audit log %s: committing: %w", a.path, err)
 	}
+	committed = true
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -77,6 +79,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	data := fs.String("data", ".interlock", "state `directory` (demo database, audit log)")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
 	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
+	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this loopback `address`, for performance work")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -117,6 +120,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
+	}
+	if *pprofAddr != "" {
+		if err := startProfiler(*pprofAddr, log); err != nil {
+			return err
+		}
 	}
 	stopTracing, err := startTracing(ctx)
 	if err != nil {
@@ -252,6 +260,27 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := srv.Shutdown(shutdown); err != nil {
 		_ = srv.Close()
 	}
+	return nil
+}
+
+// startProfiler serves net/http/pprof on a loopback address only: a
+// profile shows what the gateway is doing, which is not for the network.
+func startProfiler(addr string, log *slog.Logger) error {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return fmt.Errorf("--pprof %q: give a loopback address, such as 127.0.0.1:6060", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	log.Info("profiler listening", "address", "http://"+ln.Addr().String()+"/debug/pprof/")
+	go func() { _ = http.Serve(ln, mux) }()
 	return nil
 }
 
