@@ -1,9 +1,11 @@
 # The one command that runs every test: Go unit, golden and integration
-# tests, and the TypeScript SDK interop suite (driven from the Go tests).
+# tests, the TypeScript SDK interop suite and the console's browser suite
+# (both driven from the Go tests).
 .PHONY: test bench
 
 test:
 	npm ci --prefix interop --no-audit --no-fund --loglevel=error
+	npm ci --prefix console/e2e --no-audit --no-fund --loglevel=error
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	go test -count=1 ./...

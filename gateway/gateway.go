@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
@@ -46,6 +47,10 @@ type Options struct {
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
+	// PublicURL is where approvers reach this gateway over HTTP, such as
+	// http://127.0.0.1:8740: the approval_url of a pending approval points
+	// into its console. Empty leaves approval_url out.
+	PublicURL string
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -56,6 +61,7 @@ type Gateway struct {
 	log       *slog.Logger
 	upstreams []*upstream
 	metrics   *metrics.Metrics
+	console   *console.Console
 
 	mu sync.Mutex
 	// owner maps each mirrored tool name to the upstream it came from.
@@ -91,11 +97,15 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Audit:            opts.Audit,
 		AuditOptional:    opts.AuditOptional,
 		Meter:            meterOf(opts.Metrics),
+		ApprovalURL:      approvalURL(opts.PublicURL),
+		// Pages that show approvals learn of a new one at once.
+		OnApproval: func(context.Context, *interlock.Approval) { g.console.Notify() },
 	})
 	if err != nil {
 		return nil, err
 	}
 	g.gate = gate
+	g.console = g.newConsole(opts.Audit)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "interlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
@@ -367,8 +377,9 @@ func (g *Gateway) advertisedTools() []*mcp.Tool {
 	return tools
 }
 
-// Close stops every upstream.
+// Close stops every upstream and the console's event streams.
 func (g *Gateway) Close() error {
+	g.console.Close()
 	var errs []error
 	for _, u := range g.upstreams {
 		if err := u.close(); err != nil {

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -72,6 +74,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
 	stateless := fs.Bool("stateless", false, "streamable HTTP without sessions")
 	data := fs.String("data", ".interlock", "state `directory` (demo database, audit log)")
+	publicURL := fs.String("public-url", "", "`URL` where approvers reach this gateway, for the console links it hands out (default: http:// and the listen address)")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
 	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -164,6 +167,19 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer func() { stopCheckpoints(); <-done }()
 		auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, interlock.KeyID(key.Public().(ed25519.PublicKey)))
 	}
+	// The listener comes first: approval links name its address.
+	var ln net.Listener
+	if !*stdio {
+		ln, err = net.Listen("tcp", *listen)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", *listen, err)
+		}
+		defer ln.Close()
+		opts.PublicURL = *publicURL
+		if opts.PublicURL == "" {
+			opts.PublicURL = publicURLOf(ln.Addr())
+		}
+	}
 	gw, err := gateway.New(f, opts)
 	if err != nil {
 		return err
@@ -173,13 +189,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	}
 
-	var ln net.Listener
-	where := "stdio"
+	where, consoleAt := "stdio", ""
 	if !*stdio {
-		ln, err = net.Listen("tcp", *listen)
-		if err != nil {
-			return fmt.Errorf("listening on %s: %w", *listen, err)
-		}
 		kind := "sessions"
 		if *stateless {
 			kind = "stateless"
@@ -189,8 +200,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			auth = fmt.Sprintf("%d API key(s)", n)
 		}
 		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
+		consoleAt = strings.TrimSuffix(opts.PublicURL, "/") + "/console/ (approvers sign in with their API key)"
+		if link := gw.OperatorLoginLink(opts.PublicURL); link != "" {
+			consoleAt = link + " (signs in the operator, once)"
+		}
 	}
-	printBanner(stderr, where, dataDir, store, auditWhere, f, gw)
+	printBanner(stderr, where, consoleAt, dataDir, store, auditWhere, f, gw)
 
 	if *stdio {
 		err := gw.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -200,6 +215,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	}
 	srv := httpServer(f.HTTP, gw.Handler(*stateless))
+	// Console pages hold event streams open; they end when shutdown starts.
+	srv.RegisterOnShutdown(gw.Console().Close)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limitListener(ln, f.HTTP.MaxConnections)) }()
 	select {
@@ -269,13 +286,30 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
+// publicURLOf is the URL of a listener's address as others reach it: a
+// wildcard address is named by the machine's host name.
+func publicURLOf(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return "http://" + addr.String()
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func printBanner(w io.Writer, where, dataDir, store, audit string, f *policy.File, gw *gateway.Gateway) {
+func printBanner(w io.Writer, where, consoleAt, dataDir, store, audit string, f *policy.File, gw *gateway.Gateway) {
 	fmt.Fprintf(w, "interlock %s\n", version)
 	fmt.Fprintf(w, "  serving   %s\n", where)
+	if consoleAt != "" {
+		fmt.Fprintf(w, "  console   %s\n", consoleAt)
+	}
 	fmt.Fprintf(w, "  data      %s\n", dataDir)
 	fmt.Fprintf(w, "  tokens    %s\n", store)
 	fmt.Fprintf(w, "  audit     %s\n", audit)
