@@ -1,14 +1,27 @@
 # The one command that runs every test: Go unit, golden and integration
 # tests, the TypeScript SDK interop suite and the console's browser suite
-# (both driven from the Go tests).
-.PHONY: test bench
+# (both driven from the Go tests), and each fuzz target for a few seconds
+# beyond its seed corpus.
+.PHONY: test bench fuzz
+
+FUZZ_TARGETS = .:FuzzSplitArgs .:FuzzDecodeJSON ./seal:FuzzCanonical ./seal:FuzzOpen ./policy:FuzzParse
+FUZZTIME ?= 3s
 
 test:
 	npm ci --prefix interop --no-audit --no-fund --loglevel=error
+	npm ci --prefix conformance --no-audit --no-fund --loglevel=error
 	npm ci --prefix console/e2e --no-audit --no-fund --loglevel=error
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+	$(MAKE) --no-print-directory fuzz
 	go test -count=1 ./...
+
+# make fuzz FUZZTIME=10m runs each target for ten minutes.
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} for $(FUZZTIME)"; \
+		out=$$(go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -timeout 0 -parallel 1 "$${t%%:*}" 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 
 # Benchmarks of the gate, the seal and the token stores (Redis on
 # 127.0.0.1:6379). Fixed iteration counts keep a run short on two cores.

@@ -174,6 +174,14 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision) error {
 	if g.approvals == nil {
 		return fmt.Errorf("decision for %s demands approval, and the gate has no approval store", c.Tool)
 	}
+	// A standing grant that covers the call confirms it at once.
+	if sg, err := g.useGrant(ctx, c); err != nil || sg != nil {
+		if sg != nil {
+			c.confirmedBy, c.grant = ConfirmedByGrant, sg.ID
+			c.approvers = []string{sg.GrantedBy}
+		}
+		return err
+	}
 	key, err := approvalKey(c)
 	if err != nil {
 		return err

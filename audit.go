@@ -51,6 +51,8 @@ type AuditRecord struct {
 	// elicit, approval (Approvers name who), or relay.
 	ConfirmedBy string   `json:"confirmed_by,omitempty"`
 	Approvers   []string `json:"approvers,omitempty"`
+	// Grant names the standing grant that confirmed the call.
+	Grant string `json:"grant,omitempty"`
 	// Replaced holds the values a human's choice replaced, by argument.
 	Replaced map[string]any `json:"replaced,omitempty"`
 	// Outcome is "ok", or the error code the call ended with (an upstream
@@ -450,7 +452,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 			rec.ArgsDigest = hex.EncodeToString(digest[:])
 		}
 		rec.ConfirmedBy = c.confirmedBy
-		rec.Approvers = c.approvers
+		rec.Approvers, rec.Grant = c.approvers, c.grant
 		if len(c.replaced) > 0 {
 			rec.Replaced = Redact(c.replaced, g.policy.IsSecret)
 		}

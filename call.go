@@ -102,8 +102,10 @@ type Call struct {
 	// the audit log.
 	confirmedBy string
 	replaced    map[string]any
-	// approvers are who approved the call, in mode approval.
+	// approvers are who approved the call, in mode approval; grant the
+	// standing grant that confirmed it.
 	approvers []string
+	grant     string
 }
 
 // parsedArgs is the result of splitting raw arguments.

@@ -25,8 +25,27 @@
 // call runs when the agent presents the token. [ModeElicit] asks a human in
 // a form the client renders, through a multi round-trip input request or,
 // for clients of earlier protocols, elicitation/create; a client that
-// cannot show a form gets the decision's fallback. A decision may name a
-// read-only preview tool whose result feeds the summary the human reads.
+// cannot show a form gets the decision's fallback. [ModeApproval] waits
+// for people other than the caller to approve the call out of band
+// ([Gate.Decide]); a standing grant ([Gate.GrantScope]) approves a scope of
+// calls at once. A decision may name a read-only preview tool whose result
+// feeds the summary the human reads; a preview that says the call cannot
+// succeed ends it before anyone is asked.
+//
+// # One view of the arguments
+//
+// The raw arguments are read once, strictly ([DecodeJSON]): duplicate keys,
+// invalid UTF-8, lone surrogates and numbers a float64 does not hold as
+// written are refused. What is a meta-argument, what the policy sees, what
+// is sealed, what a summary shows and what the tool receives all come from
+// that one value.
+//
+// # The audit log
+//
+// With an [AuditLog], every decision and outcome is a hash-chained
+// [AuditRecord]; a confirmed call runs only once its record is durable.
+// [VerifyChain] finds an edited, deleted or reordered record, and signed
+// [Checkpoint]s find a rewritten chain.
 //
 // Questions a tool itself asks during a call are carried to the client's
 // human too, with the tool's request state sealed inside the gate's.

@@ -68,6 +68,11 @@ type GateOptions struct {
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
 	OnApproval func(context.Context, *Approval)
+	// Grants keeps standing grants; in memory when nil. CompileCondition
+	// compiles their conditions (package policy's CompileCondition); with
+	// none, no standing grant can be made.
+	Grants           GrantStore
+	CompileCondition func(string) (Condition, error)
 }
 
 // Gate is the one decision path every tool call takes, in the library and in
@@ -88,6 +93,9 @@ type Gate struct {
 	approvals    ApprovalStore
 	approvalBase string
 	onApproval   func(context.Context, *Approval)
+
+	grants           GrantStore
+	compileCondition func(string) (Condition, error)
 
 	mu sync.RWMutex
 	// tools are the tools the gate guards, by name, so a decision can
@@ -131,6 +139,8 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		approvals:    opts.Approvals,
 		approvalBase: opts.ApprovalURL,
 		onApproval:   opts.OnApproval,
+
+		grants: opts.Grants,
 	}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxArgumentBytes
@@ -146,6 +156,12 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 	}
 	if g.approvals == nil {
 		g.approvals = NewMemoryApprovals()
+	}
+	if g.grants == nil {
+		g.grants = NewMemoryGrants()
+	}
+	if opts.CompileCondition != nil {
+		g.compileCondition = cachedConditions(opts.CompileCondition)
 	}
 	if g.sealer == nil {
 		keys := seal.ParseKeys(getenv(SecretEnv))

@@ -102,6 +102,85 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("POST /v1/approvals/{id}/approve", decide(true))
 	mux.HandleFunc("POST /v1/approvals/{id}/deny", decide(false))
+	mux.HandleFunc("POST /v1/approvals/{id}/grant", g.grantScope)
+	mux.HandleFunc("GET /v1/grants", func(w http.ResponseWriter, r *http.Request) {
+		who, ok := g.approver(w, r)
+		if !ok {
+			return
+		}
+		live, err := g.gate.Grants().LiveGrants(r.Context())
+		if err != nil {
+			writeError(w, fmt.Errorf("listing grants: %w", err))
+			return
+		}
+		out := []*interlock.StandingGrant{}
+		for _, sg := range live {
+			if sg.MayRevoke(who) {
+				out = append(out, sg)
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"grants": out})
+	})
+	mux.HandleFunc("POST /v1/grants/{id}/revoke", func(w http.ResponseWriter, r *http.Request) {
+		who, ok := g.approver(w, r)
+		if !ok {
+			return
+		}
+		sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
+		if errors.Is(err, interlock.ErrGrantUnknown) {
+			err = &interlock.Error{Code: interlock.CodeNotFound, Message: "No such grant.", Hint: "List the grants you may revoke with GET /v1/grants."}
+		}
+		if err != nil {
+			writeError(w, approvalError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, sg)
+	})
+}
+
+// grantRequest is the body of POST /v1/approvals/{id}/grant.
+type grantRequest struct {
+	// When is a CEL condition over the call (args, tool, principal…).
+	When string `json:"when"`
+	// TTL is the grant's lifetime, a Go duration of at most 24h.
+	TTL    string `json:"ttl"`
+	Uses   int    `json:"uses"`
+	Reason string `json:"reason"`
+}
+
+// grantScope approves an approval and grants its caller a standing scope.
+func (g *Gateway) grantScope(w http.ResponseWriter, r *http.Request) {
+	who, ok := g.approver(w, r)
+	if !ok {
+		return
+	}
+	data, err := readBody(w, r, 64<<10)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var body grantRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	bad := func(msg string) {
+		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Message: msg,
+			Hint: `Send {"when": "num(args.amount) <= 100", "ttl": "2h", "uses": 10, "reason": "…"}: ttl at most 24h, uses 1 to 10000, when optional.`})
+	}
+	if err := dec.Decode(&body); err != nil {
+		bad("The request body is not a grant.")
+		return
+	}
+	ttl, err := time.ParseDuration(body.TTL)
+	if err != nil {
+		bad(fmt.Sprintf("ttl %q is not a duration such as 2h.", body.TTL))
+		return
+	}
+	sg, err := g.gate.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})
+	if err != nil {
+		writeError(w, approvalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, sg)
 }
 
 // approver is who calls the approvers' face; without API keys it answers

@@ -92,3 +92,60 @@ rules:
 		t.Errorf("approving a denied approval: %d %v", status, body)
 	}
 }
+
+// TestGrantsOverREST: an approver grants a scope from one approval; calls
+// inside it run at once until it is revoked.
+func TestGrantsOverREST(t *testing.T) {
+	f := config(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice}
+    - {sha256: %s, principal: bob}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+`, HashKey("alice-key"), HashKey("bob-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	call := func(target string) (int, map[string]any) {
+		return post(t, srv.URL+"/v1/tools/wipe/call", "alice-key", fmt.Sprintf(`{"arguments":{"target":%q}}`, target))
+	}
+	_, body := call("cache")
+	id, _ := body["approval_id"].(string)
+	if status, body := post(t, srv.URL+"/v1/approvals/"+id+"/grant", "bob-key", `{"when":"args.target == 'cache'","ttl":"1h","uses":3}`); status != http.StatusOK {
+		t.Fatalf("grant: %d %v", status, body)
+	}
+	for i := range 2 {
+		if status, body := call("cache"); status != http.StatusOK {
+			t.Fatalf("call %d under the grant: %d %v", i, status, body)
+		}
+	}
+	if status, _ := call("all"); status != http.StatusAccepted {
+		t.Errorf("a call outside the condition: %d", status)
+	}
+	_, list := get(t, srv.URL+"/v1/grants", "bob-key")
+	grants, _ := list["grants"].([]any)
+	if len(grants) != 1 || grants[0].(map[string]any)["used"] != 2.0 {
+		t.Fatalf("grants: %v", list)
+	}
+	gid := grants[0].(map[string]any)["id"].(string)
+	if status, _ := post(t, srv.URL+"/v1/grants/"+gid+"/revoke", "alice-key", ``); status != http.StatusForbidden {
+		t.Errorf("the caller revokes: %d", status)
+	}
+	if status, body := post(t, srv.URL+"/v1/grants/"+gid+"/revoke", "bob-key", ``); status != http.StatusOK || body["revoked"] != true {
+		t.Fatalf("revoke: %d %v", status, body)
+	}
+	if status, _ := call("cache"); status != http.StatusAccepted {
+		t.Errorf("after revocation: %d", status)
+	}
+	for _, bad := range []string{`{"ttl":"48h","uses":1}`, `{"ttl":"1h","uses":0}`, `{"ttl":"1h","uses":1,"when":"args.x >"}`, `{"ttl":"soon"}`} {
+		_, body := call("other")
+		pid, _ := body["approval_id"].(string)
+		if status, body := post(t, srv.URL+"/v1/approvals/"+pid+"/grant", "bob-key", bad); status != http.StatusBadRequest {
+			t.Errorf("%s: %d %v", bad, status, body)
+		}
+	}
+}

@@ -19,7 +19,7 @@ func (g *Gateway) StartEach(ctx context.Context, start func(*policy.Upstream) bo
 		if !start(u.cfg) {
 			continue
 		}
-		if err := g.refresh(ctx, u, true); err != nil {
+		if err := g.refresh(ctx, u, nil, true); err != nil {
 			failed[u.cfg.Name] = err
 		}
 	}

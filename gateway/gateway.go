@@ -4,7 +4,10 @@
 // A [Gateway] starts each upstream server as a child over stdio, or connects
 // to it over streamable HTTP, mirrors its tools (refreshing when the child announces a change), advertises each tool
 // with the hints the policy sees and the meta-arguments it accepts, and sends
-// every call through the same [interlock.Gate] the library uses. Clients
+// every call through the same [interlock.Gate] the library uses. Everything
+// else the upstreams offer (resources, prompts, completion, logging,
+// progress, and their requests of the client) passes through; see
+// passthrough.go and link.go for how client sessions map to upstream ones. Clients
 // reach it over stdio or streamable HTTP; see [Gateway.Handler] for HTTP
 // authentication.
 package gateway
@@ -47,6 +50,13 @@ type Options struct {
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
+	// Approvals keeps the approvals of mode approval, Grants the standing
+	// grants approvers make; in memory when nil.
+	Approvals interlock.ApprovalStore
+	Grants    interlock.GrantStore
+	// OnApproval hears every new pending approval (to notify approvers);
+	// it must not block.
+	OnApproval func(context.Context, *interlock.Approval)
 	// PublicURL is where approvers reach this gateway over HTTP, such as
 	// http://127.0.0.1:8740: the approval_url of a pending approval points
 	// into its console. Empty leaves approval_url out.
@@ -71,6 +81,8 @@ type Gateway struct {
 	// pinned holds the strictest hints each upstream tool has claimed
 	// since the gateway started, so a later listing can only tighten them.
 	pinned map[upstreamTool]interlock.Hints
+
+	catalog catalog
 }
 
 // upstreamTool names a tool as its upstream does.
@@ -97,9 +109,17 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Audit:            opts.Audit,
 		AuditOptional:    opts.AuditOptional,
 		Meter:            meterOf(opts.Metrics),
+		Approvals:        opts.Approvals,
+		Grants:           opts.Grants,
 		ApprovalURL:      approvalURL(opts.PublicURL),
 		// Pages that show approvals learn of a new one at once.
-		OnApproval: func(context.Context, *interlock.Approval) { g.console.Notify() },
+		OnApproval: func(ctx context.Context, a *interlock.Approval) {
+			g.console.Notify()
+			if opts.OnApproval != nil {
+				opts.OnApproval(ctx, a)
+			}
+		},
+		CompileCondition: policy.CompileCondition,
 	})
 	if err != nil {
 		return nil, err
@@ -111,11 +131,16 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
 		// The SDK reports every session at info level; the gateway's own
 		// records are the ones an operator reads.
-		Logger:   slog.New(quieter{log.Handler()}),
-		HasTools: true,
+		Logger:             slog.New(quieter{log.Handler()}),
+		HasTools:           true,
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
 	})
+	g.server.AddReceivingMiddleware(g.passThrough)
+	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	for _, cfg := range f.Upstreams {
-		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged}
+		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks}
 		u.onEvent = func(name, detail string) {
 			g.event(context.Background(), name, &interlock.AuditRecord{Upstream: cfg.Name, Detail: detail})
 		}
@@ -198,7 +223,7 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 func (g *Gateway) Start(ctx context.Context) error {
 	var errs []error
 	for _, u := range g.upstreams {
-		if err := g.refresh(ctx, u, true); err != nil {
+		if err := g.refresh(ctx, u, nil, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -219,8 +244,8 @@ func (g *Gateway) ToolCounts() map[string]int {
 	return counts
 }
 
-func (g *Gateway) refreshLogged(u *upstream) {
-	if err := g.refresh(context.Background(), u, false); err != nil {
+func (g *Gateway) refreshLogged(u *upstream, via *mcp.ClientSession) {
+	if err := g.refresh(context.Background(), u, via, false); err != nil {
 		g.log.Error("refreshing tools", "upstream", u.cfg.Name, "error", err)
 	}
 }
@@ -229,8 +254,8 @@ func (g *Gateway) refreshLogged(u *upstream) {
 // ones replaced, vanished ones removed. At start a name collision is an
 // error; later it is logged and the newcomer skipped, so a misbehaving
 // upstream cannot take over another's tool.
-func (g *Gateway) refresh(ctx context.Context, u *upstream, starting bool) error {
-	tools, err := u.tools(ctx)
+func (g *Gateway) refresh(ctx context.Context, u *upstream, via *mcp.ClientSession, starting bool) error {
+	tools, err := u.tools(ctx, via)
 	if err != nil {
 		return err
 	}

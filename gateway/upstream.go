@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,7 +40,8 @@ type upstream struct {
 	logger  *slog.Logger
 	// onToolsChanged is called, off the client's goroutine, when the child
 	// announces that its tool list changed.
-	onToolsChanged func(*upstream)
+	// via is the link that announced it, nil for the shared one.
+	onToolsChanged func(u *upstream, via *mcp.ClientSession)
 	// onEvent hears the upstream's restarts; onUp whether a session with it
 	// is held. Either may be nil.
 	onEvent func(name, detail string)
@@ -57,13 +59,39 @@ type upstream struct {
 	// calls are the downstream calls in flight on this upstream, so that a
 	// question the upstream pushes (elicitation/create) can be carried to
 	// the client whose call it belongs to.
-	calls map[*inflight]struct{}
+	calls   map[*inflight]struct{}
+	callSeq uint64
+
+	// links are the upstream sessions of client sessions that own one
+	// (see ownsLink); levels the log level each of them chose.
+	linksMu  sync.Mutex
+	links    map[*mcp.ServerSession]*peerLink
+	levelsMu sync.Mutex
+	levels   map[*mcp.ServerSession]mcp.LoggingLevel
+
+	// progress maps the progress tokens interlock gave the upstream to the
+	// clients' own.
+	progressMu sync.Mutex
+	progress   map[string]progressEntry
+	// pending counts, per link to a child, the notifications read and not
+	// yet passed on (see countingTransport).
+	pending map[*mcp.ClientSession]*atomic.Int64
+
+	// hooks hear what the shared link announces for every client.
+	hooks upstreamHooks
 }
 
 // inflight is one downstream call being served by the upstream.
 type inflight struct {
 	// req is the downstream request; nil for a preview.
 	req *mcp.CallToolRequest
+	// ctx is the downstream handler's, so that what the upstream pushes
+	// during the call travels with the call to its client.
+	ctx context.Context
+	// link is the upstream session the call went over.
+	link *mcp.ClientSession
+	// seq orders the calls of a link.
+	seq uint64
 	// cancelled records that a question of the upstream could not be
 	// carried and was answered with cancel.
 	cancelled bool
@@ -77,36 +105,24 @@ func (u *upstream) where() string {
 	return u.file
 }
 
-// connect starts the child and completes the MCP handshake.
+// connect returns the shared link, starting the child and completing the
+// MCP handshake when there is none.
 func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.session != nil {
 		return u.session, nil
 	}
-	transport, what := u.transport()
-	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			go u.onToolsChanged(u)
-		},
-		// Questions of the upstream are the downstream human's to answer:
-		// input requests come back in the result and go to the client
-		// through the gate; pushed elicitations are carried by elicit.
-		ElicitationHandler: u.elicit,
-		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
-	})
-	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	cs, err := client.Connect(cctx, transport, nil)
+	cs, err := u.dial(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("upstream %q (%s): %s did not answer as an MCP server: %w; fix it in %s",
-			u.cfg.Name, u.where(), what, err, u.where())
+		return nil, err
 	}
 	u.session = cs
 	if u.started {
 		// A restarted child may offer other tools than the one before.
-		go u.onToolsChanged(u)
+		go u.onToolsChanged(u, nil)
 		if u.onEvent != nil {
+			_, what := u.describe()
 			u.onEvent("upstream_restarted", "reconnected to "+what)
 		}
 	}
@@ -122,20 +138,41 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
+// initialized is what the upstream said of itself on the shared link;
+// nil while there is none.
+func (u *upstream) initialized() *mcp.InitializeResult {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.session == nil {
+		return nil
+	}
+	return u.session.InitializeResult()
+}
+
 // transport makes the connection to the upstream: a child over stdio, or
 // streamable HTTP with the configured headers. what names it for messages.
 func (u *upstream) transport() (mcp.Transport, string) {
+	_, what := u.describe()
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{
 			Endpoint:   u.cfg.URL,
 			HTTPClient: u.httpClient(),
-		}, fmt.Sprintf("url %s", u.cfg.URL)
+		}, what
 	}
 	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
 	cmd.Dir = u.cfg.Dir
 	cmd.Env = childEnv(os.Environ(), u.cfg)
-	cmd.Stderr = os.Stderr
-	return &mcp.CommandTransport{Command: cmd}, fmt.Sprintf("command %q", strings.Join(u.cfg.Command, " "))
+	cmd.Stderr = &stderrLog{log: u.log(), upstream: u.cfg.Name}
+	return &mcp.CommandTransport{Command: cmd}, what
+}
+
+// describe says whether the upstream is a child, and names it for
+// messages to the operator.
+func (u *upstream) describe() (child bool, what string) {
+	if u.cfg.URL != "" {
+		return false, fmt.Sprintf("url %s", u.cfg.URL)
+	}
+	return true, fmt.Sprintf("command %q", strings.Join(u.cfg.Command, " "))
 }
 
 // ChildEnvBase lists the variables of the gateway's environment that every
@@ -244,11 +281,15 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(r)
 }
 
-// tools lists every tool the upstream offers, following pagination.
-func (u *upstream) tools(ctx context.Context) ([]*mcp.Tool, error) {
-	cs, err := u.connect(ctx)
-	if err != nil {
-		return nil, err
+// tools lists every tool the upstream offers, following pagination, over
+// the link via, or the shared one when via is nil.
+func (u *upstream) tools(ctx context.Context, via *mcp.ClientSession) ([]*mcp.Tool, error) {
+	cs := via
+	if cs == nil {
+		var err error
+		if cs, err = u.connect(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var out []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
@@ -260,38 +301,6 @@ func (u *upstream) tools(ctx context.Context) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
-// elicit carries a question the upstream pushes during a call to the
-// client whose call it is. Only the client of an earlier protocol with a
-// session can be asked this way; for any other client, or when several
-// calls are in flight so the question cannot be told apart, the upstream is
-// answered with cancel and the call ends CANCELLED.
-func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	u.callsMu.Lock()
-	var only *inflight
-	if len(u.calls) == 1 {
-		for c := range u.calls {
-			only = c
-		}
-	}
-	n := len(u.calls)
-	u.callsMu.Unlock()
-	if only == nil {
-		u.log().Warn("upstream asked a question that cannot be matched to one call; answering cancel", "upstream", u.cfg.Name, "calls_in_flight", n)
-		return &mcp.ElicitResult{Action: "cancel"}, nil
-	}
-	// Only a client of an earlier protocol, on a session, that declared
-	// elicitation can be sent the question now.
-	if only.req != nil && only.req.Session != nil {
-		if ex := interlock.ExchangeOf(only.req); ex.Form && !ex.Native {
-			return only.req.Session.Elicit(ctx, req.Params)
-		}
-	}
-	u.callsMu.Lock()
-	only.cancelled = true
-	u.callsMu.Unlock()
-	return &mcp.ElicitResult{Action: "cancel"}, nil
-}
-
 func (u *upstream) log() *slog.Logger {
 	if u.logger != nil {
 		return u.logger
@@ -299,10 +308,13 @@ func (u *upstream) log() *slog.Logger {
 	return slog.Default()
 }
 
-// track records a downstream call in flight; the returned func ends it.
-func (u *upstream) track(req *mcp.CallToolRequest) (*inflight, func()) {
-	fl := &inflight{req: req}
+// track records a downstream call in flight on link; the returned func
+// ends it.
+func (u *upstream) track(ctx context.Context, req *mcp.CallToolRequest, link *mcp.ClientSession) (*inflight, func()) {
+	fl := &inflight{req: req, ctx: ctx, link: link}
 	u.callsMu.Lock()
+	u.callSeq++
+	fl.seq = u.callSeq
 	if u.calls == nil {
 		u.calls = map[*inflight]struct{}{}
 	}
@@ -377,7 +389,11 @@ func transient(err error) bool {
 
 // attempt makes one attempt of a call.
 func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	cs, err := u.connect(ctx)
+	var downstream *mcp.ServerSession
+	if req != nil {
+		downstream = req.Session
+	}
+	cs, err := u.linkFor(ctx, downstream)
 	if err != nil {
 		u.log().Warn("upstream not reachable", "upstream", u.cfg.Name, "tool", name, "error", logText(err.Error()))
 		return nil, &interlock.Error{
@@ -387,18 +403,28 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 			Err:     err,
 		}
 	}
-	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	params := &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{}}
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		// The upstream continues the caller's trace.
-		params.Meta = mcp.Meta{}
 		interlock.TraceToMeta(ctx, params.Meta)
+	}
+	token, untrack := u.trackProgress(ctx, req)
+	defer untrack()
+	if token != "" {
+		params.Meta["progressToken"] = token
+	}
+	if level := requestLevel(cs, req); level != "" {
+		params.Meta[mcp.MetaKeyLogLevel] = level
 	}
 	if r, ok := interlock.RetryOf(ctx); ok {
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
-	fl, done := u.track(req)
+	fl, done := u.track(ctx, req, cs)
 	res, err := cs.CallTool(ctx, params)
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	if err == nil {
+		u.settle(cs)
+	}
 	done()
 	if err == nil {
 		u.callsMu.Lock()
@@ -500,7 +526,7 @@ func (u *upstream) timeout() time.Duration {
 	return policy.DefaultCallTimeout
 }
 
-// forget drops a session that broke, so the next call starts the child again.
+// forget drops a link that broke, so the next call starts the child again.
 func (u *upstream) forget(cs *mcp.ClientSession) {
 	u.mu.Lock()
 	lost := u.session == cs

@@ -52,7 +52,9 @@ type File struct {
 	Store     Store       `yaml:"store"`
 	HTTP      HTTP        `yaml:"http"`
 	Audit     Audit       `yaml:"audit"`
-	Rules     []*Rule     `yaml:"rules"`
+	// Notify lists webhooks told of every new pending approval.
+	Notify []*Webhook `yaml:"notify"`
+	Rules  []*Rule    `yaml:"rules"`
 
 	// Log receives warnings while deciding, such as a condition that could
 	// not be evaluated; nil discards them.
@@ -160,6 +162,9 @@ type Store struct {
 	Redis string `yaml:"redis"`
 	// Prefix starts every key interlock writes; "interlock:" when absent.
 	Prefix string `yaml:"prefix"`
+	// Postgres, a postgres:// URL, keeps approvals and standing grants in
+	// PostgreSQL instead (tokens stay in Redis or memory); ${VAR} expands.
+	Postgres string `yaml:"postgres"`
 }
 
 // HTTP bounds what clients of the gateway's HTTP face may hold: sessions,
@@ -300,6 +305,15 @@ type Audit struct {
 	Checkpoint *Checkpoint `yaml:"checkpoint"`
 }
 
+// Webhook is a place told of every new pending approval.
+type Webhook struct {
+	// URL receives a POST; ${VAR} is read from the gateway's environment
+	// at load (Slack and Mattermost put their token in the URL).
+	URL string `yaml:"url"`
+	// Format is json (the default), slack or mattermost.
+	Format string `yaml:"format"`
+}
+
 // IsRequired reports whether confirmed calls fail closed without a record.
 func (a Audit) IsRequired() bool { return a.Required == nil || *a.Required }
 
@@ -314,6 +328,12 @@ type Checkpoint struct {
 	// File, when set, also receives every checkpoint as a JSON line: a
 	// copy outside the database, for another team to keep.
 	File string `yaml:"file"`
+	// Postgres and Table, when set, also append every checkpoint to that
+	// table (columns seq, hash, time, key_id, signature), which may be
+	// another team's; Table is interlock_checkpoints when absent. ${VAR}
+	// expands in the URL.
+	Postgres string `yaml:"postgres"`
+	Table    string `yaml:"table"`
 
 	Every time.Duration `yaml:"-"`
 	Line  int           `yaml:"-"`
@@ -437,6 +457,19 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
 	keyLine := topLevelLines(data)
+	// An empty list item ("-" alone) decodes to nothing; it is an error
+	// the file can be told about, not a hole the rest would trip over.
+	if slices.Contains(f.Upstreams, nil) || slices.Contains(f.Auth.Keys, nil) || slices.Contains(f.Rules, nil) {
+		for _, section := range []struct {
+			key   string
+			empty bool
+		}{{"upstreams", slices.Contains(f.Upstreams, nil)}, {"auth", slices.Contains(f.Auth.Keys, nil)}, {"rules", slices.Contains(f.Rules, nil)}} {
+			if section.empty {
+				add(keyLine[section.key], "%s has an empty entry (a lone \"-\"): remove it or fill it in", section.key)
+			}
+		}
+		return nil, errs
+	}
 	// expand replaces ${VAR} in a value read from the file; what names the
 	// value in messages.
 	expand := func(line int, what, value string) string {
@@ -527,6 +560,13 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}
 	}
 	f.Store.Redis = expand(keyLine.at("store.redis", 0), "store.redis", f.Store.Redis)
+	if f.Store.Postgres != "" {
+		at := keyLine.at("store.postgres", 0)
+		f.Store.Postgres = expand(at, "store.postgres", f.Store.Postgres)
+		if !strings.HasPrefix(f.Store.Postgres, "postgres://") && !strings.HasPrefix(f.Store.Postgres, "postgresql://") {
+			add(at, "store.postgres must be a postgres:// URL")
+		}
+	}
 
 	if f.Store.Redis != "" && !strings.HasPrefix(f.Store.Redis, "redis://") && !strings.HasPrefix(f.Store.Redis, "rediss://") {
 		add(keyLine.at("store.redis", 0), "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
@@ -536,6 +576,22 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		f.Store.Prefix = "interlock:"
 	}
 	checkAudit(f, keyLine, expand, add)
+	for i, h := range f.Notify {
+		at := keyLine.at(fmt.Sprintf("notify[%d].url", i), keyLine.at("notify", 0))
+		if h == nil {
+			add(keyLine.at("notify", 0), "notify has an empty entry: give url and format")
+			continue
+		}
+		h.URL = expand(at, "notify url", h.URL)
+		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add(at, "notify url must be an http:// or https:// URL")
+		}
+		switch h.Format {
+		case "", "json", "slack", "mattermost":
+		default:
+			add(at, "notify format %q: use json, slack or mattermost", h.Format)
+		}
+	}
 
 	hashes := map[string]int{}
 	for _, k := range f.Auth.Keys {
@@ -618,7 +674,22 @@ func checkAudit(f *File, keyLine lines, expand func(line int, what, value string
 		}
 		cp.Every = d
 	}
+	if cp.Postgres != "" {
+		at := keyLine.at("audit.checkpoint.postgres", cp.Line)
+		cp.Postgres = expand(at, "audit.checkpoint.postgres", cp.Postgres)
+		if !strings.HasPrefix(cp.Postgres, "postgres://") && !strings.HasPrefix(cp.Postgres, "postgresql://") {
+			add(at, "audit.checkpoint.postgres must be a postgres:// URL")
+		}
+		if cp.Table == "" {
+			cp.Table = "interlock_checkpoints"
+		}
+	}
+	if cp.Table != "" && !tableNameRE.MatchString(cp.Table) {
+		add(keyLine.at("audit.checkpoint.table", cp.Line), "audit.checkpoint.table %q must be a table name (letters, digits, _; optionally schema.table)", cp.Table)
+	}
 }
+
+var tableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
 // topLevelLines maps every key of a YAML document, by its path from the
 // top ("store.redis", "audit.checkpoint.interval"), to its line.

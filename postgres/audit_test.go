@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audittest"
 )
 
@@ -18,7 +22,7 @@ const testURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // schemaURL returns a URL for a fresh schema of its own, dropped after the
 // test.
-func schemaURL(t *testing.T) (string, string) {
+func schemaURL(t testing.TB) (string, string) {
 	t.Helper()
 	b := make([]byte, 6)
 	rand.Read(b)
@@ -28,7 +32,7 @@ func schemaURL(t *testing.T) (string, string) {
 	return testURL + "&search_path=" + name, name
 }
 
-func exec(t *testing.T, url, stmt string) {
+func exec(t testing.TB, url, stmt string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
@@ -69,4 +73,33 @@ func TestAuditConformance(t *testing.T) {
 		},
 		Empty: "DELETE FROM audit; UPDATE audit_head SET seq = 0, hash = ''",
 	})
+}
+
+// BenchmarkAppend measures one record's append: committed without waiting
+// for the server's flush (an allowed call's outcome) or flushed (a
+// confirmation), from one writer or eight.
+func BenchmarkAppend(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		for _, writers := range []int{1, 8} {
+			b.Run(fmt.Sprintf("durable=%v/writers=%d", durable, writers), func(b *testing.B) {
+				url, _ := schemaURL(b)
+				a, err := OpenAudit(context.Background(), url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer a.Close()
+				// RunParallel starts parallelism × GOMAXPROCS goroutines.
+				b.SetParallelism(max(writers/runtime.GOMAXPROCS(0), 1))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						r := &interlock.AuditRecord{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",
+							Args: map[string]any{"id": "acct_9931"}}
+						if err := a.Append(context.Background(), durable, r); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
 }

@@ -74,5 +74,8 @@ func (t *Tokens) Consume(ctx context.Context, binding, nonce string) (bool, erro
 	return n == 1, nil
 }
 
+// Prefix returns the prefix every key starts with.
+func (t *Tokens) Prefix() string { return t.prefix }
+
 // Close closes the connection pool.
 func (t *Tokens) Close() error { return t.client.Close() }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approvaltest"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -208,4 +209,32 @@ func BenchmarkConsumeParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestApprovalsConformance runs the approval store's rules against two
+// handles on one Redis, as two gateways would share it.
+func TestApprovalsConformance(t *testing.T) {
+	approvaltest.Run(t, func(t *testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
+		s := store(t)
+		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close() })
+		return s.Approvals(), other.Approvals()
+	})
+}
+
+// TestGrantsConformance runs the grant store's rules against two handles
+// on one Redis.
+func TestGrantsConformance(t *testing.T) {
+	approvaltest.RunGrants(t, func(t *testing.T) (interlock.GrantStore, interlock.GrantStore) {
+		s := store(t)
+		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close() })
+		return s.Grants(), other.Grants()
+	})
 }

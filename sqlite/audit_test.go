@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -62,7 +63,8 @@ func BenchmarkAppend(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer a.Close()
-				b.SetParallelism(writers)
+				// RunParallel starts parallelism × GOMAXPROCS goroutines.
+				b.SetParallelism(max(writers/runtime.GOMAXPROCS(0), 1))
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						r := &interlock.AuditRecord{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlock-mcp/interlock/gateway"
 )
@@ -74,4 +76,41 @@ func restPost(t *testing.T, url, key, body string) (int, map[string]any) {
 	var out map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
+}
+
+// TestApproversAreNotified: a new pending approval reaches the configured
+// webhook with its link.
+func TestApproversAreNotified(t *testing.T) {
+	got := make(chan map[string]any, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		json.NewDecoder(r.Body).Decode(&m)
+		got <- m
+	}))
+	defer hook.Close()
+	data := t.TempDir()
+	cfg := strings.Replace(string(builtinConfig), "rules:", fmt.Sprintf(`auth:
+  keys:
+    - {sha256: %s, principal: agent}
+notify:
+  - url: %s/hook
+rules:
+  - name: reminders-need-approval
+    match: {tools: [send_reminder]}
+    mode: approval
+    approvers: [bob]`, gateway.HashKey("agent-key"), hook.URL), 1)
+	config := filepath.Join(data, "config.yaml")
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := strings.TrimSuffix(servedHTTPWith(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", data), "/mcp")
+	_, body := restPost(t, url+"/v1/tools/send_reminder/call", "agent-key", `{"arguments":{"customer_id":"acct_9931"}}`)
+	select {
+	case m := <-got:
+		if m["approval_id"] != body["approval_id"] || m["approval_url"] != url+"/console/approvals/"+body["approval_id"].(string) || m["tool"] != "send_reminder" {
+			t.Errorf("notification %v for %v", m, body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification")
+	}
 }

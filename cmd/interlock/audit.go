@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/postgres"
@@ -126,6 +128,78 @@ func fileSink(name string) func(interlock.Checkpoint) error {
 		_, err = f.Write(append(b, '\n'))
 		return errors.Join(err, f.Sync(), f.Close())
 	}
+}
+
+// tableSink appends checkpoints to a PostgreSQL table another team may own
+// (columns seq, hash, time, key_id, signature; created when missing).
+func tableSink(ctx context.Context, url, table string) (func(interlock.Checkpoint) error, func(), error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint table: %w", err)
+	}
+	_, err = pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (seq bigint NOT NULL, hash text NOT NULL, time text NOT NULL, key_id text NOT NULL, signature text NOT NULL)")
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("checkpoint table %s: %w", table, err)
+	}
+	return func(cp interlock.Checkpoint) error {
+		_, err := pool.Exec(context.Background(), "INSERT INTO "+table+" (seq, hash, time, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
+			cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
+		return err
+	}, pool.Close, nil
+}
+
+// readTableSink reads the checkpoints a table sink holds.
+func readTableSink(ctx context.Context, url, table string) ([]interlock.Checkpoint, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	rows, err := pool.Query(ctx, "SELECT seq, hash, time, key_id, signature FROM "+table+" ORDER BY seq")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint table %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []interlock.Checkpoint
+	for rows.Next() {
+		var cp interlock.Checkpoint
+		var t string
+		if err := rows.Scan(&cp.Seq, &cp.Hash, &t, &cp.KeyID, &cp.Signature); err != nil {
+			return nil, err
+		}
+		if cp.Time, err = time.Parse(time.RFC3339Nano, t); err != nil {
+			return nil, err
+		}
+		out = append(out, cp)
+	}
+	return out, rows.Err()
+}
+
+// sinks joins the checkpoint sinks the config names into one.
+func sinks(ctx context.Context, cp *policy.Checkpoint) (func(interlock.Checkpoint) error, func(), error) {
+	var all []func(interlock.Checkpoint) error
+	closeAll := func() {}
+	if cp.File != "" {
+		all = append(all, fileSink(cp.File))
+	}
+	if cp.Postgres != "" {
+		sink, closeSink, err := tableSink(ctx, cp.Postgres, cp.Table)
+		if err != nil {
+			return nil, nil, err
+		}
+		all, closeAll = append(all, sink), closeSink
+	}
+	if len(all) == 0 {
+		return nil, closeAll, nil
+	}
+	return func(c interlock.Checkpoint) error {
+		var errs []error
+		for _, s := range all {
+			errs = append(errs, s(c))
+		}
+		return errors.Join(errs...)
+	}, closeAll, nil
 }
 
 // readSink reads the checkpoints a file sink holds.
@@ -253,9 +327,16 @@ func verifyAudit(ctx context.Context, store auditStore, where string, f *policy.
 	if err != nil {
 		return err
 	}
-	if f.Audit.Checkpoint != nil && f.Audit.Checkpoint.File != "" {
-		more, err := readSink(f.Audit.Checkpoint.File)
+	if cp := f.Audit.Checkpoint; cp != nil && cp.File != "" {
+		more, err := readSink(cp.File)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		cps = append(cps, more...)
+	}
+	if cp := f.Audit.Checkpoint; cp != nil && cp.Postgres != "" {
+		more, err := readTableSink(ctx, cp.Postgres, cp.Table)
+		if err != nil {
 			return err
 		}
 		cps = append(cps, more...)

@@ -49,7 +49,9 @@ func TestAuditThroughServe(t *testing.T) {
 		t.Fatalf("openssl: %v: %s", err, out)
 	}
 	config := filepath.Join(data, "config.yaml")
-	builtin := strings.Replace(string(builtinConfig), "rules:", fmt.Sprintf("audit:\n  checkpoint: {key_file: %s, interval: 1s, file: %s}\nrules:", keyFile, filepath.Join(data, "checkpoints.jsonl")), 1)
+	sinkURL := pgSchema(t)
+	builtin := strings.Replace(string(builtinConfig), "rules:", fmt.Sprintf("audit:\n  checkpoint: {key_file: %s, interval: 1s, file: %s, postgres: %q, table: audit_anchor}\nrules:",
+		keyFile, filepath.Join(data, "checkpoints.jsonl"), sinkURL), 1)
 	builtin = strings.Replace(builtin, "command: [interlock, demo]", fmt.Sprintf("command: [%s, demo, --db, %s]", binary, filepath.Join(data, "demo.db")), 1)
 	if err := os.WriteFile(config, []byte(builtin), 0o600); err != nil {
 		t.Fatal(err)
@@ -78,6 +80,18 @@ func TestAuditThroughServe(t *testing.T) {
 	code, out, errText := runCLI(t, "audit", "verify", "--data", data, "--config", config, "--checkpoints")
 	if code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(out, "checkpoints signed by key") {
 		t.Fatalf("verify: %d %q %q", code, out, errText)
+	}
+	// Every checkpoint reached both sinks: the file and another team's table.
+	conn, err := pgx.Connect(context.Background(), sinkURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anchored int
+	conn.QueryRow(context.Background(), "SELECT count(*) FROM audit_anchor").Scan(&anchored)
+	conn.Close(context.Background())
+	sunk, _ := os.ReadFile(filepath.Join(data, "checkpoints.jsonl"))
+	if anchored == 0 || anchored != strings.Count(string(sunk), "\n") {
+		t.Errorf("%d checkpoints in the table, %d lines in the file", anchored, strings.Count(string(sunk), "\n"))
 	}
 	_, jsonl, _ := runCLI(t, "audit", "export", "--data", data, "--config", config)
 	var trail []string

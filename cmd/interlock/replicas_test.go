@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/interlock-mcp/interlock/gateway"
 )
 
 // TestTokenExactlyOnceAcrossGateways runs two `interlock serve` processes
@@ -96,5 +98,72 @@ rules:
 		if m := inv.(map[string]any); m["id"] == "inv_1003" && m["refunded"] != 1.0 {
 			t.Errorf("inv_1003 refunded %v, want 1", m["refunded"])
 		}
+	}
+}
+
+// TestApprovalExactlyOnceAcrossGateways: a refund waits for approval on
+// one gateway, is approved on the other, and its re-call, sent 200 times
+// at once to both, runs once.
+func TestApprovalExactlyOnceAcrossGateways(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "interlock.yaml")
+	prefix := fmt.Sprintf("interlock-test:approvals:%d:", time.Now().UnixNano())
+	err := os.WriteFile(config, []byte(fmt.Sprintf(`
+upstreams:
+  - name: demo
+    command: [%q, demo, --db, %q]
+store:
+  redis: redis://127.0.0.1:6379/0
+  prefix: %q
+auth:
+  keys:
+    - {sha256: %s, principal: agent}
+    - {sha256: %s, principal: bob}
+rules:
+  - name: refunds
+    match: {tools: [refund_invoice]}
+    mode: approval
+    approvers: [bob]
+`, binary, filepath.Join(dir, "demo.db"), prefix, gateway.HashKey("agent-key"), gateway.HashKey("bob-key"))), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("r", 40)}
+	a := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+	b := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+	const refund = `{"arguments":{"invoice_id":"inv_1003","amount":1}}`
+
+	status, body := restPost(t, a+"/v1/tools/refund_invoice/call", "agent-key", refund)
+	id, _ := body["approval_id"].(string)
+	if status != http.StatusAccepted || id == "" {
+		t.Fatalf("first call: %d %v", status, body)
+	}
+	if status, body := restPost(t, b+"/v1/approvals/"+id+"/approve", "bob-key", `{}`); status != http.StatusOK {
+		t.Fatalf("approve on the other gateway: %d %v", status, body)
+	}
+	var ran, waiting atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 200 {
+		wg.Go(func() {
+			<-start
+			base := a
+			if i%2 == 1 {
+				base = b
+			}
+			switch status, body := restPost(t, base+"/v1/tools/refund_invoice/call", "agent-key", refund); {
+			case status == http.StatusOK:
+				ran.Add(1)
+			case status == http.StatusAccepted || body["code"] == "CONSENT_TOKEN_INVALID":
+				waiting.Add(1)
+			default:
+				t.Errorf("re-call: %d %v", status, body)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ran.Load() != 1 {
+		t.Errorf("the approved refund ran %d times (and %d calls were told to wait)", ran.Load(), waiting.Load())
 	}
 }

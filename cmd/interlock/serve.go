@@ -27,7 +27,9 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/metrics"
+	"github.com/interlock-mcp/interlock/notify"
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
 )
 
@@ -139,8 +141,17 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer tokens.Close()
-		opts.Tokens = tokens
+		opts.Tokens, opts.Approvals, opts.Grants = tokens, tokens.Approvals(), tokens.Grants()
 		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
+	}
+	if f.Store.Postgres != "" {
+		approvals, err := postgres.OpenApprovals(ctx, f.Store.Postgres)
+		if err != nil {
+			return err
+		}
+		defer approvals.Close()
+		opts.Approvals, opts.Grants = approvals, approvals
+		store += "; approvals and grants in postgres " + redactURL(f.Store.Postgres)
 	}
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
 	if err != nil {
@@ -153,10 +164,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if err != nil {
 			return err
 		}
-		c := &interlock.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key}
-		if cp.File != "" {
-			c.Sink = fileSink(cp.File)
+		sink, closeSinks, err := sinks(ctx, cp)
+		if err != nil {
+			return err
 		}
+		defer closeSinks()
+		c := &interlock.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key, Sink: sink}
 		cctx, stopCheckpoints := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -179,6 +192,24 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if opts.PublicURL == "" {
 			opts.PublicURL = publicURLOf(ln.Addr())
 		}
+	}
+	// Approvers are told of new approvals with a link to them.
+	if len(f.Notify) > 0 {
+		hooks := make([]notify.Webhook, len(f.Notify))
+		for i, h := range f.Notify {
+			hooks[i] = notify.Webhook{URL: h.URL, Format: h.Format}
+		}
+		base := strings.TrimSuffix(opts.PublicURL, "/")
+		n := notify.New(hooks, func(id string) string {
+			if base == "" {
+				return ""
+			}
+			return base + "/console/approvals/" + id
+		}, log)
+		nctx, stopNotify := context.WithCancel(ctx)
+		defer stopNotify()
+		go n.Run(nctx)
+		opts.OnApproval = n.Pending
 	}
 	gw, err := gateway.New(f, opts)
 	if err != nil {

@@ -1,0 +1,445 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// pushProtocol is the protocol a client session's own upstream link
+// speaks: the last one in which a server may push requests (elicitation,
+// sampling, roots) to its client in the middle of a call.
+const pushProtocol = "2025-11-25"
+
+// ownsLink reports whether a downstream session gets an upstream session
+// of its own: a client of an earlier protocol that initialized a session
+// (stdio, or streamable HTTP with sessions). Stateless requests and
+// clients of 2026-07-28 share the upstream's shared link.
+func ownsLink(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ClientInfo != nil && ip.ProtocolVersion < protocolNew
+}
+
+// protocolNew is the first protocol version served without sessions.
+const protocolNew = "2026-07-28"
+
+// peerLink is the upstream session that serves one downstream session.
+type peerLink struct {
+	mu      sync.Mutex
+	cs      *mcp.ClientSession
+	started bool // a link was made before
+}
+
+// linkFor returns the upstream session that serves ss: its own one, made
+// on first use, or the shared one.
+func (u *upstream) linkFor(ctx context.Context, ss *mcp.ServerSession) (*mcp.ClientSession, error) {
+	if !ownsLink(ss) {
+		return u.connect(ctx)
+	}
+	u.linksMu.Lock()
+	if u.links == nil {
+		u.links = map[*mcp.ServerSession]*peerLink{}
+	}
+	pl, known := u.links[ss]
+	if !known {
+		pl = &peerLink{}
+		u.links[ss] = pl
+		go func() {
+			// The link lives as long as the downstream session.
+			_ = ss.Wait()
+			u.linksMu.Lock()
+			delete(u.links, ss)
+			u.linksMu.Unlock()
+			pl.mu.Lock()
+			cs := pl.cs
+			pl.cs = nil
+			pl.mu.Unlock()
+			if cs != nil {
+				_ = cs.Close()
+			}
+		}()
+	}
+	u.linksMu.Unlock()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.cs != nil {
+		return pl.cs, nil
+	}
+	cs, err := u.dial(ctx, ss)
+	if err != nil {
+		return nil, err
+	}
+	if pl.started && u.onEvent != nil {
+		_, what := u.describe()
+		u.onEvent("upstream_restarted", "reconnected a client's link to "+what)
+	}
+	pl.cs, pl.started = cs, true
+	go func() {
+		_ = cs.Wait()
+		pl.mu.Lock()
+		if pl.cs == cs {
+			pl.cs = nil
+		}
+		pl.mu.Unlock()
+	}()
+	return cs, nil
+}
+
+// dial opens an upstream session. peer is the downstream session it
+// serves alone, or nil for the shared link; the link declares to the
+// upstream what the client behind it can answer.
+func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession) (*mcp.ClientSession, error) {
+	transport, what := u.transport()
+	pending := new(atomic.Int64)
+	if child, _ := u.describe(); child {
+		transport = countingTransport{Transport: transport, pending: pending}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
+	client.AddReceivingMiddleware(u.questions(peer))
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var sopts *mcp.ClientSessionOptions
+	if peer != nil {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: pushProtocol}
+	}
+	cs, err := client.Connect(cctx, transport, sopts)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %q (%s): %s did not answer as an MCP server: %w; fix it in %s",
+			u.cfg.Name, u.where(), what, err, u.where())
+	}
+	u.progressMu.Lock()
+	if u.pending == nil {
+		u.pending = map[*mcp.ClientSession]*atomic.Int64{}
+	}
+	u.pending[cs] = pending
+	u.progressMu.Unlock()
+	if peer != nil {
+		u.forwardLevel(ctx, cs, peer)
+	} else if c := cs.InitializeResult().Capabilities; c != nil && c.Logging != nil && cs.InitializeResult().ProtocolVersion < protocolNew {
+		// The shared link serves clients that cannot set a level of their
+		// own upstream: it takes everything, and each client session's
+		// own level filters what reaches it. From 2026-07-28 on the level
+		// travels with each request instead (see requestLevel).
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			u.log().Warn("setting the shared link's log level failed", "upstream", u.cfg.Name, "error", logText(err.Error()))
+		}
+	}
+	return cs, nil
+}
+
+// clientOptions are the handlers of a link: what the upstream pushes goes
+// to the downstream session it belongs to.
+func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
+	opts := &mcp.ClientOptions{
+		// Questions of the upstream are the downstream human's to answer:
+		// input requests come back in the result and go to the client
+		// through the gate; pushed elicitations are carried by elicit.
+		ElicitationHandler: u.elicit,
+		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
+		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
+			u.relayLog(ctx, peer, req)
+		},
+		ProgressNotificationHandler: u.relayProgress,
+		Capabilities:                &mcp.ClientCapabilities{},
+	}
+	// A change announced on any link is mirrored from that link, so a
+	// client whose own child changed its tools sees them; hints can only
+	// tighten whichever link announces them.
+	opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) {
+		via := req.Session
+		if peer == nil {
+			via = nil
+		}
+		go u.onToolsChanged(u, via)
+	}
+	if peer == nil {
+		// The shared link watches the other lists for every client; a
+		// client's own link would only repeat it.
+		opts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { u.hooks.promptsChanged() }
+		opts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { u.hooks.resourcesChanged() }
+		opts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			u.hooks.resourceUpdated(req.Params)
+		}
+		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+		return opts
+	}
+	caps := peer.InitializeParams().Capabilities
+	if caps == nil {
+		return opts
+	}
+	if caps.Elicitation != nil {
+		opts.Capabilities.Elicitation = caps.Elicitation
+	}
+	if caps.Sampling != nil {
+		opts.Capabilities.Sampling = caps.Sampling
+		opts.CreateMessageWithToolsHandler = u.sample
+	}
+	if caps.RootsV2 != nil || caps.Roots.ListChanged {
+		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
+	}
+	return opts
+}
+
+// questions takes the upstream's requests of the client before the SDK's
+// client does. A question goes to elicit unchecked: the client that shows
+// it judges its form, so a form the SDK's client would refuse but the
+// specification allows still reaches the human. roots/list is answered
+// with the roots of the client behind the link (peer), never interlock's
+// own; the shared link has none to offer.
+func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "elicitation/create":
+				return u.elicit(ctx, req.(*mcp.ElicitRequest))
+			case "roots/list":
+				if peer == nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no roots"}
+				}
+				res, err := peer.ListRoots(ctx, &mcp.ListRootsParams{})
+				if err != nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not list its roots"}
+				}
+				return res, nil
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// forwardLevel tells a new link the log level its client chose.
+func (u *upstream) forwardLevel(ctx context.Context, cs *mcp.ClientSession, peer *mcp.ServerSession) {
+	u.levelsMu.Lock()
+	level, set := u.levels[peer]
+	u.levelsMu.Unlock()
+	if set {
+		_ = cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+	}
+}
+
+// callOn returns the downstream call to which a push on link belongs: the
+// only one in flight on it, or, when several are, the latest of them if
+// they all came from one client session (a per-client link), since the
+// push can then reach no other client. Otherwise nil.
+func (u *upstream) callOn(link *mcp.ClientSession) *inflight {
+	u.callsMu.Lock()
+	defer u.callsMu.Unlock()
+	var found *inflight
+	for c := range u.calls {
+		if c.link != link {
+			continue
+		}
+		if found != nil && (found.req == nil || c.req == nil || found.req.Session != c.req.Session) {
+			return nil
+		}
+		if found == nil || c.seq > found.seq {
+			found = c
+		}
+	}
+	return found
+}
+
+// sample carries the upstream's sampling request to the client whose call
+// it belongs to.
+func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+	c := u.callOn(req.Session)
+	if c == nil || c.req == nil || c.req.Session == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
+	}
+	res, err := c.req.Session.CreateMessageWithTools(c.ctx, req.Params)
+	if err != nil {
+		u.log().Warn("the client did not answer a sampling request", "upstream", u.cfg.Name, "error", logText(err.Error()))
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not answer the sampling request"}
+	}
+	return res, nil
+}
+
+// relayLog carries a log message of the upstream to the client session of
+// the call that caused it, or to the client session the link serves
+// (peer). On the shared link with several calls in flight it is dropped
+// rather than risk handing one caller's log to another.
+func (u *upstream) relayLog(ctx context.Context, peer *mcp.ServerSession, req *mcp.LoggingMessageRequest) {
+	defer u.handled(req.Session)
+	c := u.callOn(req.Session)
+	if (c == nil || c.req == nil) && peer != nil {
+		_ = peer.Log(ctx, req.Params)
+		return
+	}
+	if c == nil || c.req == nil || c.req.Session == nil {
+		u.log().Debug("dropped an upstream log message no call can be matched to", "upstream", u.cfg.Name)
+		return
+	}
+	_ = c.req.Session.Log(c.ctx, req.Params)
+}
+
+// progressEntry is where the progress of one forwarded call goes.
+type progressEntry struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+}
+
+// progressSeq numbers the progress tokens interlock gives upstreams, so a
+// token never names two calls, whoever the clients are.
+var progressSeq atomic.Uint64
+
+// trackProgress gives a call that carries the client's progress token a
+// token of interlock's own for the upstream; the returned func ends it.
+func (u *upstream) trackProgress(ctx context.Context, req *mcp.CallToolRequest) (string, func()) {
+	if req == nil || req.Session == nil || req.Params.GetProgressToken() == nil {
+		return "", func() {}
+	}
+	tok := "interlock-" + strconv.FormatUint(progressSeq.Add(1), 10)
+	u.progressMu.Lock()
+	if u.progress == nil {
+		u.progress = map[string]progressEntry{}
+	}
+	u.progress[tok] = progressEntry{ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
+	u.progressMu.Unlock()
+	return tok, func() {
+		u.progressMu.Lock()
+		delete(u.progress, tok)
+		u.progressMu.Unlock()
+	}
+}
+
+// relayProgress hands the upstream's progress back under the client's own
+// token.
+func (u *upstream) relayProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	defer u.handled(req.Session)
+	tok, _ := req.Params.ProgressToken.(string)
+	u.progressMu.Lock()
+	e, ok := u.progress[tok]
+	u.progressMu.Unlock()
+	if !ok {
+		return
+	}
+	p := *req.Params
+	p.ProgressToken = e.token
+	_ = e.session.NotifyProgress(e.ctx, &p)
+}
+
+// elicit carries a question the upstream pushes during a call to the
+// client whose call it is. Only a client of an earlier protocol with a
+// session can be asked this way; for any other client, or when the
+// question cannot be matched to one client's call, the upstream is
+// answered with cancel and the call ends CANCELLED.
+func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	c := u.callOn(req.Session)
+	if c == nil {
+		u.log().Warn("upstream asked a question that cannot be matched to one client's call; answering cancel", "upstream", u.cfg.Name)
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}
+	if c.req != nil && c.req.Session != nil && canCarry(c.req, req.Params) {
+		return c.req.Session.Elicit(c.ctx, req.Params)
+	}
+	u.callsMu.Lock()
+	c.cancelled = true
+	u.callsMu.Unlock()
+	return &mcp.ElicitResult{Action: "cancel"}, nil
+}
+
+// canCarry reports whether the client of call can be sent the question
+// now: a client of an earlier protocol, on a session, that declared the
+// question's mode of elicitation.
+func canCarry(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
+	ex := interlock.ExchangeOf(call)
+	if ex.Native {
+		return false
+	}
+	if q.Mode == "url" {
+		caps := call.ClientCapabilities()
+		return ownsLink(call.Session) && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+	}
+	return ex.Form
+}
+
+// maxNotificationWait bounds how long a finished call waits for the
+// notifications the upstream sent before its result to be passed on.
+const maxNotificationWait = time.Second
+
+// countingTransport counts the log and progress notifications read from a
+// child until its handlers have passed them on. The SDK reads a result
+// and hands it to the caller at once, but runs notification handlers on
+// another goroutine, so a call's last notifications could otherwise reach
+// the gateway after its result went to the client, and be lost.
+type countingTransport struct {
+	mcp.Transport
+	pending *atomic.Int64
+}
+
+func (t countingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Connection: conn, pending: t.pending}, nil
+}
+
+// countingConn is a child's connection that counts the notifications
+// countingTransport waits for.
+type countingConn struct {
+	mcp.Connection
+	pending *atomic.Int64
+}
+
+func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && (r.Method == "notifications/message" || r.Method == "notifications/progress") {
+		c.pending.Add(1)
+	}
+	return msg, err
+}
+
+// handled marks one counted notification of link as passed on.
+func (u *upstream) handled(link *mcp.ClientSession) {
+	u.progressMu.Lock()
+	pending := u.pending[link]
+	u.progressMu.Unlock()
+	if pending != nil && pending.Load() > 0 {
+		pending.Add(-1)
+	}
+}
+
+// settle waits until the notifications link read before the result of a
+// call have been passed on, within maxNotificationWait.
+func (u *upstream) settle(link *mcp.ClientSession) {
+	u.progressMu.Lock()
+	pending := u.pending[link]
+	u.progressMu.Unlock()
+	if pending == nil {
+		return
+	}
+	deadline := time.Now().Add(maxNotificationWait)
+	for pending.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// requestLevel is the log level a call on link asks of the upstream, for
+// links of 2026-07-28, which carry it in each request: the client's own,
+// when it names one, or everything for a client of an earlier protocol,
+// whose session's level filters what reaches it. Empty when none applies.
+func requestLevel(link *mcp.ClientSession, req *mcp.CallToolRequest) mcp.LoggingLevel {
+	if req == nil || link.InitializeResult().ProtocolVersion < protocolNew {
+		return ""
+	}
+	if level, ok := req.Params.Meta[mcp.MetaKeyLogLevel].(string); ok {
+		return mcp.LoggingLevel(level)
+	}
+	if interlock.ExchangeOf(req).Native {
+		return ""
+	}
+	return "debug"
+}

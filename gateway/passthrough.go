@@ -1,0 +1,460 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Everything but tools passes through the gateway as the upstreams offer
+// it: resources, resource templates and subscriptions, prompts,
+// completion and logging. Prompts carry their upstream's prefix, as tools
+// do; resources keep their URIs, and a read goes to the upstream that
+// listed the URI (or whose template it came from), else to each upstream
+// offering resources in turn until one has it.
+
+// upstreamHooks are what an upstream's shared link tells the gateway.
+type upstreamHooks struct {
+	promptsChanged   func()
+	resourcesChanged func()
+	resourceUpdated  func(*mcp.ResourceUpdatedNotificationParams)
+}
+
+// catalog remembers which upstream offered each prompt, resource and
+// resource template in the last listing.
+type catalog struct {
+	mu        sync.Mutex
+	prompts   map[string]*upstream // by name as clients see it
+	resources map[string]*upstream // by URI
+	templates map[string]*upstream // by URI template
+	// subscribers counts the client sessions subscribed to each URI; the
+	// shared link subscribes upstream once for all of them.
+	subscribers map[string]int
+}
+
+// passThrough serves the methods the gateway forwards, and completes the
+// initialize result with what the upstreams offer.
+func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		switch method {
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
+				r.Capabilities, r.Instructions = g.offered(r.Capabilities, r.Instructions)
+			}
+			return res, err
+		case "server/discover":
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.DiscoverResult); ok && err == nil {
+				r.Capabilities, r.Instructions = g.offered(r.Capabilities, r.Instructions)
+			}
+			return res, err
+		case "resources/list":
+			return g.listResources(ctx, ss)
+		case "resources/templates/list":
+			return g.listTemplates(ctx, ss)
+		case "resources/read":
+			return g.readResource(ctx, ss, req.GetParams().(*mcp.ReadResourceParams))
+		case "prompts/list":
+			return g.listPrompts(ctx, ss)
+		case "prompts/get":
+			return g.getPrompt(ctx, ss, req.GetParams().(*mcp.GetPromptParams))
+		case "logging/setLevel":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				g.setLevel(ctx, ss, req.GetParams().(*mcp.SetLoggingLevelParams).Level)
+			}
+			return res, err
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// offered is the gateway's capabilities and instructions completed with
+// what the connected upstreams offer: prompts, resources, completion and
+// logging only when one of them does.
+func (g *Gateway) offered(caps *mcp.ServerCapabilities, instructions string) (*mcp.ServerCapabilities, string) {
+	out := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	if caps != nil && caps.Tools != nil {
+		out.Tools = caps.Tools
+	}
+	var notes []string
+	if instructions != "" {
+		notes = append(notes, instructions)
+	}
+	for _, u := range g.upstreams {
+		init := u.initialized()
+		if init == nil {
+			continue
+		}
+		if c := init.Capabilities; c != nil {
+			if c.Prompts != nil {
+				out.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+			}
+			if c.Resources != nil {
+				if out.Resources == nil {
+					out.Resources = &mcp.ResourceCapabilities{ListChanged: true}
+				}
+				out.Resources.Subscribe = out.Resources.Subscribe || c.Resources.Subscribe
+			}
+			if c.Completions != nil {
+				out.Completions = &mcp.CompletionCapabilities{}
+			}
+			if c.Logging != nil {
+				out.Logging = &mcp.LoggingCapabilities{}
+			}
+		}
+		if init.Instructions != "" {
+			notes = append(notes, "The server "+u.cfg.Name+" says: "+init.Instructions)
+		}
+	}
+	return out, strings.Join(notes, "\n\n")
+}
+
+// offering returns the upstreams whose capabilities pass has.
+func (g *Gateway) offering(has func(*mcp.ServerCapabilities) bool) []*upstream {
+	var out []*upstream
+	for _, u := range g.upstreams {
+		if init := u.initialized(); init != nil && init.Capabilities != nil && has(init.Capabilities) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func hasResources(c *mcp.ServerCapabilities) bool { return c.Resources != nil }
+func hasPrompts(c *mcp.ServerCapabilities) bool   { return c.Prompts != nil }
+
+// errUnreachable is what a client is told when an upstream could not
+// serve a forwarded request; the reason stays in the log.
+var errUnreachable = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server behind interlock could not answer; try again later"}
+
+// forwardError turns an upstream's failure into what the client sees: a
+// JSON-RPC error the upstream answered keeps its code and interlock's
+// words for it; anything else is errUnreachable.
+func (u *upstream) forwardError(method string, err error) error {
+	u.log().Warn("forwarded request failed", "upstream", u.cfg.Name, "method", method, "error", logText(err.Error()))
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport {
+		msg := "the server behind interlock refused the request"
+		switch rpcErr.Code {
+		case jsonrpc.CodeInvalidParams:
+			msg = "the server behind interlock rejected the params"
+		case codeResourceNotFound:
+			msg = "resource not found"
+		case jsonrpc.CodeMethodNotFound:
+			msg = "the server behind interlock does not offer this method"
+		}
+		return &jsonrpc.Error{Code: rpcErr.Code, Message: msg}
+	}
+	return errUnreachable
+}
+
+// codeResourceNotFound is the code the specification gives a read of an
+// unknown resource.
+const codeResourceNotFound = -32002
+
+// gather lists one kind of item from every upstream offering resources,
+// over the links of ss, keeping the first item of each key.
+func gather[T any](ctx context.Context, g *Gateway, ss *mcp.ServerSession, method string,
+	list func(*mcp.ClientSession) iter.Seq2[T, error], key func(T) string) ([]T, map[string]*upstream, error) {
+	items := []T{}
+	owners := map[string]*upstream{}
+	for _, u := range g.offering(hasResources) {
+		cs, err := u.linkFor(ctx, ss)
+		if err != nil {
+			return nil, nil, u.forwardError(method, err)
+		}
+		for item, err := range list(cs) {
+			if err != nil {
+				return nil, nil, u.forwardError(method, err)
+			}
+			if _, taken := owners[key(item)]; taken {
+				continue
+			}
+			owners[key(item)] = u
+			items = append(items, item)
+		}
+	}
+	return items, owners, nil
+}
+
+func (g *Gateway) listResources(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListResourcesResult, error) {
+	items, owners, err := gather(ctx, g, ss, "resources/list",
+		func(cs *mcp.ClientSession) iter.Seq2[*mcp.Resource, error] { return cs.Resources(ctx, nil) },
+		func(r *mcp.Resource) string { return r.URI })
+	if err != nil {
+		return nil, err
+	}
+	g.catalog.mu.Lock()
+	g.catalog.resources = owners
+	g.catalog.mu.Unlock()
+	return &mcp.ListResourcesResult{Resources: items}, nil
+}
+
+func (g *Gateway) listTemplates(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListResourceTemplatesResult, error) {
+	items, owners, err := gather(ctx, g, ss, "resources/templates/list",
+		func(cs *mcp.ClientSession) iter.Seq2[*mcp.ResourceTemplate, error] {
+			return cs.ResourceTemplates(ctx, nil)
+		},
+		func(t *mcp.ResourceTemplate) string { return t.URITemplate })
+	if err != nil {
+		return nil, err
+	}
+	g.catalog.mu.Lock()
+	g.catalog.templates = owners
+	g.catalog.mu.Unlock()
+	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items}, nil
+}
+
+// resourceOwners lists the upstreams to ask for uri: the one that listed
+// it, or every upstream offering resources.
+func (g *Gateway) resourceOwners(uri string) []*upstream {
+	g.catalog.mu.Lock()
+	u := g.catalog.resources[uri]
+	g.catalog.mu.Unlock()
+	if u != nil {
+		return []*upstream{u}
+	}
+	return g.offering(hasResources)
+}
+
+func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	var last error = &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found"}
+	for _, u := range g.resourceOwners(p.URI) {
+		cs, err := u.linkFor(ctx, ss)
+		if err != nil {
+			last = u.forwardError("resources/read", err)
+			continue
+		}
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p.URI})
+		if err == nil {
+			return res, nil
+		}
+		last = u.forwardError("resources/read", err)
+	}
+	return nil, last
+}
+
+func (g *Gateway) listPrompts(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListPromptsResult, error) {
+	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}}
+	owners := map[string]*upstream{}
+	for _, u := range g.offering(hasPrompts) {
+		cs, err := u.linkFor(ctx, ss)
+		if err != nil {
+			return nil, u.forwardError("prompts/list", err)
+		}
+		for p, err := range cs.Prompts(ctx, nil) {
+			if err != nil {
+				return nil, u.forwardError("prompts/list", err)
+			}
+			name := u.cfg.Prefix + p.Name
+			if other, taken := owners[name]; taken {
+				g.log.Error("skipping colliding prompt: give one of the upstreams a prefix", "prompt", name,
+					"upstream", u.cfg.Name, "offered_by", other.cfg.Name)
+				continue
+			}
+			owners[name] = u
+			view := *p
+			view.Name = name
+			out.Prompts = append(out.Prompts, &view)
+		}
+	}
+	g.catalog.mu.Lock()
+	g.catalog.prompts = owners
+	g.catalog.mu.Unlock()
+	return out, nil
+}
+
+// promptOwner finds the upstream of a prompt as clients name it, listing
+// the prompts again when it is not known yet.
+func (g *Gateway) promptOwner(ctx context.Context, ss *mcp.ServerSession, name string) *upstream {
+	g.catalog.mu.Lock()
+	u := g.catalog.prompts[name]
+	g.catalog.mu.Unlock()
+	if u != nil {
+		return u
+	}
+	if _, err := g.listPrompts(ctx, ss); err != nil {
+		return nil
+	}
+	g.catalog.mu.Lock()
+	defer g.catalog.mu.Unlock()
+	return g.catalog.prompts[name]
+}
+
+func (g *Gateway) getPrompt(ctx context.Context, ss *mcp.ServerSession, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	u := g.promptOwner(ctx, ss, p.Name)
+	if u == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt"}
+	}
+	cs, err := u.linkFor(ctx, ss)
+	if err != nil {
+		return nil, u.forwardError("prompts/get", err)
+	}
+	fwd := *p
+	fwd.Name = strings.TrimPrefix(p.Name, u.cfg.Prefix)
+	res, err := cs.GetPrompt(ctx, &fwd)
+	if err != nil {
+		return nil, u.forwardError("prompts/get", err)
+	}
+	return res, nil
+}
+
+// complete forwards a completion to the upstream of the prompt or
+// resource template it refers to.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p := *req.Params
+	ref := *p.Ref
+	p.Ref = &ref
+	var u *upstream
+	switch ref.Type {
+	case "ref/prompt":
+		if u = g.promptOwner(ctx, req.Session, ref.Name); u != nil {
+			ref.Name = strings.TrimPrefix(ref.Name, u.cfg.Prefix)
+		}
+	case "ref/resource":
+		g.catalog.mu.Lock()
+		u = g.catalog.templates[ref.URI]
+		g.catalog.mu.Unlock()
+		if u == nil {
+			if all := g.offering(hasResources); len(all) > 0 {
+				u = all[0]
+			}
+		}
+	}
+	if u == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "nothing behind interlock completes this reference"}
+	}
+	cs, err := u.linkFor(ctx, req.Session)
+	if err != nil {
+		return nil, u.forwardError("completion/complete", err)
+	}
+	res, err := cs.Complete(ctx, &p)
+	if err != nil {
+		return nil, u.forwardError("completion/complete", err)
+	}
+	return res, nil
+}
+
+// subscribe subscribes upstream, once for all client sessions, to a
+// resource; the SDK keeps which client sessions are subscribed and
+// delivers each update to them.
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	g.catalog.mu.Lock()
+	defer g.catalog.mu.Unlock()
+	if g.catalog.subscribers[uri] > 0 {
+		g.catalog.subscribers[uri]++
+		return nil
+	}
+	owners := g.resourceOwnersLocked(uri)
+	if len(owners) == 0 {
+		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found"}
+	}
+	var last error
+	for _, u := range owners {
+		cs, err := u.connect(ctx)
+		if err == nil {
+			err = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		}
+		if err == nil {
+			if g.catalog.subscribers == nil {
+				g.catalog.subscribers = map[string]int{}
+			}
+			g.catalog.subscribers[uri] = 1
+			return nil
+		}
+		last = u.forwardError("resources/subscribe", err)
+	}
+	return last
+}
+
+// resourceOwnersLocked is resourceOwners for a caller holding catalog.mu.
+func (g *Gateway) resourceOwnersLocked(uri string) []*upstream {
+	if u := g.catalog.resources[uri]; u != nil {
+		return []*upstream{u}
+	}
+	return g.offering(func(c *mcp.ServerCapabilities) bool { return c.Resources != nil && c.Resources.Subscribe })
+}
+
+// unsubscribe drops a client session's subscription, and the upstream's
+// when it was the last.
+func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	uri := req.Params.URI
+	g.catalog.mu.Lock()
+	defer g.catalog.mu.Unlock()
+	if g.catalog.subscribers[uri] > 1 {
+		g.catalog.subscribers[uri]--
+		return nil
+	}
+	if g.catalog.subscribers[uri] == 0 {
+		return nil
+	}
+	delete(g.catalog.subscribers, uri)
+	for _, u := range g.resourceOwnersLocked(uri) {
+		if cs, err := u.connect(ctx); err == nil {
+			_ = cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+		}
+	}
+	return nil
+}
+
+// setLevel passes a client session's log level on to its upstream links.
+func (g *Gateway) setLevel(ctx context.Context, ss *mcp.ServerSession, level mcp.LoggingLevel) {
+	if !ownsLink(ss) {
+		return
+	}
+	for _, u := range g.offering(func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
+		u.levelsMu.Lock()
+		if u.levels == nil {
+			u.levels = map[*mcp.ServerSession]mcp.LoggingLevel{}
+		}
+		u.levels[ss] = level
+		u.levelsMu.Unlock()
+		cs, err := u.linkFor(ctx, ss)
+		if err != nil {
+			continue
+		}
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+			u.log().Warn("forwarding the log level failed", "upstream", u.cfg.Name, "error", logText(err.Error()))
+		}
+	}
+}
+
+// phantom is the name of an entry the gateway adds to its server and
+// removes at once, only so that the SDK tells every client session that
+// a list changed; the gateway serves the lists itself, so no client ever
+// sees it.
+const phantom = "interlock-list-changed"
+
+// promptsChanged tells every client session that the prompts changed.
+func (g *Gateway) promptsChanged() {
+	g.server.AddPrompt(&mcp.Prompt{Name: phantom}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return nil, errUnreachable
+	})
+	g.server.RemovePrompts(phantom)
+}
+
+// resourcesChanged tells every client session that the resources changed.
+func (g *Gateway) resourcesChanged() {
+	uri := "interlock:" + phantom
+	g.server.AddResource(&mcp.Resource{URI: uri, Name: phantom}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return nil, errUnreachable
+	})
+	g.server.RemoveResources(uri)
+}
+
+// resourceUpdated passes an upstream's update on to the subscribed client
+// sessions.
+func (g *Gateway) resourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
+	if err := g.server.ResourceUpdated(context.Background(), p); err != nil {
+		g.log.Debug("passing on a resource update", "error", err)
+	}
+}

@@ -1,0 +1,39 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approvaltest"
+)
+
+func TestApprovalsConformance(t *testing.T) {
+	approvaltest.Run(t, func(t *testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
+		url, _ := schemaURL(t)
+		open := func() *Approvals {
+			s, err := OpenApprovals(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			return s
+		}
+		return open(), open()
+	})
+}
+
+func TestGrantsConformance(t *testing.T) {
+	approvaltest.RunGrants(t, func(t *testing.T) (interlock.GrantStore, interlock.GrantStore) {
+		url, _ := schemaURL(t)
+		open := func() *Approvals {
+			s, err := OpenApprovals(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			return s
+		}
+		return open(), open()
+	})
+}

@@ -1,0 +1,141 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// Grants is an [interlock.GrantStore] in Redis: each grant a JSON value
+// under grant:ID, the set grants listing them. A use is counted under
+// WATCH, so concurrent uses on any gateway never exceed the grant's limit.
+type Grants struct {
+	*Approvals
+}
+
+var _ interlock.GrantStore = (*Grants)(nil)
+
+// Grants returns the grant store that shares the token store's connection
+// and prefix.
+func (t *Tokens) Grants() *Grants { return &Grants{t.Approvals()} }
+
+func (s *Grants) grantKey(id string) string { return s.prefix + "grant:" + id }
+func (s *Grants) grantsKey() string         { return s.prefix + "grants" }
+
+func (s *Grants) readGrant(ctx context.Context, c goredis.Cmdable, id string) (*interlock.StandingGrant, error) {
+	b, err := c.Get(ctx, s.grantKey(id)).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return nil, interlock.ErrGrantUnknown
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis store: reading grant: %w", err)
+	}
+	g := &interlock.StandingGrant{}
+	if err := json.Unmarshal(b, g); err != nil {
+		return nil, fmt.Errorf("redis store: grant %s: %w", id, err)
+	}
+	return g, nil
+}
+
+func (s *Grants) writeGrant(ctx context.Context, p goredis.Pipeliner, g *interlock.StandingGrant) error {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("redis store: encoding grant: %w", err)
+	}
+	p.Set(ctx, s.grantKey(g.ID), b, time.Until(g.ExpiresAt)+24*time.Hour)
+	return nil
+}
+
+// AddGrant implements [interlock.GrantStore].
+func (s *Grants) AddGrant(ctx context.Context, g *interlock.StandingGrant) error {
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		if err := s.writeGrant(ctx, p, g); err != nil {
+			return err
+		}
+		p.ZAdd(ctx, s.grantsKey(), goredis.Z{Score: float64(g.ExpiresAt.UnixMilli()), Member: g.ID})
+		p.ZRemRangeByScore(ctx, s.grantsKey(), "-inf", fmt.Sprint(time.Now().Add(-24*time.Hour).UnixMilli()))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis store: adding grant: %w", err)
+	}
+	return nil
+}
+
+// LiveGrants implements [interlock.GrantStore].
+func (s *Grants) LiveGrants(ctx context.Context) ([]*interlock.StandingGrant, error) {
+	ids, err := s.client.ZRangeByScore(ctx, s.grantsKey(), &goredis.ZRangeBy{Min: fmt.Sprint(time.Now().UnixMilli()), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis store: listing grants: %w", err)
+	}
+	var out []*interlock.StandingGrant
+	now := time.Now()
+	for _, id := range ids {
+		g, err := s.readGrant(ctx, s.client, id)
+		if errors.Is(err, interlock.ErrGrantUnknown) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if g.Live(now) {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+// changeGrant applies fn to the grant id under WATCH and writes it back.
+func (s *Grants) changeGrant(ctx context.Context, id string, fn func(g *interlock.StandingGrant) error) (*interlock.StandingGrant, error) {
+	var out *interlock.StandingGrant
+	err := s.update(ctx, func(tx *goredis.Tx) error {
+		g, err := s.readGrant(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := fn(g); err != nil {
+			return err
+		}
+		out = g
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return s.writeGrant(ctx, p, g) })
+		return err
+	}, s.grantKey(id))
+	return out, err
+}
+
+// UseGrant implements [interlock.GrantStore].
+func (s *Grants) UseGrant(ctx context.Context, id string) (bool, error) {
+	_, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
+		if !g.Live(time.Now()) {
+			return errNotApproved
+		}
+		g.Used++
+		return nil
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, errNotApproved), errors.Is(err, interlock.ErrGrantUnknown):
+		return false, nil
+	}
+	return false, err
+}
+
+// RevokeGrant implements [interlock.GrantStore].
+func (s *Grants) RevokeGrant(ctx context.Context, id string) (*interlock.StandingGrant, error) {
+	return s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
+		g.Revoked = true
+		return nil
+	})
+}
+
+// Grant implements [interlock.GrantStore].
+func (s *Grants) Grant(ctx context.Context, id string) (*interlock.StandingGrant, error) {
+	return s.readGrant(ctx, s.client, id)
+}

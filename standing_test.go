@@ -1,0 +1,124 @@
+package interlock_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+// TestStandingGrants: an approver grants a scope from one approval; the
+// next calls inside it run at once, a call outside its condition waits,
+// and the grant ends with its uses, its lifetime, or a revocation.
+func TestStandingGrants(t *testing.T) {
+	ctx := context.Background()
+	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
+	bob := interlock.Approver{Principal: "bob", Tenant: "acme"}
+	setup := func(t *testing.T) (*interlock.Gate, *interlock.Tool, *atomic.Int64) {
+		f, err := policy.Parse("grants.yaml", []byte(`
+rules:
+  - name: refunds
+    match: {tools: [refund_invoice]}
+    mode: approval
+    approvers: [bob, carol]
+`), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition, Logger: slog.New(slog.DiscardHandler),
+			Getenv: func(k string) string {
+				if k == "MCP_DRY_RUN" {
+					return "false"
+				}
+				return strings.Repeat("s", 32)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tool, _ := interlock.NewTool("refund_invoice", "", interlock.HintsOf(nil), nil)
+		return g, tool, &atomic.Int64{}
+	}
+	call := func(g *interlock.Gate, tool *interlock.Tool, runs *atomic.Int64, args string) interlock.Body {
+		return interlock.BodyOfResult(g.Call(ctx, tool, alice, json.RawMessage(args), func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+			runs.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+		}))
+	}
+
+	t.Run("covers the calls its condition admits, up to its uses", func(t *testing.T) {
+		g, tool, runs := setup(t)
+		id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
+		sg, err := g.GrantScope(ctx, id, bob, interlock.GrantRequest{When: "num(args.amount) <= 100", TTL: time.Hour, Uses: 2, Reason: "small refunds today"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`); b.Code != "" {
+			t.Fatalf("the approved call: %+v", b)
+		}
+		if b := call(g, tool, runs, `{"invoice_id":"inv_2","amount":80}`); b.Code != "" {
+			t.Fatalf("a call inside the grant: %+v", b)
+		}
+		if b := call(g, tool, runs, `{"invoice_id":"inv_3","amount":5000}`); b.Code != interlock.CodeApprovalPending {
+			t.Errorf("a call outside the condition: %+v", b)
+		}
+		if b := call(g, tool, runs, `{"invoice_id":"inv_5","amount":10}`); b.Code != interlock.CodeApprovalPending {
+			t.Errorf("after its two uses: %+v", b)
+		}
+		if runs.Load() != 2 {
+			t.Errorf("ran %d times, want 2 (the waiting call, the grant's first use, and one more)", runs.Load())
+		}
+		if got, _ := g.Grants().Grant(ctx, sg.ID); got.Used != 2 || got.Live(time.Now()) {
+			t.Errorf("grant after use: %+v", got)
+		}
+	})
+	t.Run("revoked", func(t *testing.T) {
+		g, tool, runs := setup(t)
+		id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
+		sg, _ := g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
+		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Approver{Principal: "mallory", Tenant: "acme"}); !errors.Is(err, interlock.ErrNotAnApprover) {
+			t.Errorf("a stranger revokes: %v", err)
+		}
+		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Approver{Principal: "carol", Tenant: "acme"}); err != nil {
+			t.Fatalf("another approver revokes: %v", err)
+		}
+		if b := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`); b.Code != interlock.CodeApprovalPending {
+			t.Errorf("after revocation: %+v", b)
+		}
+	})
+	t.Run("expires", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			g, tool, runs := setup(t)
+			id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
+			g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
+			call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`)
+			time.Sleep(time.Hour)
+			if b := call(g, tool, runs, `{"invoice_id":"inv_2","amount":50}`); b.Code != interlock.CodeApprovalPending {
+				t.Errorf("after its lifetime: %+v", b)
+			}
+		})
+	})
+	t.Run("limits", func(t *testing.T) {
+		g, tool, runs := setup(t)
+		id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
+		for _, req := range []interlock.GrantRequest{
+			{TTL: 25 * time.Hour, Uses: 1}, {TTL: time.Hour, Uses: 0}, {TTL: time.Hour, Uses: 1, When: "args.amount >"},
+		} {
+			if _, err := g.GrantScope(ctx, id, bob, req); err == nil {
+				t.Errorf("%+v was accepted", req)
+			}
+		}
+		if _, err := g.GrantScope(ctx, id, interlock.Approver{Principal: "alice", Tenant: "acme"}, interlock.GrantRequest{TTL: time.Hour, Uses: 1}); !errors.Is(err, interlock.ErrSelfApproval) {
+			t.Errorf("the caller grants themselves: %v", err)
+		}
+	})
+}
