@@ -205,7 +205,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "error", err)
 	c.render(w, r, http.StatusServiceUnavailable, "message", c.pageFor(s, "Unavailable", "",
-		page{Message: "The console cannot reach the approval store right now. Try again in a moment."}))
+		page{Message: "The console cannot read the approvals or the audit log right now. Try again in a moment."}))
 }
 
 // pageFor fills what every signed-in page shows.
