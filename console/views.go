@@ -95,7 +95,7 @@ func view(a *interlock.Approval, who interlock.Approver) approvalView {
 	voted := slices.ContainsFunc(a.Approvals, func(x interlock.Vote) bool { return x.Principal == who.Principal })
 	switch err := a.MayDecide(who); {
 	case errors.Is(err, interlock.ErrSelfApproval):
-		v.Why = "You made this call, so you cannot approve or deny it: one of the approvers below must."
+		v.Why = "You made this call, so you cannot approve or deny it: one of the approvers the policy names must."
 	case err != nil:
 		v.Why = "The policy does not name you as an approver of this call."
 	case v.State != interlock.ApprovalPending:
@@ -194,7 +194,11 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	c.Notify()
-	s.setFlash(fmt.Sprintf("You %s %s's call of %s.", map[bool]string{true: "approved", false: "denied"}[approve], a.Principal, a.Tool))
+	verb := "denied"
+	if approve {
+		verb = "approved"
+	}
+	s.setFlash(fmt.Sprintf("You %s %s's call of %s.", verb, a.Principal, a.Tool))
 	http.Redirect(w, r, ApprovalsPath+"/"+id, http.StatusSeeOther)
 }
 
