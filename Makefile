@@ -1,6 +1,7 @@
 # The one command that runs every test: Go unit, golden and integration
-# tests, the TypeScript SDK interop suite (driven from the Go tests), and
-# each fuzz target for a few seconds beyond its seed corpus.
+# tests, the TypeScript SDK interop suite and the console's browser suite
+# (both driven from the Go tests), and each fuzz target for a few seconds
+# beyond its seed corpus.
 .PHONY: test bench fuzz
 
 FUZZ_TARGETS = .:FuzzSplitArgs .:FuzzDecodeJSON ./seal:FuzzCanonical ./seal:FuzzOpen ./policy:FuzzParse
@@ -9,6 +10,7 @@ FUZZTIME ?= 3s
 test:
 	npm ci --prefix interop --no-audit --no-fund --loglevel=error
 	npm ci --prefix conformance --no-audit --no-fund --loglevel=error
+	npm ci --prefix console/e2e --no-audit --no-fund --loglevel=error
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	$(MAKE) --no-print-directory fuzz

@@ -193,10 +193,7 @@ func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Ap
 			Hint:    "Configure API keys (interlock key) for the approvers, and call with Authorization: Bearer <key>."})
 		return interlock.Approver{}, false
 	}
-	principal, _ := ti.Extra["principal"].(string)
-	tenant, _ := ti.Extra["tenant"].(string)
-	groups, _ := ti.Extra["groups"].([]string)
-	return interlock.Approver{Principal: principal, Tenant: tenant, Groups: groups}, true
+	return approverOf(ti), true
 }
 
 // approvalError is the wire error of a failed approval request.

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
@@ -56,6 +57,10 @@ type Options struct {
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
 	OnApproval func(context.Context, *interlock.Approval)
+	// PublicURL is where approvers reach this gateway over HTTP, such as
+	// http://127.0.0.1:8740: the approval_url of a pending approval points
+	// into its console. Empty leaves approval_url out.
+	PublicURL string
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -66,6 +71,7 @@ type Gateway struct {
 	log       *slog.Logger
 	upstreams []*upstream
 	metrics   *metrics.Metrics
+	console   *console.Console
 
 	mu sync.Mutex
 	// owner maps each mirrored tool name to the upstream it came from.
@@ -105,13 +111,21 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Meter:            meterOf(opts.Metrics),
 		Approvals:        opts.Approvals,
 		Grants:           opts.Grants,
-		OnApproval:       opts.OnApproval,
+		ApprovalURL:      approvalURL(opts.PublicURL),
+		// Pages that show approvals learn of a new one at once.
+		OnApproval: func(ctx context.Context, a *interlock.Approval) {
+			g.console.Notify()
+			if opts.OnApproval != nil {
+				opts.OnApproval(ctx, a)
+			}
+		},
 		CompileCondition: policy.CompileCondition,
 	})
 	if err != nil {
 		return nil, err
 	}
 	g.gate = gate
+	g.console = g.newConsole(opts.Audit)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "interlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
@@ -388,8 +402,9 @@ func (g *Gateway) advertisedTools() []*mcp.Tool {
 	return tools
 }
 
-// Close stops every upstream.
+// Close stops every upstream and the console's event streams.
 func (g *Gateway) Close() error {
+	g.console.Close()
 	var errs []error
 	for _, u := range g.upstreams {
 		if err := u.close(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -47,7 +48,7 @@ func CheckListen(addr string, f *policy.File) error {
 
 // Handler returns the gateway's HTTP face: MCP at /mcp (with sessions, or
 // stateless), the REST face under /v1/ for callers that do not speak MCP,
-// and a health check at /healthz. With API keys configured every MCP and
+// the approvers' console under /console/, and a health check at /healthz. With API keys configured every MCP and
 // REST request must carry "Authorization: Bearer <key>"; the key's
 // principal and tenant become the caller's identity.
 //
@@ -96,6 +97,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		writeRPCError(w, http.StatusForbidden, nil, codeInvalidRequest, crossOriginMessage+" "+crossOriginHint)
 	}))
 	mux.Handle("/v1/", rest)
+	mux.Handle(console.Path, g.consoleHandler())
 	verify := keyVerifier(g.file.Auth.Keys)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 
 import {
   ALL_TOOLS,
+  APPROVAL_DRY_RUN_HINT,
   ELICIT_DRY_RUN_HINT,
   ELICIT_TOOLS,
   FLAG_HINT,
@@ -183,15 +184,11 @@ describe('stdio, dry run on (MCP_DRY_RUN unset)', () => {
     assert.equal(typeof sc.validation_issues[0].code, 'string');
   });
 
-  it('refund_invoice of 2000 gives TOOL_NOT_ALLOWED, neither preview nor token', T, async () => {
-    const res = await gw.client.callTool({
-      name: 'refund_invoice',
-      arguments: { invoice_id: 'inv_1005', amount: 2000 },
-    });
-    const sc = assertGatewayError(res, 'TOOL_NOT_ALLOWED');
-    assert.equal(sc.retriable, false);
-    assert.ok(!('preview' in sc), 'a denied call is not a preview');
-    assert.ok(!('confirm_token' in sc), 'a denied call issues no token');
+  it('refund_invoice of 2000 previews with the approval hint, asks nobody and issues no token', T, async () => {
+    const args = { invoice_id: 'inv_1005', amount: 2000 };
+    const sc = assertPreview(await gw.client.callTool({ name: 'refund_invoice', arguments: args }), args, APPROVAL_DRY_RUN_HINT);
+    assert.match(sc.summary, /\$2,000\.00/);
+    assert.ok(!('approval_id' in sc), 'under dry run no approval is asked for');
   });
 });
 
@@ -243,14 +240,16 @@ describe('stdio, MCP_DRY_RUN=false', () => {
     );
   });
 
-  it('refund_invoice of 2000 with the operator key is TOOL_NOT_ALLOWED, issues no token and refunds nothing', T, async () => {
-    const res = await gw.client.callTool({
-      name: 'refund_invoice',
-      arguments: { invoice_id: 'inv_1005', amount: 2000 },
-    });
-    const sc = assertGatewayError(res, 'TOOL_NOT_ALLOWED');
-    assert.equal(sc.retriable, false);
-    assert.ok(!('confirm_token' in sc), 'a denied call issues no token');
+  it('refund_invoice of 2000 with the operator key waits for approval, issues no token and refunds nothing', T, async () => {
+    const args = { invoice_id: 'inv_1005', amount: 2000 };
+    const sc = assertGatewayError(await gw.client.callTool({ name: 'refund_invoice', arguments: args }), 'APPROVAL_PENDING');
+    assert.equal(sc.retriable, true);
+    assert.match(sc.approval_id, /^apr_/);
+    assert.match(sc.summary, /\$2,000\.00/);
+    assert.deepEqual(sc.preview, args);
+    assert.ok(!('confirm_token' in sc), 'a call waiting for approval issues no token');
+    const again = assertGatewayError(await gw.client.callTool({ name: 'refund_invoice', arguments: args }), 'APPROVAL_PENDING');
+    assert.equal(again.approval_id, sc.approval_id, 'the same call while pending answers the same approval');
     const inv = await gw.client.callTool({ name: 'list_invoices', arguments: { customer_id: 'acct_1024' } });
     assert.notEqual(inv.isError, true, JSON.stringify(inv));
     const i1005 = inv.structuredContent?.invoices?.find((i) => i.id === 'inv_1005');

@@ -61,7 +61,7 @@ export const ALL_TOOLS = [...READ_ONLY_TOOLS, ...GATED_TOOLS].sort();
 // The built-in policy's modes: flag tools take `__confirm: true`, token tools
 // take `__confirm_token` (the confirm-token handshake), elicit tools ask a
 // human in a form and take `__confirm_token` only for their token fallback.
-// refund_invoice over $1,000 is denied outright.
+// refund_invoice over $1,000 waits for an approver's decision (mode approval).
 export const FLAG_TOOLS = ['send_reminder'];
 export const TOKEN_TOOLS = ['downgrade_plan', 'refund_invoice', 'upgrade_plan'];
 export const ELICIT_TOOLS = ['delete_customer', 'promote_release'];
@@ -78,6 +78,8 @@ export const TOKEN_DRY_RUN_HINT =
 export const ELICIT_DRY_RUN_HINT =
   'Set MCP_DRY_RUN=false AND call again: the user will be asked to confirm in a form ' +
   '(or, where the client cannot show one, you will get a confirm token to show them)';
+export const APPROVAL_DRY_RUN_HINT =
+  'Set MCP_DRY_RUN=false AND call again: the call will wait for approval by the people the policy names';
 export const RECOVERY_HINT = FLAG_HINT;
 
 // The two TypeScript clients under test. SDK1 is `@modelcontextprotocol/sdk`

@@ -258,13 +258,13 @@ describe('token handshake over stdio, MCP_DRY_RUN=false', () => {
     assert.equal(inv.refunded, 5, 'a reused token must not refund again');
   });
 
-  gatewayIt('refund_invoice over $1,000 is TOOL_NOT_ALLOWED even with a token from a small refund', async (client) => {
+  gatewayIt('refund_invoice over $1,000 waits for approval even with a token from a small refund', async (client) => {
     const { confirm_token } = await requestToken(client, 'refund_invoice', { invoice_id: 'inv_1005', amount: 5 });
     const res = await client.callTool({
       name: 'refund_invoice',
       arguments: { invoice_id: 'inv_1005', amount: 2000, __confirm_token: confirm_token },
     });
-    assertTokenRefused(res, 'TOOL_NOT_ALLOWED');
+    assertGatewayError(res, 'APPROVAL_PENDING');
     assert.equal((await invoice(client, 'acct_1024', 'inv_1005')).refunded, 0);
   });
 });

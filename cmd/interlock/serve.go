@@ -15,7 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync/atomic"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,6 +78,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
 	stateless := fs.Bool("stateless", false, "streamable HTTP without sessions")
 	data := fs.String("data", ".interlock", "state `directory` (demo database, audit log)")
+	publicURL := fs.String("public-url", "", "`URL` where approvers reach this gateway, for the console links it hands out (default: http:// and the listen address)")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
 	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this loopback `address`, for performance work")
@@ -186,20 +188,31 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer func() { stopCheckpoints(); <-done }()
 		auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, interlock.KeyID(key.Public().(ed25519.PublicKey)))
 	}
-	// Approvers are told of new approvals with a link to them, once the
-	// gateway's address is known.
-	var consoleBase atomic.Value
-	consoleBase.Store("")
+	// The listener comes first: approval links name its address.
+	var ln net.Listener
+	if !*stdio {
+		ln, err = net.Listen("tcp", *listen)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", *listen, err)
+		}
+		defer ln.Close()
+		opts.PublicURL = *publicURL
+		if opts.PublicURL == "" {
+			opts.PublicURL = publicURLOf(ln.Addr())
+		}
+	}
+	// Approvers are told of new approvals with a link to them.
 	if len(f.Notify) > 0 {
 		hooks := make([]notify.Webhook, len(f.Notify))
 		for i, h := range f.Notify {
 			hooks[i] = notify.Webhook{URL: h.URL, Format: h.Format}
 		}
+		base := strings.TrimSuffix(opts.PublicURL, "/")
 		n := notify.New(hooks, func(id string) string {
-			if base := consoleBase.Load().(string); base != "" {
-				return base + "/console/approvals/" + id
+			if base == "" {
+				return ""
 			}
-			return ""
+			return base + "/console/approvals/" + id
 		}, log)
 		nctx, stopNotify := context.WithCancel(ctx)
 		defer stopNotify()
@@ -215,13 +228,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	}
 
-	var ln net.Listener
-	where := "stdio"
+	where, consoleAt := "stdio", ""
 	if !*stdio {
-		ln, err = net.Listen("tcp", *listen)
-		if err != nil {
-			return fmt.Errorf("listening on %s: %w", *listen, err)
-		}
 		kind := "sessions"
 		if *stateless {
 			kind = "stateless"
@@ -231,9 +239,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			auth = fmt.Sprintf("%d API key(s)", n)
 		}
 		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
-		consoleBase.Store("http://" + ln.Addr().String())
+		consoleAt = strings.TrimSuffix(opts.PublicURL, "/") + "/console/ (approvers sign in with their API key)"
+		if link := gw.OperatorLoginLink(opts.PublicURL); link != "" {
+			consoleAt = link + " (signs in the operator, once)"
+		}
 	}
-	printBanner(stderr, where, dataDir, store, auditWhere, f, gw)
+	printBanner(stderr, where, consoleAt, dataDir, store, auditWhere, f, gw)
 
 	if *stdio {
 		err := gw.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -243,6 +254,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	}
 	srv := httpServer(f.HTTP, gw.Handler(*stateless))
+	// Console pages hold event streams open; they end when shutdown starts.
+	srv.RegisterOnShutdown(gw.Console().Close)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limitListener(ln, f.HTTP.MaxConnections)) }()
 	select {
@@ -333,13 +346,30 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
+// publicURLOf is the URL of a listener's address as others reach it: a
+// wildcard address is named by the machine's host name.
+func publicURLOf(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return "http://" + addr.String()
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func printBanner(w io.Writer, where, dataDir, store, audit string, f *policy.File, gw *gateway.Gateway) {
+func printBanner(w io.Writer, where, consoleAt, dataDir, store, audit string, f *policy.File, gw *gateway.Gateway) {
 	fmt.Fprintf(w, "interlock %s\n", version)
 	fmt.Fprintf(w, "  serving   %s\n", where)
+	if consoleAt != "" {
+		fmt.Fprintf(w, "  console   %s\n", consoleAt)
+	}
 	fmt.Fprintf(w, "  data      %s\n", dataDir)
 	fmt.Fprintf(w, "  tokens    %s\n", store)
 	fmt.Fprintf(w, "  audit     %s\n", audit)

@@ -1,0 +1,241 @@
+// Package console is the approvers' web console: the pages where the
+// people a rule names see the calls that wait for their approval (what the
+// call will change, who made it, who else may decide, how long it waits),
+// approve or deny them with a reason, and read back what was decided.
+//
+// The pages are rendered on the server with html/template from embedded
+// templates and a small stylesheet; everything works without JavaScript.
+// A few lines of script listen to server-sent events and refresh the parts
+// of a page that changed, so a new approval or a decision appears without
+// a reload.
+//
+// Approvers sign in with the same API keys that authenticate /mcp and
+// exchange them for a server-side session behind an HttpOnly, SameSite=Strict
+// cookie. A gateway without keys hands its operator a one-time sign-in link
+// instead. Every form carries the session's CSRF token, and cross-origin
+// POSTs are refused as well.
+package console
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// Path is where the console is served.
+const Path = "/console/"
+
+// ApprovalsPath is where one approval's page is, followed by its id: the
+// base of the approval_url the gate hands agents.
+const ApprovalsPath = "/console/approvals"
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// History reads the audit log back for the history page.
+type History interface {
+	interlock.AuditReader
+	// Head returns the sequence number and hash of the last record.
+	Head(ctx context.Context) (int64, string, error)
+}
+
+// Options configure a [Console].
+type Options struct {
+	// Gate decides approvals and keeps them.
+	Gate *interlock.Gate
+	// Authenticate returns who holds an API key. Nil when the gateway has
+	// no keys: then only one-time links sign anyone in.
+	Authenticate func(ctx context.Context, key string) (interlock.Approver, error)
+	// History is the audit log the history page reads; none when nil.
+	History History
+	// Logger receives what went wrong behind a page; slog.Default() when
+	// nil.
+	Logger *slog.Logger
+	// SessionIdle ends a session after this long without a request; 30
+	// minutes when zero.
+	SessionIdle time.Duration
+	// Poll is how often the approval store is read for changes while a
+	// page listens for them; one second when zero.
+	Poll time.Duration
+}
+
+// Console serves the approvers' pages.
+type Console struct {
+	gate    *interlock.Gate
+	authn   func(context.Context, string) (interlock.Approver, error)
+	history History
+	log     *slog.Logger
+	pages   map[string]*template.Template
+
+	sessions *sessions
+	changes  *watcher
+}
+
+// New returns a console. Its watcher of approvals runs until [Console.Close].
+func New(opts Options) *Console {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	idle := opts.SessionIdle
+	if idle <= 0 {
+		idle = 30 * time.Minute
+	}
+	poll := opts.Poll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	c := &Console{gate: opts.Gate, authn: opts.Authenticate, history: opts.History, log: log, pages: parsePages(),
+		sessions: newSessions(idle)}
+	c.changes = newWatcher(opts.Gate.Approvals(), poll, log)
+	return c
+}
+
+// parsePages pairs each page template with the layout around it.
+func parsePages() map[string]*template.Template {
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range names {
+		if name == "templates/layout.html" {
+			continue
+		}
+		page := strings.TrimSuffix(strings.TrimPrefix(name, "templates/"), ".html")
+		pages[page] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, name))
+	}
+	return pages
+}
+
+// Notify tells the console that the approvals changed (a new one, a
+// decision), so listening pages learn it now rather than at the next poll.
+func (c *Console) Notify() { c.changes.poke() }
+
+// Close ends every event stream and stops watching the approvals, so a
+// server shutting down does not wait for open pages.
+func (c *Console) Close() { c.changes.close() }
+
+// OneTimeLogin returns a token that signs who in once, for a link such as
+// /console/login?once=TOKEN.
+func (c *Console) OneTimeLogin(who interlock.Approver) string { return c.sessions.oneTime(who) }
+
+// Handler serves the console under [Path].
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /console/{$}", c.signedIn(c.pending))
+	mux.HandleFunc("GET /console/approvals/{id}", c.signedIn(c.approval))
+	mux.HandleFunc("POST /console/approvals/{id}/decide", c.signedIn(c.decide))
+	mux.HandleFunc("GET /console/history", c.signedIn(c.historyPage))
+	mux.HandleFunc("GET /console/events", c.signedIn(c.events))
+	mux.HandleFunc("GET /console/login", c.loginPage)
+	mux.HandleFunc("POST /console/login", c.login)
+	mux.HandleFunc("POST /console/logout", c.signedIn(c.logout))
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, http.StatusNotFound, "message", page{Title: "Not found", Message: "There is no such page in the console."})
+	})
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, http.StatusForbidden, "message", page{Title: "Refused",
+			Message: "The console refuses forms sent from other sites. Open the console itself and try again."})
+	}))
+	return securityHeaders(cop.Handler(mux))
+}
+
+// securityHeaders forbids framing (an approve button must not be
+// clickjacked), scripts and styles from elsewhere, referrers (a one-time
+// link must not leak) and caching of pages that show approvals.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		if !strings.HasPrefix(r.URL.Path, "/console/static/") {
+			hd.Set("Cache-Control", "no-store")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// page is what every template receives.
+type page struct {
+	Title   string
+	Who     *interlock.Approver
+	CSRF    string
+	Nav     string
+	Flash   string
+	Error   string
+	Message string
+	Data    any
+}
+
+// render writes a page. A template that fails is the console's fault: the
+// browser gets a plain message, the log gets the error.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	var buf strings.Builder
+	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		c.log.ErrorContext(r.Context(), "console page", "page", name, "error", err)
+		http.Error(w, "The console could not show this page.", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(buf.String()))
+}
+
+// fail answers a request that failed behind the page: the browser gets
+// what it can do, never the error's text.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "error", err)
+	c.render(w, r, http.StatusServiceUnavailable, "message", c.pageFor(s, "Unavailable", "",
+		page{Message: "The console cannot read the approvals or the audit log right now. Try again in a moment."}))
+}
+
+// pageFor fills what every signed-in page shows.
+func (c *Console) pageFor(s *session, title, nav string, p page) page {
+	p.Title, p.Nav = title, nav
+	if s != nil {
+		who := s.who
+		p.Who, p.CSRF = &who, s.csrf
+		if p.Flash == "" {
+			p.Flash = s.takeFlash()
+		}
+	}
+	return p
+}
+
+// recent yields the audit records of the last n, newest first.
+func recent(ctx context.Context, h History, n int64) ([]*interlock.AuditRecord, int64, error) {
+	head, _, err := h.Head(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the audit log's head: %w", err)
+	}
+	var out []*interlock.AuditRecord
+	for rec, err := range h.Records(ctx, max(head-n+1, 1)) {
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading the audit log: %w", err)
+		}
+		out = append(out, rec)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, head, nil
+}

@@ -1,0 +1,237 @@
+// The approvers' console in a real browser: a call waits, an approver
+// decides in the page, and the agent's next identical call runs once, or
+// not at all.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import {
+  T,
+  assertPending,
+  call,
+  invoice,
+  launchBrowser,
+  screenshot,
+  serve,
+  sha256,
+  signIn,
+} from './harness.mjs';
+
+let browser;
+before(async () => {
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+});
+
+describe('the built-in demo: no API keys, the operator signs in with the one-time link', () => {
+  let gw;
+  let operator;
+  before(async () => {
+    gw = await serve();
+    operator = await browser.newPage({ viewport: { width: 1000, height: 800 } });
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  it('the one-time link signs the operator in, once', T, async () => {
+    assert.ok(gw.link, 'the banner prints a one-time link');
+    await operator.goto(gw.link);
+    assert.equal(new URL(operator.url()).pathname, '/console/');
+    await operator.getByText('Signed in as operator').waitFor();
+    await operator.getByText('Nothing waits for your decision.').waitFor();
+
+    const stranger = await browser.newContext();
+    const page = await stranger.newPage();
+    const res = await page.goto(gw.link);
+    assert.equal(res.status(), 403);
+    await page.getByRole('heading', { name: 'Link already used' }).waitFor();
+    await screenshot(page, 'link-used');
+    await stranger.close();
+  });
+
+  it('a large refund waits; the operator approves it with the keyboard; the re-call runs once', T, async () => {
+    const args = { invoice_id: 'inv_1005', amount: 1100 };
+    const first = assertPending(await call(gw, 'refund_invoice', args));
+    assert.equal(first.approval_url, `${gw.base}/console/approvals/${first.approval_id}`);
+
+    // The page that was open shows the new approval without a reload.
+    await operator.getByRole('status').filter({ hasText: 'New approval waiting: refund_invoice, called by anonymous.' }).waitFor();
+    const card = operator.getByRole('article', { name: /refund_invoice/ });
+    await card.getByText('Refund $1,100.00 on invoice inv_1005').waitFor();
+    const amount = card.getByRole('row', { name: /amount/ });
+    assert.equal(await amount.getByRole('cell').textContent(), '1100');
+    await screenshot(operator, 'pending');
+
+    await operator.goto(first.approval_url);
+    await operator.getByRole('heading', { level: 1, name: 'Approval of refund_invoice' }).waitFor();
+    await operator.getByLabel('Reason').fill('Globex was billed twice in March');
+    await screenshot(operator, 'approval');
+    await operator.keyboard.press('Tab');
+    assert.equal(await operator.evaluate(() => document.activeElement.textContent), 'Approve');
+    await operator.keyboard.press('Enter');
+    await operator.getByText("You approved anonymous's call of refund_invoice.").waitFor();
+    await operator.getByText('Approved: runs when the caller calls again').first().waitFor();
+
+    const ran = await call(gw, 'refund_invoice', args);
+    assert.equal(ran.status, 200, JSON.stringify(ran.body));
+    assert.equal(ran.body.structuredContent.amount, 1100);
+    // The page learns that the call ran.
+    await operator.getByText('Approved and run').first().waitFor();
+    await screenshot(operator, 'approved');
+
+    const again = assertPending(await call(gw, 'refund_invoice', args));
+    assert.notEqual(again.approval_id, first.approval_id, 'a used approval does not run a second call');
+    const inv = await invoice(gw, 'acct_1024', 'inv_1005');
+    assert.equal(inv.refunded, 1100, 'refunded exactly once');
+
+    await operator.goto(`${gw.base}/console/history`);
+    const history = operator.getByRole('table', { name: /Recent decisions/ });
+    await history.getByRole('row', { name: /operator .*approved of anonymous's call/ }).waitFor();
+    await history.getByRole('row', { name: /anonymous .*ran, approved by operator ok/ }).waitFor();
+    await screenshot(operator, 'history');
+  });
+
+  it('a denial ends the call with the approver\'s reason', T, async () => {
+    const args = { invoice_id: 'inv_1001', amount: 1100 };
+    const pending = assertPending(await call(gw, 'refund_invoice', args));
+    await operator.goto(pending.approval_url);
+    await operator.getByLabel('Reason').fill('No refund without the customer asking');
+    await operator.getByRole('button', { name: 'Deny' }).click();
+    await operator.getByText("You denied anonymous's call of refund_invoice.").waitFor();
+    await operator.getByRole('listitem').filter({ hasText: 'operator denied' }).waitFor();
+    await screenshot(operator, 'denied');
+
+    const res = await call(gw, 'refund_invoice', args);
+    assert.equal(res.status, 403, JSON.stringify(res.body));
+    assert.equal(res.body.code, 'DECLINED');
+    assert.match(res.body.message, /No refund without the customer asking/);
+    assert.equal((await invoice(gw, 'acct_9931', 'inv_1001')).refunded, 0);
+  });
+
+  it('reads well on a phone', T, async () => {
+    const pending = assertPending(await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 1200 }));
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, storageState: await operator.context().storageState() });
+    const page = await phone.newPage();
+    await page.goto(pending.approval_url);
+    await page.getByRole('button', { name: 'Approve' }).waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
+    await screenshot(page, 'phone');
+    await phone.close();
+  });
+});
+
+const KEYS = { alice: 'key-alice-0123456789abcdef', bob: 'key-bob-0123456789abcdef', carol: 'key-carol-0123456789abcdef' };
+
+// Finance approves: reminders within 3 seconds, large refunds two of them.
+function financeConfig(dir) {
+  const keys = Object.entries(KEYS)
+    .map(([who, key]) => `    - {sha256: ${sha256(key)}, principal: ${who}, tenant: acme, groups: [finance]}`)
+    .join('\n');
+  return `upstreams:
+  - name: demo
+    command: [${JSON.stringify(process.env.INTERLOCK_BIN)}, demo, --db, ${JSON.stringify(`${dir}/demo.db`)}]
+auth:
+  keys:
+${keys}
+rules:
+  - name: reminders
+    match: {tools: [send_reminder]}
+    mode: approval
+    approvers: ["group:finance"]
+    timeout: 3s
+    summary: "Email a payment reminder to {{.args.customer_id}}."
+  - name: large-refunds
+    match: {tools: [refund_invoice]}
+    when: "num(args.amount) > 1000"
+    mode: approval
+    approvers: ["group:finance"]
+    quorum: 2
+    summary: "Refund {{.args.amount}} on {{.args.invoice_id}}."
+`;
+}
+
+describe('approvers with API keys', () => {
+  let gw;
+  const pages = {};
+  before(async () => {
+    gw = await serve({ config: financeConfig });
+    for (const who of Object.keys(KEYS)) {
+      pages[who] = await (await browser.newContext({ viewport: { width: 1000, height: 800 } })).newPage();
+      await signIn(pages[who], gw, KEYS[who]);
+    }
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  it('an unknown key does not sign in', T, async () => {
+    const page = await (await browser.newContext()).newPage();
+    await page.goto(`${gw.base}/console/`);
+    await page.getByLabel('API key').fill('not-a-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'That is not an API key of this gateway.' }).waitFor();
+    await screenshot(page, 'login-refused');
+  });
+
+  it('the caller cannot approve their own call', T, async () => {
+    const pending = assertPending(await call(gw, 'refund_invoice', { invoice_id: 'inv_1005', amount: 1500 }, KEYS.alice));
+    const alice = pages.alice;
+    await alice.goto(`${gw.base}/console/`);
+    await alice.getByRole('heading', { name: 'Your calls, waiting for others' }).waitFor();
+    await alice.goto(pending.approval_url);
+    await alice.getByText('You made this call, so you cannot approve or deny it').waitFor();
+    assert.equal(await alice.getByRole('button', { name: 'Approve' }).count(), 0);
+    await screenshot(alice, 'own-call');
+
+    // A hand-made form with her own session's token is refused as well.
+    const status = await alice.evaluate(async (id) => {
+      const csrf = document.querySelector('input[name=csrf]').value;
+      const body = new URLSearchParams({ csrf, decision: 'approve' });
+      const res = await fetch(`/console/approvals/${id}/decide`, { method: 'POST', body });
+      return [res.status, await res.text()];
+    }, pending.approval_id);
+    assert.equal(status[0], 403);
+    assert.match(status[1], /You cannot approve or deny your own call/);
+    assert.equal((await call(gw, 'refund_invoice', { invoice_id: 'inv_1005', amount: 1500 }, KEYS.alice)).body.code, 'APPROVAL_PENDING');
+  });
+
+  it('a quorum of two: one approval is not enough, the second lets the call run once', T, async () => {
+    const args = { invoice_id: 'inv_1005', amount: 1500 };
+    const pending = assertPending(await call(gw, 'refund_invoice', args, KEYS.alice));
+    const { bob, carol } = pages;
+    await carol.goto(pending.approval_url);
+    await bob.goto(pending.approval_url);
+    await bob.getByRole('button', { name: 'Approve' }).click();
+    await bob.getByText('1 of 2 needed: bob').waitFor();
+    await bob.getByText('You approved this call; it waits for the other approvers.').waitFor();
+    // Carol's open page shows bob's vote without a reload.
+    await carol.getByText('1 of 2 needed: bob').waitFor();
+    await screenshot(carol, 'quorum');
+    assert.equal((await call(gw, 'refund_invoice', args, KEYS.alice)).body.code, 'APPROVAL_PENDING');
+
+    await carol.getByRole('button', { name: 'Approve' }).click();
+    await carol.getByText('2 of 2 needed: bob, carol').waitFor();
+    const ran = await call(gw, 'refund_invoice', args, KEYS.alice);
+    assert.equal(ran.status, 200, JSON.stringify(ran.body));
+    assert.equal((await invoice(gw, 'acct_1024', 'inv_1005', KEYS.alice)).refunded, 1500);
+    assertPending(await call(gw, 'refund_invoice', args, KEYS.alice));
+  });
+
+  it('an approval nobody decides in time expires, and the call is cancelled', T, async () => {
+    const args = { customer_id: 'acct_9931' };
+    const pending = assertPending(await call(gw, 'send_reminder', args, KEYS.alice));
+    const bob = pages.bob;
+    await bob.goto(pending.approval_url);
+    await bob.getByRole('button', { name: 'Approve' }).waitFor();
+    // The page turns without a reload once the 3 seconds are over.
+    await bob.getByText('Expired undecided').first().waitFor({ timeout: 10_000 });
+    assert.equal(await bob.getByRole('button', { name: 'Approve' }).count(), 0);
+    await screenshot(bob, 'expired');
+    const res = await call(gw, 'send_reminder', args, KEYS.alice);
+    assert.equal(res.status, 409, JSON.stringify(res.body));
+    assert.equal(res.body.code, 'CANCELLED');
+  });
+});

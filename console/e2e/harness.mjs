@@ -1,0 +1,130 @@
+// The harness of the console's browser tests: start `interlock serve`, act
+// as the agent over the REST face, and drive Debian's Chromium headless
+// with playwright-core.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { chromium } from 'playwright-core';
+
+// A missing binary or browser is a failure, never a skip: a suite that
+// silently runs nothing proves nothing.
+function executable(name, path) {
+  if (!path) throw new Error(`${name} is not set: build the gateway and point INTERLOCK_BIN at it`);
+  try {
+    accessSync(path, constants.X_OK);
+  } catch (err) {
+    throw new Error(`${name}=${path} is not an executable file (${err.code ?? err.message}); on Debian: apt-get install -y chromium`);
+  }
+  return path;
+}
+
+export const BIN = executable('INTERLOCK_BIN', process.env.INTERLOCK_BIN);
+export const CHROMIUM = executable('CHROMIUM', process.env.CHROMIUM || '/usr/bin/chromium');
+export const T = { timeout: 60_000 };
+
+// Screenshots of each state go to SCREENSHOTS, or a temporary directory.
+export const SHOTS = process.env.SCREENSHOTS || mkdtempSync(join(tmpdir(), 'interlock-console-shots-'));
+mkdirSync(SHOTS, { recursive: true });
+
+export async function launchBrowser() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+export async function screenshot(page, name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+export function sha256(text) {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+// serve starts `interlock serve` with dry run off on a free loopback port
+// and reads its banner. config is YAML text; without it the built-in
+// config (the demo) is used.
+export async function serve({ config } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'interlock-console-'));
+  const args = ['serve', '--listen', '127.0.0.1:0', '--data', dir];
+  if (config) {
+    writeFileSync(join(dir, 'interlock.yaml'), config(dir));
+    args.push('--config', join(dir, 'interlock.yaml'));
+  }
+  const env = { ...process.env, MCP_DRY_RUN: 'false' };
+  const child = spawn(BIN, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let banner = '';
+  const ready = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`interlock serve did not start:\n${banner}`)), 20_000);
+    child.stderr.on('data', (chunk) => {
+      banner += chunk;
+      const serving = banner.match(/serving\s+(http:\/\/\S+)\/mcp/);
+      const console = banner.match(/console\s+(http:\/\/\S+)/);
+      if (serving && console) {
+        clearTimeout(timer);
+        resolve({ base: serving[1], console: console[1] });
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`interlock serve exited with ${code}:\n${banner}`)));
+  });
+  const { base, console } = await ready;
+  return {
+    base,
+    // The one-time link, when the gateway has no API keys.
+    link: console.includes('once=') ? console : undefined,
+    async close() {
+      const exited = new Promise((resolve) => child.on('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// call is the agent's tool call over the REST face; key is its API key.
+export async function call(gw, tool, args, key) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const res = await fetch(`${gw.base}/v1/tools/${tool}/call`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ arguments: args }),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+// pending asserts that a call waits for approval and returns its body.
+export function assertPending(res) {
+  assert.equal(res.status, 202, JSON.stringify(res.body));
+  assert.equal(res.body.code, 'APPROVAL_PENDING');
+  assert.match(res.body.approval_id, /^apr_/);
+  return res.body;
+}
+
+// invoice returns one invoice of a customer as the demo holds it.
+export async function invoice(gw, customer, id, key) {
+  const res = await call(gw, 'list_invoices', { customer_id: customer }, key);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body.structuredContent.invoices.find((i) => i.id === id);
+}
+
+// signIn signs in on the console's form with an API key.
+export async function signIn(page, gw, key) {
+  await page.goto(`${gw.base}/console/`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText('Signed in as').waitFor();
+}

@@ -1,0 +1,258 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// change is one thing that happened to an approval, in words a screen
+// reader can announce.
+type change struct {
+	approval *interlock.Approval
+	message  string
+}
+
+// watcher reads the approval store while pages listen and tells them what
+// changed. Reading the store, rather than hearing each decision, catches
+// every path a decision takes (this console, REST, the command line,
+// another replica) and approvals that expire on their own.
+type watcher struct {
+	store interlock.ApprovalStore
+	poll  time.Duration
+	log   *slog.Logger
+	wake  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+
+	mu   sync.Mutex
+	subs map[chan change]struct{}
+}
+
+// seen is what the watcher remembers of an approval between two reads.
+type seen struct {
+	state string
+	votes int
+}
+
+func newWatcher(store interlock.ApprovalStore, poll time.Duration, log *slog.Logger) *watcher {
+	w := &watcher{store: store, poll: poll, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		subs: map[chan change]struct{}{}}
+	go w.run()
+	return w
+}
+
+func (w *watcher) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watcher) close() { w.once.Do(func() { close(w.done) }) }
+
+// subscribe returns a channel of changes; it is closed when the watcher
+// stops. cancel ends the subscription.
+func (w *watcher) subscribe() (<-chan change, func()) {
+	ch := make(chan change, 16)
+	w.mu.Lock()
+	select {
+	case <-w.done:
+		close(ch)
+		w.mu.Unlock()
+		return ch, func() {}
+	default:
+	}
+	w.subs[ch] = struct{}{}
+	w.mu.Unlock()
+	w.poke()
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, ok := w.subs[ch]; ok {
+			delete(w.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+func (w *watcher) listening() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.subs) > 0
+}
+
+// publish hands c to every subscriber; one that is too slow misses it and
+// catches up with the next, since every change refreshes the whole page.
+func (w *watcher) publish(c change) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.subs {
+		select {
+		case ch <- c:
+		default:
+		}
+	}
+}
+
+func (w *watcher) run() {
+	t := time.NewTicker(w.poll)
+	defer t.Stop()
+	var known map[string]seen
+	for {
+		select {
+		case <-w.done:
+			w.mu.Lock()
+			for ch := range w.subs {
+				delete(w.subs, ch)
+				close(ch)
+			}
+			w.mu.Unlock()
+			return
+		case <-t.C:
+		case <-w.wake:
+		}
+		if !w.listening() {
+			known = nil
+			continue
+		}
+		next, changes, err := w.read(context.Background(), known)
+		if err != nil {
+			w.log.Warn("console: reading approvals", "error", err)
+			continue
+		}
+		known = next
+		for _, c := range changes {
+			w.publish(c)
+		}
+	}
+}
+
+// read compares the store with what was known and returns what it holds
+// now and what changed. The first read (known nil) reports nothing.
+// Approved approvals stay watched until they are used.
+func (w *watcher) read(ctx context.Context, known map[string]seen) (map[string]seen, []change, error) {
+	pending, err := w.store.List(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing approvals: %w", err)
+	}
+	now := time.Now()
+	current := map[string]*interlock.Approval{}
+	for _, a := range pending {
+		current[a.ID] = a
+	}
+	for id := range known {
+		if current[id] != nil {
+			continue
+		}
+		a, err := w.store.Get(ctx, id)
+		if err != nil {
+			continue
+		}
+		current[id] = a
+	}
+	next := map[string]seen{}
+	var changes []change
+	for id, a := range current {
+		is := seen{state: a.State(now), votes: len(a.Approvals)}
+		was, ok := known[id]
+		if is.state == interlock.ApprovalPending || is.state == interlock.ApprovalApproved {
+			next[id] = is
+		}
+		if known == nil || (ok && was == is) {
+			continue
+		}
+		changes = append(changes, change{approval: a, message: describe(a, is, ok)})
+	}
+	return next, changes, nil
+}
+
+// describe says in one line what became of a.
+func describe(a *interlock.Approval, is seen, known bool) string {
+	voters := make([]string, len(a.Approvals))
+	for i, v := range a.Approvals {
+		voters[i] = v.Principal
+	}
+	var msg string
+	switch {
+	case !known && is.state == interlock.ApprovalPending:
+		msg = fmt.Sprintf("New approval waiting: %s, called by %s.", a.Tool, a.Principal)
+	case is.state == interlock.ApprovalPending:
+		msg = fmt.Sprintf("%s approved %s (%d of %d).", voters[len(voters)-1], a.Tool, len(voters), a.Quorum)
+	case is.state == interlock.ApprovalApproved:
+		msg = fmt.Sprintf("%s is approved by %s; it runs when %s calls it again.", a.Tool, strings.Join(voters, ", "), a.Principal)
+	case is.state == interlock.ApprovalDenied:
+		msg = fmt.Sprintf("%s denied %s.", a.Denial.Principal, a.Tool)
+	case is.state == interlock.ApprovalExpired:
+		msg = fmt.Sprintf("Nobody decided %s in time; the approval expired.", a.Tool)
+	default:
+		msg = fmt.Sprintf("%s ran, approved by %s.", a.Tool, strings.Join(voters, ", "))
+	}
+	// One event line: names come from configuration and keys, but a line
+	// break would end the event early.
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(msg)
+}
+
+// visible reports whether who may see a: an approver the rule names, or
+// the caller.
+func visible(a *interlock.Approval, who interlock.Approver) bool {
+	return a.MayDecide(who) == nil || isCaller(a, who)
+}
+
+func isCaller(a *interlock.Approval, who interlock.Approver) bool {
+	return a.Principal == who.Principal && a.Tenant == who.Tenant
+}
+
+// heartbeat keeps idle streams open through proxies and notices sessions
+// that ended.
+const heartbeat = 20 * time.Second
+
+// events streams the changes the approver may see as server-sent events.
+func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
+	rc := http.NewResponseController(w)
+	// A page listens for as long as it is open.
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	changes, cancel := c.changes.subscribe()
+	defer cancel()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, "retry: 3000\n: listening\n\n"); err != nil {
+		return
+	}
+	_ = rc.Flush()
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	for {
+		var err error
+		select {
+		case <-r.Context().Done():
+			return
+		case ch, ok := <-changes:
+			if !ok {
+				return
+			}
+			if !visible(ch.approval, s.who) {
+				continue
+			}
+			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)
+		case <-beat.C:
+			if !c.sessions.live(s) {
+				return
+			}
+			_, err = fmt.Fprint(w, ": still here\n\n")
+		}
+		if err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
+}

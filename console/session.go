@@ -1,0 +1,283 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// Cookie names. The session cookie is scoped to the console; the login
+// cookie only lives between the login form and its answer.
+const (
+	sessionCookie = "interlock_console"
+	loginCookie   = "interlock_console_login"
+)
+
+// session is one signed-in approver.
+type session struct {
+	who  interlock.Approver
+	csrf string
+
+	mu       sync.Mutex
+	lastSeen time.Time
+	flash    string
+}
+
+// takeFlash returns the message left for the next page, once.
+func (s *session) takeFlash() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.flash
+	s.flash = ""
+	return f
+}
+
+func (s *session) setFlash(msg string) {
+	s.mu.Lock()
+	s.flash = msg
+	s.mu.Unlock()
+}
+
+// sessions are kept in memory: signing in again after a restart is cheap,
+// and nothing a session holds must outlive the process.
+type sessions struct {
+	idle time.Duration
+
+	mu   sync.Mutex
+	byID map[string]*session
+	once map[string]interlock.Approver
+}
+
+func newSessions(idle time.Duration) *sessions {
+	return &sessions{idle: idle, byID: map[string]*session{}, once: map[string]interlock.Approver{}}
+}
+
+// randomToken returns 32 random bytes, URL-safe.
+func randomToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// oneTime returns a token that signs who in once.
+func (ss *sessions) oneTime(who interlock.Approver) string {
+	t := randomToken()
+	ss.mu.Lock()
+	ss.once[t] = who
+	ss.mu.Unlock()
+	return t
+}
+
+// spend returns whom a one-time token signs in, and spends it.
+func (ss *sessions) spend(token string) (interlock.Approver, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	who, ok := ss.once[token]
+	delete(ss.once, token)
+	return who, ok
+}
+
+// start opens a session for who and returns its id.
+func (ss *sessions) start(who interlock.Approver) (string, *session) {
+	id := randomToken()
+	s := &session{who: who, csrf: randomToken(), lastSeen: time.Now()}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	now := time.Now()
+	for old, o := range ss.byID {
+		if o.idleSince(now) > ss.idle {
+			delete(ss.byID, old)
+		}
+	}
+	ss.byID[id] = s
+	return id, s
+}
+
+func (s *session) idleSince(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Sub(s.lastSeen)
+}
+
+// get returns the live session id names. touch counts the request as the
+// approver's activity; a page refreshing itself does not.
+func (ss *sessions) get(id string, touch bool) *session {
+	ss.mu.Lock()
+	s, ok := ss.byID[id]
+	ss.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	if s.idleSince(now) > ss.idle {
+		ss.end(id)
+		return nil
+	}
+	if touch {
+		s.mu.Lock()
+		s.lastSeen = now
+		s.mu.Unlock()
+	}
+	return s
+}
+
+func (ss *sessions) end(id string) {
+	ss.mu.Lock()
+	delete(ss.byID, id)
+	ss.mu.Unlock()
+}
+
+// live reports whether the session s is still signed in.
+func (ss *sessions) live(s *session) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, o := range ss.byID {
+		if o == s {
+			return s.idleSince(time.Now()) <= ss.idle
+		}
+	}
+	return false
+}
+
+// handlerFunc is a console handler for a signed-in approver.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, s *session)
+
+// refreshHeader marks the requests a page's script makes to refresh itself.
+const refreshHeader = "X-Console-Refresh"
+
+// signedIn passes requests of a live session on to h; a page without one
+// is sent to sign in and come back, a POST without the session's CSRF
+// token is refused.
+func (c *Console) signedIn(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var s *session
+		if ck, err := r.Cookie(sessionCookie); err == nil {
+			s = c.sessions.get(ck.Value, r.Header.Get(refreshHeader) == "" && r.URL.Path != "/console/events")
+		}
+		if s == nil {
+			if r.Method != http.MethodGet || r.URL.Path == "/console/events" {
+				c.render(w, r, http.StatusUnauthorized, "message", page{Title: "Signed out",
+					Message: "Your session has ended. Sign in again to continue."})
+				return
+			}
+			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if err := r.ParseForm(); err != nil || !sameToken(r.PostFormValue("csrf"), s.csrf) {
+				c.render(w, r, http.StatusForbidden, "message", c.pageFor(s, "Refused", "",
+					page{Message: "The form had expired or did not come from this console. Reload the page and try again."}))
+				return
+			}
+		}
+		h(w, r, s)
+	}
+}
+
+func sameToken(got, want string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// setCookie sets a console cookie: HttpOnly, SameSite=Strict, and Secure
+// when the request came over TLS. maxAge 0 makes a session cookie, -1
+// removes it.
+func setCookie(w http.ResponseWriter, r *http.Request, name, path, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+}
+
+// loginData is what the login page shows.
+type loginData struct {
+	Next    string
+	HasKeys bool
+	// Token is the login form's own CSRF token, also in its cookie.
+	Token string
+}
+
+// loginPage shows the sign-in form, or spends a one-time link.
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if once := r.URL.Query().Get("once"); once != "" {
+		who, ok := c.sessions.spend(once)
+		if !ok {
+			c.render(w, r, http.StatusForbidden, "message", page{Title: "Link already used",
+				Message: "This sign-in link was already used or is not valid: each link signs in once. " +
+					"Restart interlock serve for a new one, or sign in with an API key."})
+			return
+		}
+		c.signIn(w, r, who, "a one-time link", "/console/")
+		return
+	}
+	c.showLogin(w, r, http.StatusOK, "")
+}
+
+func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, problem string) {
+	token := randomToken()
+	setCookie(w, r, loginCookie, "/console/login", token, 600)
+	c.render(w, r, status, "login", page{Title: "Sign in", Error: problem,
+		Data: loginData{Next: safeNext(r.FormValue("next")), HasKeys: c.authn != nil, Token: token}})
+}
+
+// login exchanges an approver's API key for a session.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		c.showLogin(w, r, http.StatusBadRequest, "The form could not be read. Try again.")
+		return
+	}
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || !sameToken(r.PostFormValue("csrf"), ck.Value) {
+		c.showLogin(w, r, http.StatusForbidden, "The sign-in form had expired. Try again.")
+		return
+	}
+	if c.authn == nil {
+		c.showLogin(w, r, http.StatusUnauthorized, "This gateway has no API keys: open the one-time link interlock serve printed.")
+		return
+	}
+	key := strings.TrimSpace(r.PostFormValue("key"))
+	who, err := c.authn(r.Context(), key)
+	if key == "" || err != nil {
+		c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "auth_refused",
+			Detail: fmt.Sprintf("console sign-in from %s with an unknown API key", r.RemoteAddr)})
+		c.showLogin(w, r, http.StatusUnauthorized, "That is not an API key of this gateway.")
+		return
+	}
+	setCookie(w, r, loginCookie, "/console/login", "", -1)
+	c.signIn(w, r, who, "an API key", safeNext(r.PostFormValue("next")))
+}
+
+// signIn starts a session for who and sends the browser on to next.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.Approver, how, next string) {
+	id, _ := c.sessions.start(who)
+	setCookie(w, r, sessionCookie, "/console/", id, 0)
+	c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
+		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, how)})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		c.sessions.end(ck.Value)
+	}
+	setCookie(w, r, sessionCookie, "/console/", "", -1)
+	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a page to return to only when it is one of the
+// console's own, so a link cannot send a fresh session elsewhere.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "/console/login") || strings.ContainsAny(next, "\\\r\n") {
+		return "/console/"
+	}
+	return next
+}

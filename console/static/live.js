@@ -1,0 +1,33 @@
+// Live updates: the server tells this page when an approval changed, and
+// the page fetches itself again and swaps in each region marked data-live
+// whose version moved, leaving the rest (a reason being typed) alone.
+// Without this script every page works the same, one reload at a time.
+(function () {
+  'use strict';
+  if (!window.EventSource || !window.fetch || !window.DOMParser) return;
+  var status = document.getElementById('live-status');
+  var refresh = function () {
+    fetch(location.href, { credentials: 'same-origin', headers: { 'X-Console-Refresh': '1' } })
+      .then(function (res) { return res.ok ? res.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        var fresh = new DOMParser().parseFromString(html, 'text/html');
+        document.querySelectorAll('[data-live]').forEach(function (old) {
+          var next = fresh.getElementById(old.id);
+          if (next && next.getAttribute('data-live') !== old.getAttribute('data-live')) old.replaceWith(next);
+        });
+      })
+      .catch(function () {});
+  };
+  var source = new EventSource('/console/events');
+  // After a dropped stream reconnects, catch up on what it missed.
+  var opened = false;
+  source.addEventListener('open', function () {
+    if (opened) refresh();
+    opened = true;
+  });
+  source.addEventListener('change', function (e) {
+    if (status) status.textContent = e.data;
+    refresh();
+  });
+})();

@@ -1,0 +1,300 @@
+package console
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// funcs are the helpers templates use; none of them marks text as safe
+// HTML, so html/template escapes everything an approval carries.
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"until": func(t time.Time) string {
+		d := time.Until(t).Round(time.Second)
+		switch {
+		case d <= 0:
+			return "expired"
+		case d < time.Minute:
+			return fmt.Sprintf("in %d s", int(d.Seconds()))
+		}
+		return fmt.Sprintf("in %d min", int(d.Round(time.Minute).Minutes()))
+	},
+}
+
+// argRow is one argument of a call, as approvers read it.
+type argRow struct {
+	Name  string
+	Value string
+}
+
+// argRows lists the redacted arguments by name; nested values are shown
+// as compact JSON.
+func argRows(args map[string]any) []argRow {
+	rows := make([]argRow, 0, len(args))
+	for name, v := range args {
+		var value string
+		switch v := v.(type) {
+		case string:
+			value = v
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				value = fmt.Sprint(v)
+			} else {
+				value = string(b)
+			}
+		}
+		rows = append(rows, argRow{name, value})
+	}
+	slices.SortFunc(rows, func(a, b argRow) int { return strings.Compare(a.Name, b.Name) })
+	return rows
+}
+
+// approvalView is an approval as one approver sees it.
+type approvalView struct {
+	*interlock.Approval
+	State string
+	Args  []argRow
+	// MayDecide is set when the viewer may approve or deny it now;
+	// otherwise Why says why not.
+	MayDecide bool
+	Why       string
+	IsCaller  bool
+	// Live versions change when what the page shows of the approval does.
+	StatusVersion, DecideVersion string
+}
+
+// StateWords is the approval's state in words.
+func (v approvalView) StateWords() string {
+	switch v.State {
+	case interlock.ApprovalPending:
+		return "Waiting for approval"
+	case interlock.ApprovalApproved:
+		return "Approved: runs when the caller calls again"
+	case interlock.ApprovalDenied:
+		return "Denied"
+	case interlock.ApprovalConsumed:
+		return "Approved and run"
+	}
+	return "Expired undecided"
+}
+
+func view(a *interlock.Approval, who interlock.Approver) approvalView {
+	v := approvalView{Approval: a, State: a.State(time.Now()), Args: argRows(a.Args), IsCaller: isCaller(a, who)}
+	voted := slices.ContainsFunc(a.Approvals, func(x interlock.Vote) bool { return x.Principal == who.Principal })
+	switch err := a.MayDecide(who); {
+	case errors.Is(err, interlock.ErrSelfApproval):
+		v.Why = "You made this call, so you cannot approve or deny it: one of the approvers the policy names must."
+	case err != nil:
+		v.Why = "The policy does not name you as an approver of this call."
+	case v.State != interlock.ApprovalPending:
+		v.Why = "This approval is no longer waiting for a decision."
+	case voted:
+		v.Why = "You approved this call; it waits for the other approvers."
+	default:
+		v.MayDecide = true
+	}
+	v.StatusVersion = fmt.Sprintf("%s-%d", v.State, len(a.Approvals))
+	v.DecideVersion = fmt.Sprintf("%s-%t", v.State, v.MayDecide)
+	return v
+}
+
+// pendingData is what the pending page lists.
+type pendingData struct {
+	ToDecide, Waiting []approvalView
+	Version           string
+}
+
+func (c *Console) pending(w http.ResponseWriter, r *http.Request, s *session) {
+	all, err := c.gate.Approvals().List(r.Context())
+	if err != nil {
+		c.fail(w, r, s, fmt.Errorf("listing approvals: %w", err))
+		return
+	}
+	var d pendingData
+	h := sha256.New()
+	for _, a := range all {
+		if !visible(a, s.who) {
+			continue
+		}
+		v := view(a, s.who)
+		fmt.Fprintf(h, "%s %s %d\n", a.ID, v.State, len(a.Approvals))
+		if v.IsCaller {
+			d.Waiting = append(d.Waiting, v)
+		} else {
+			d.ToDecide = append(d.ToDecide, v)
+		}
+	}
+	d.Version = hex.EncodeToString(h.Sum(nil))[:16]
+	c.render(w, r, http.StatusOK, "pending", c.pageFor(s, "Pending approvals", "pending", page{Data: d}))
+}
+
+// approvalFor returns the approval id names if who may see it.
+func (c *Console) approvalFor(r *http.Request, who interlock.Approver) (*interlock.Approval, error) {
+	a, err := c.gate.Approvals().Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	if !visible(a, who) {
+		// Neither an approver nor the caller: as if it did not exist.
+		return nil, interlock.ErrApprovalUnknown
+	}
+	return a, nil
+}
+
+func (c *Console) approval(w http.ResponseWriter, r *http.Request, s *session) {
+	c.showApproval(w, r, s, http.StatusOK, "")
+}
+
+func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *session, status int, problem string) {
+	a, err := c.approvalFor(r, s.who)
+	if errors.Is(err, interlock.ErrApprovalUnknown) {
+		c.render(w, r, http.StatusNotFound, "message", c.pageFor(s, "Not found", "",
+			page{Message: "There is no such approval, or it is not one you may see. Approvals are forgotten an hour after they expire."}))
+		return
+	}
+	if err != nil {
+		c.fail(w, r, s, fmt.Errorf("reading approval: %w", err))
+		return
+	}
+	c.render(w, r, status, "approval", c.pageFor(s, "Approval of "+a.Tool, "", page{Error: problem, Data: view(a, s.who)}))
+}
+
+// decide records the approver's decision from the approval's form.
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
+	var approve bool
+	switch r.PostFormValue("decision") {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		c.showApproval(w, r, s, http.StatusBadRequest, "Choose Approve or Deny.")
+		return
+	}
+	id := r.PathValue("id")
+	a, err := c.gate.Decide(r.Context(), id, s.who, approve, strings.TrimSpace(r.PostFormValue("reason")))
+	if err != nil {
+		status, problem := refusal(err)
+		if status == 0 {
+			c.fail(w, r, s, fmt.Errorf("deciding approval: %w", err))
+			return
+		}
+		c.showApproval(w, r, s, status, problem)
+		return
+	}
+	c.Notify()
+	verb := "denied"
+	if approve {
+		verb = "approved"
+	}
+	s.setFlash(fmt.Sprintf("You %s %s's call of %s.", verb, a.Principal, a.Tool))
+	http.Redirect(w, r, ApprovalsPath+"/"+id, http.StatusSeeOther)
+}
+
+// refusal is the status and the words of a decision the gate refused; 0
+// for a failure that is not the approver's to fix.
+func refusal(err error) (int, string) {
+	switch {
+	case errors.Is(err, interlock.ErrApprovalUnknown):
+		return http.StatusNotFound, "There is no such approval."
+	case errors.Is(err, interlock.ErrSelfApproval):
+		return http.StatusForbidden, "You cannot approve or deny your own call."
+	case errors.Is(err, interlock.ErrNotAnApprover):
+		return http.StatusForbidden, "The policy does not name you as an approver of this call."
+	case errors.Is(err, interlock.ErrAlreadyVoted):
+		return http.StatusConflict, "You already approved this call."
+	case errors.Is(err, interlock.ErrAlreadyDecided):
+		return http.StatusConflict, "This approval is no longer waiting for a decision."
+	}
+	return 0, ""
+}
+
+// historyRow is one line of the history page.
+type historyRow struct {
+	Time time.Time
+	Tool string
+	// What happened, in words.
+	What string
+	Who  string
+	// Outcome is the call's outcome, for calls.
+	Outcome string
+}
+
+// historyData is what the history page shows.
+type historyData struct {
+	Rows    []historyRow
+	Kept    bool
+	Version string
+}
+
+// historyScan is how many of the latest audit records the history page
+// reads; it shows at most historyRows of them.
+const (
+	historyScan = 2000
+	historyRows = 50
+)
+
+func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session) {
+	d := historyData{Kept: c.history != nil}
+	if c.history != nil {
+		recs, head, err := recent(r.Context(), c.history, historyScan)
+		if err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		d.Version = fmt.Sprint(head)
+		for _, rec := range recs {
+			if row, ok := historyOf(rec, s.who); ok && len(d.Rows) < historyRows {
+				d.Rows = append(d.Rows, row)
+			}
+		}
+	}
+	c.render(w, r, http.StatusOK, "history", c.pageFor(s, "History", "history", page{Data: d}))
+}
+
+// historyOf turns an audit record into a history line: decisions on
+// approvals, and the calls approvals decided. An approver sees their own
+// tenant's records and those that name them.
+func historyOf(rec *interlock.AuditRecord, who interlock.Approver) (historyRow, bool) {
+	if rec.Tenant != who.Tenant && rec.Principal != who.Principal && !slices.Contains(rec.Approvers, who.Principal) {
+		return historyRow{}, false
+	}
+	row := historyRow{Time: rec.Time, Tool: rec.Tool}
+	switch {
+	case rec.Event == "approval_decided":
+		verb := "approved"
+		if rec.Decision == interlock.DecisionDeclined {
+			verb = "denied"
+		}
+		row.Who, row.What = rec.Principal, verb
+		if _, about, ok := strings.Cut(rec.Detail, ": "); ok {
+			row.What = about
+		}
+	case rec.Event == "call" && rec.Mode == string(interlock.ModeApproval) && rec.Outcome != "":
+		row.Who, row.Outcome = rec.Principal, rec.Outcome
+		switch rec.Decision {
+		case interlock.DecisionConfirmed:
+			row.What = "ran, approved by " + strings.Join(rec.Approvers, ", ")
+		case interlock.DecisionDeclined:
+			row.What = "refused: an approver denied it"
+		case interlock.DecisionCancelled:
+			row.What = "refused: nobody decided in time"
+		default:
+			return historyRow{}, false
+		}
+	default:
+		return historyRow{}, false
+	}
+	return row, true
+}

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/console"
+)
+
+// Operator is whom a one-time console link signs in on a gateway without
+// API keys: the person who started it, on this machine.
+const Operator = "operator"
+
+// newConsole makes the approvers' console over the gateway's gate, its
+// API keys and its audit log.
+func (g *Gateway) newConsole(audit interlock.AuditLog) *console.Console {
+	opts := console.Options{Gate: g.gate, Logger: g.log}
+	if len(g.file.Auth.Keys) > 0 {
+		verify := keyVerifier(g.file.Auth.Keys)
+		opts.Authenticate = func(ctx context.Context, key string) (interlock.Approver, error) {
+			ti, err := verify(ctx, key, nil)
+			if err != nil {
+				return interlock.Approver{}, err
+			}
+			return approverOf(ti), nil
+		}
+	}
+	if h, ok := audit.(console.History); ok {
+		opts.History = h
+	}
+	return console.New(opts)
+}
+
+// Console returns the approvers' console.
+func (g *Gateway) Console() *console.Console { return g.console }
+
+// OperatorLoginLink returns a link that signs the local operator in to the
+// console once, under base (such as http://127.0.0.1:8740); empty when API
+// keys are configured, since approvers then sign in with theirs.
+func (g *Gateway) OperatorLoginLink(base string) string {
+	if len(g.file.Auth.Keys) > 0 {
+		return ""
+	}
+	once := g.console.OneTimeLogin(interlock.Approver{Principal: Operator, Tenant: interlock.TenantLocal})
+	return strings.TrimSuffix(base, "/") + "/console/login?once=" + once
+}
+
+// consoleHandler serves the console; without API keys only under a
+// loopback Host, which defeats DNS rebinding as on the REST face.
+func (g *Gateway) consoleHandler() http.Handler {
+	h := g.console.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(g.file.Auth.Keys) == 0 && !loopbackHost(r.Host) {
+			http.Error(w, "Without API keys this gateway's console answers only loopback names such as 127.0.0.1.", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// approverOf is who a verified API key names.
+func approverOf(ti *auth.TokenInfo) interlock.Approver {
+	principal, _ := ti.Extra["principal"].(string)
+	tenant, _ := ti.Extra["tenant"].(string)
+	groups, _ := ti.Extra["groups"].([]string)
+	return interlock.Approver{Principal: principal, Tenant: tenant, Groups: groups}
+}
+
+// approvalURL is the base of the approval_url a pending approval carries.
+func approvalURL(public string) string {
+	if public == "" {
+		return ""
+	}
+	return strings.TrimSuffix(public, "/") + console.ApprovalsPath
+}
