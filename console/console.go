@@ -204,17 +204,19 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 // what it can do, never the error's text.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "error", err)
-	c.render(w, r, http.StatusServiceUnavailable, "message", c.pageFor(s, "Unavailable", "",
+	c.render(w, r, http.StatusServiceUnavailable, "message", c.pageFor(r, s, "Unavailable", "",
 		page{Message: "The console cannot read the approvals or the audit log right now. Try again in a moment."}))
 }
 
 // pageFor fills what every signed-in page shows.
-func (c *Console) pageFor(s *session, title, nav string, p page) page {
+func (c *Console) pageFor(r *http.Request, s *session, title, nav string, p page) page {
 	p.Title, p.Nav = title, nav
 	if s != nil {
 		who := s.who
 		p.Who, p.CSRF = &who, s.csrf
-		if p.Flash == "" {
+		// A live refresh of a page still open must not take the message
+		// meant for the page the browser is navigating to.
+		if p.Flash == "" && r.Header.Get("X-Console-Refresh") == "" {
 			p.Flash = s.takeFlash()
 		}
 	}

@@ -482,3 +482,19 @@ func TestHistory(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshLeavesTheFlash: a live refresh of a page still open does not
+// take the message left for the page the browser navigates to next.
+func TestRefreshLeavesTheFlash(t *testing.T) {
+	s := &session{}
+	s.setFlash("You approved alice's call of refund_invoice.")
+	c := &Console{}
+	refresh := httptest.NewRequest("GET", "/console/", nil)
+	refresh.Header.Set("X-Console-Refresh", "1")
+	if p := c.pageFor(refresh, s, "Pending", "", page{}); p.Flash != "" {
+		t.Errorf("the refresh took the flash: %q", p.Flash)
+	}
+	if p := c.pageFor(httptest.NewRequest("GET", "/console/approvals/x", nil), s, "Approval", "", page{}); p.Flash == "" {
+		t.Error("the navigated page lost its flash")
+	}
+}

@@ -137,7 +137,7 @@ func (c *Console) pending(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	d.Version = hex.EncodeToString(h.Sum(nil))[:16]
-	c.render(w, r, http.StatusOK, "pending", c.pageFor(s, "Pending approvals", "pending", page{Data: d}))
+	c.render(w, r, http.StatusOK, "pending", c.pageFor(r, s, "Pending approvals", "pending", page{Data: d}))
 }
 
 // approvalFor returns the approval id names if who may see it.
@@ -160,7 +160,7 @@ func (c *Console) approval(w http.ResponseWriter, r *http.Request, s *session) {
 func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *session, status int, problem string) {
 	a, err := c.approvalFor(r, s.who)
 	if errors.Is(err, interlock.ErrApprovalUnknown) {
-		c.render(w, r, http.StatusNotFound, "message", c.pageFor(s, "Not found", "",
+		c.render(w, r, http.StatusNotFound, "message", c.pageFor(r, s, "Not found", "",
 			page{Message: "There is no such approval, or it is not one you may see. Approvals are forgotten an hour after they expire."}))
 		return
 	}
@@ -168,7 +168,7 @@ func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *sessio
 		c.fail(w, r, s, fmt.Errorf("reading approval: %w", err))
 		return
 	}
-	c.render(w, r, status, "approval", c.pageFor(s, "Approval of "+a.Tool, "", page{Error: problem, Data: view(a, s.who)}))
+	c.render(w, r, status, "approval", c.pageFor(r, s, "Approval of "+a.Tool, "", page{Error: problem, Data: view(a, s.who)}))
 }
 
 // decide records the approver's decision from the approval's form.
@@ -260,7 +260,7 @@ func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session
 			}
 		}
 	}
-	c.render(w, r, http.StatusOK, "history", c.pageFor(s, "History", "history", page{Data: d}))
+	c.render(w, r, http.StatusOK, "history", c.pageFor(r, s, "History", "history", page{Data: d}))
 }
 
 // historyOf turns an audit record into a history line: decisions on
