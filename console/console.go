@@ -98,7 +98,7 @@ func New(opts Options) *Console {
 	}
 	c := &Console{gate: opts.Gate, authn: opts.Authenticate, history: opts.History, log: log, pages: parsePages(),
 		sessions: newSessions(idle)}
-	c.changes = newWatcher(opts.Gate.Approvals(), poll, log)
+	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c
 }
 
@@ -138,6 +138,9 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /console/{$}", c.signedIn(c.pending))
 	mux.HandleFunc("GET /console/approvals/{id}", c.signedIn(c.approval))
 	mux.HandleFunc("POST /console/approvals/{id}/decide", c.signedIn(c.decide))
+	mux.HandleFunc("POST /console/approvals/{id}/grant", c.signedIn(c.grantScope))
+	mux.HandleFunc("GET /console/grants", c.signedIn(c.grantsPage))
+	mux.HandleFunc("POST /console/grants/{id}/revoke", c.signedIn(c.revokeGrant))
 	mux.HandleFunc("GET /console/history", c.signedIn(c.historyPage))
 	mux.HandleFunc("GET /console/events", c.signedIn(c.events))
 	mux.HandleFunc("GET /console/login", c.loginPage)

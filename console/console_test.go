@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -39,7 +40,7 @@ func newRig(t *testing.T, tls bool, history History) *rig {
 	t.Helper()
 	store := interlock.NewMemoryApprovals()
 	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: store, Logger: quiet,
-		Getenv: func(string) string { return "" }})
+		CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +64,20 @@ func newRig(t *testing.T, tls bool, history History) *rig {
 // request waits for alice's refund, which finance may approve.
 func (r *rig) request(t *testing.T, id string, approvers ...string) *interlock.Approval {
 	t.Helper()
+	return r.requestQuorum(t, id, 1, approvers...)
+}
+
+// requestQuorum waits for alice's refund, which quorum of approvers must
+// approve.
+func (r *rig) requestQuorum(t *testing.T, id string, quorum int, approvers ...string) *interlock.Approval {
+	t.Helper()
 	if len(approvers) == 0 {
 		approvers = []string{"group:finance"}
 	}
 	now := time.Now()
 	a, err := r.store.Request(context.Background(), &interlock.Approval{ID: id, Key: "key-of-" + id, Tenant: "acme", Principal: "alice",
 		Tool: "refund_invoice", Rule: "large-refunds", Args: map[string]any{"invoice_id": "inv_1005", "amount": 2000},
-		Summary: "Refund $2,000.00 on inv_1005.", Approvers: approvers, Quorum: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+		Summary: "Refund $2,000.00 on inv_1005.", Approvers: approvers, Quorum: quorum, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +97,14 @@ func (r *rig) browser(t *testing.T) *browser {
 	client := &http.Client{Jar: jar, Transport: r.srv.Client().Transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &browser{t: t, client: client, base: r.url}
+}
+
+// signedIn returns a browser signed in with key.
+func (r *rig) signedIn(t *testing.T, key string) *browser {
+	t.Helper()
+	b := r.browser(t)
+	b.login(key, "")
+	return b
 }
 
 func (b *browser) do(method, path string, form url.Values, header http.Header) (*http.Response, string) {
