@@ -187,11 +187,18 @@ type page struct {
 	Error   string
 	Message string
 	Data    any
+	// session is whose flash the page shows.
+	session *session
 }
 
 // render writes a page. A template that fails is the console's fault: the
 // browser gets a plain message, the log gets the error.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	// A page refreshing itself for a live update must not take the flash
+	// meant for the page a form's answer leads to.
+	if p.session != nil && p.Flash == "" && r.Header.Get(refreshHeader) == "" {
+		p.Flash = p.session.takeFlash()
+	}
 	var buf strings.Builder
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		c.log.ErrorContext(r.Context(), "console page", "page", name, "error", err)
@@ -216,10 +223,7 @@ func (c *Console) pageFor(s *session, title, nav string, p page) page {
 	p.Title, p.Nav = title, nav
 	if s != nil {
 		who := s.who
-		p.Who, p.CSRF = &who, s.csrf
-		if p.Flash == "" {
-			p.Flash = s.takeFlash()
-		}
+		p.Who, p.CSRF, p.session = &who, s.csrf, s
 	}
 	return p
 }

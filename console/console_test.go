@@ -498,3 +498,31 @@ func TestHistory(t *testing.T) {
 		})
 	}
 }
+
+func TestRefreshLeavesTheFlash(t *testing.T) {
+	r := newRig(t, false, nil)
+	r.request(t, "apr_1")
+	b := r.signedIn(t, "key-bob")
+	b.post("/console/approvals/apr_1/decide", url.Values{"csrf": {b.csrf("/console/")}, "decision": {"approve"}})
+	const flash = "You approved alice&#39;s call of refund_invoice."
+	steps := []struct {
+		name    string
+		refresh bool
+		shows   bool
+	}{
+		{"a live refresh does not show it", true, false},
+		{"the next page shows it", false, true},
+		{"once", false, false},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			header := http.Header{}
+			if s.refresh {
+				header.Set(refreshHeader, "1")
+			}
+			if _, page := b.do(http.MethodGet, "/console/approvals/apr_1", nil, header); strings.Contains(page, flash) != s.shows {
+				t.Errorf("shows the flash: %t, want %t:\n%s", !s.shows, s.shows, page)
+			}
+		})
+	}
+}
