@@ -110,15 +110,53 @@ type AuditReader interface {
 const genesis = ""
 
 // Link sets r's place in the chain after prev (the hash of the record
-// before it, or "" for the first) and computes its hash.
-func (r *AuditRecord) Link(seq int64, prev string) error {
-	r.Seq, r.Prev, r.Hash = seq, prev, ""
-	h, err := r.ComputeHash()
+// before it, or "" for the first) and returns the record as a store keeps
+// it: its canonical form, hash included. The hash is computed over the
+// same canonical form without the hash, as [AuditRecord.ComputeHash]
+// recomputes it from the stored bytes.
+func (r *AuditRecord) Link(seq int64, prev string) ([]byte, error) {
+	r.Seq, r.Prev, r.Hash, r.Raw = seq, prev, "", nil
+	v, err := r.object()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.Hash = h
-	return nil
+	delete(v, "hash")
+	canon, err := seal.Canonical(v)
+	if err != nil {
+		return nil, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
+	}
+	r.Hash = hashOf(canon)
+	v["hash"] = r.Hash
+	stored, err := seal.Canonical(v)
+	if err != nil {
+		return nil, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
+	}
+	return stored, nil
+}
+
+// object returns r as the JSON object it encodes to, decoded.
+func (r *AuditRecord) object() (map[string]any, error) {
+	b := r.Raw
+	if b == nil {
+		c := *r
+		c.Time = c.Time.UTC()
+		var err error
+		if b, err = json.Marshal(&c); err != nil {
+			return nil, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
+		}
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
+	}
+	return v, nil
+}
+
+func hashOf(canon []byte) string {
+	h := sha256.New()
+	h.Write([]byte("interlock audit v1\n"))
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // ComputeHash returns the hex SHA-256 of the record's canonical encoding:
@@ -128,32 +166,20 @@ func (r *AuditRecord) Link(seq int64, prev string) error {
 // "interlock audit v1\n". Times are RFC 3339 in UTC with nanoseconds. A
 // record read back from a store is hashed over its stored bytes (Raw).
 func (r *AuditRecord) ComputeHash() (string, error) {
-	b := r.Raw
-	if b == nil {
-		c := *r
-		c.Hash = ""
-		c.Time = c.Time.UTC()
-		var err error
-		if b, err = json.Marshal(&c); err != nil {
-			return "", fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
-		}
-	}
-	var v map[string]any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return "", fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
+	v, err := r.object()
+	if err != nil {
+		return "", err
 	}
 	delete(v, "hash")
 	canon, err := seal.Canonical(v)
 	if err != nil {
 		return "", fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
 	}
-	h := sha256.New()
-	h.Write([]byte("interlock audit v1\n"))
-	h.Write(canon)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hashOf(canon), nil
 }
 
-// Encode returns the record as a store keeps it: its JSON, time in UTC.
+// Encode returns the record's JSON, time in UTC, as `audit tail --json`
+// prints it.
 func (r *AuditRecord) Encode() ([]byte, error) {
 	c := *r
 	c.Time = c.Time.UTC()

@@ -29,10 +29,7 @@ func (m *memoryAudit) Append(_ context.Context, durable bool, recs ...*AuditReco
 		return m.fail
 	}
 	for _, r := range recs {
-		if err := r.Link(int64(len(m.stored)+1), m.prev); err != nil {
-			return err
-		}
-		b, err := r.Encode()
+		b, err := r.Link(int64(len(m.stored)+1), m.prev)
 		if err != nil {
 			return err
 		}

@@ -102,10 +102,7 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.Audi
 		var batch pgx.Batch
 		for _, r := range recs {
 			seq++
-			if err := r.Link(seq, prev); err != nil {
-				return err
-			}
-			b, err := r.Encode()
+			b, err := r.Link(seq, prev)
 			if err != nil {
 				return err
 			}

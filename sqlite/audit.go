@@ -114,10 +114,7 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.Audi
 	}
 	for _, r := range recs {
 		seq++
-		if err := r.Link(seq, prev); err != nil {
-			return err
-		}
-		b, err := r.Encode()
+		b, err := r.Link(seq, prev)
 		if err != nil {
 			return err
 		}
