@@ -97,7 +97,7 @@ const ConfirmedByGrant = "grant"
 // approval. The waiting call is the grant's first use: the approval is
 // closed, and its re-call runs under the grant.
 func (g *Gate) GrantScope(ctx context.Context, id string, who Approver, req GrantRequest) (*StandingGrant, error) {
-	if g.grants == nil || g.compileCondition == nil {
+	if !g.OffersGrants() {
 		return nil, errors.New("this gate keeps no standing grants")
 	}
 	invalid := func(format string, args ...any) error {
@@ -114,6 +114,22 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Approver, req Gran
 		if _, err := g.compileCondition(req.When); err != nil {
 			return nil, invalid("The condition does not compile: %s", clip(err.Error()))
 		}
+	}
+	if g.approvals == nil {
+		return nil, ErrApprovalUnknown
+	}
+	pending, err := g.approvals.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := pending.MayDecide(who); err != nil {
+		return nil, err
+	}
+	// One person's grant would stand in for the others a quorum asks for.
+	if pending.Quorum > 1 {
+		return nil, &Error{Code: CodePermissionDenied,
+			Message: fmt.Sprintf("The rule asks %d approvers for each call of %s, so no one approver may grant a standing scope.", pending.Quorum, pending.Tool),
+			Hint:    "Approve this call alone; every further call asks the approvers again."}
 	}
 	a, err := g.Decide(ctx, id, who, true, req.Reason)
 	if err != nil {
@@ -153,6 +169,10 @@ func (g *Gate) RevokeGrant(ctx context.Context, id string, who Approver) (*Stand
 	g.RecordEvent(ctx, &AuditRecord{Event: "grant_revoked", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool, Detail: sg.ID})
 	return sg, nil
 }
+
+// OffersGrants reports whether approvers may grant standing scopes: the
+// gate keeps grants and compiles their conditions.
+func (g *Gate) OffersGrants() bool { return g.grants != nil && g.compileCondition != nil }
 
 // Grants returns the gate's grant store; nil when it has none.
 func (g *Gate) Grants() GrantStore { return g.grants }

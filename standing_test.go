@@ -31,6 +31,11 @@ rules:
     match: {tools: [refund_invoice]}
     mode: approval
     approvers: [bob, carol]
+  - name: payouts
+    match: {tools: [pay_out]}
+    mode: approval
+    approvers: [bob, carol]
+    quorum: 2
 `), func(string) (string, bool) { return "", false })
 		if err != nil {
 			t.Fatal(err)
@@ -119,6 +124,21 @@ rules:
 		}
 		if _, err := g.GrantScope(ctx, id, interlock.Approver{Principal: "alice", Tenant: "acme"}, interlock.GrantRequest{TTL: time.Hour, Uses: 1}); !errors.Is(err, interlock.ErrSelfApproval) {
 			t.Errorf("the caller grants themselves: %v", err)
+		}
+	})
+	t.Run("not where a rule asks for a quorum", func(t *testing.T) {
+		g, _, runs := setup(t)
+		payout, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
+		id := call(g, payout, runs, `{"amount":50}`).ApprovalID
+		_, err := g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
+		if e, ok := errors.AsType[*interlock.Error](err); !ok || e.Code != interlock.CodePermissionDenied {
+			t.Fatalf("a grant under a quorum of two: %v", err)
+		}
+		if a, _ := g.Approvals().Get(ctx, id); len(a.Approvals) != 0 {
+			t.Errorf("the refused grant counted as a vote: %+v", a.Approvals)
+		}
+		if b := call(g, payout, runs, `{"amount":50}`); b.Code != interlock.CodeApprovalPending || runs.Load() != 0 {
+			t.Errorf("the call after a refused grant: %+v, ran %d times", b, runs.Load())
 		}
 	})
 }

@@ -98,7 +98,7 @@ func New(opts Options) *Console {
 	}
 	c := &Console{gate: opts.Gate, authn: opts.Authenticate, history: opts.History, log: log, pages: parsePages(),
 		sessions: newSessions(idle)}
-	c.changes = newWatcher(opts.Gate.Approvals(), poll, log)
+	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c
 }
 
@@ -138,6 +138,9 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /console/{$}", c.signedIn(c.pending))
 	mux.HandleFunc("GET /console/approvals/{id}", c.signedIn(c.approval))
 	mux.HandleFunc("POST /console/approvals/{id}/decide", c.signedIn(c.decide))
+	mux.HandleFunc("POST /console/approvals/{id}/grant", c.signedIn(c.grantScope))
+	mux.HandleFunc("GET /console/grants", c.signedIn(c.grantsPage))
+	mux.HandleFunc("POST /console/grants/{id}/revoke", c.signedIn(c.revokeGrant))
 	mux.HandleFunc("GET /console/history", c.signedIn(c.historyPage))
 	mux.HandleFunc("GET /console/events", c.signedIn(c.events))
 	mux.HandleFunc("GET /console/login", c.loginPage)
@@ -184,11 +187,18 @@ type page struct {
 	Error   string
 	Message string
 	Data    any
+	// session is whose flash the page shows.
+	session *session
 }
 
 // render writes a page. A template that fails is the console's fault: the
 // browser gets a plain message, the log gets the error.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	// A page refreshing itself for a live update must not take the flash
+	// meant for the page a form's answer leads to.
+	if p.session != nil && p.Flash == "" && r.Header.Get(refreshHeader) == "" {
+		p.Flash = p.session.takeFlash()
+	}
 	var buf strings.Builder
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		c.log.ErrorContext(r.Context(), "console page", "page", name, "error", err)
@@ -204,21 +214,16 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 // what it can do, never the error's text.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "error", err)
-	c.render(w, r, http.StatusServiceUnavailable, "message", c.pageFor(r, s, "Unavailable", "",
+	c.render(w, r, http.StatusServiceUnavailable, "message", c.pageFor(s, "Unavailable", "",
 		page{Message: "The console cannot read the approvals or the audit log right now. Try again in a moment."}))
 }
 
 // pageFor fills what every signed-in page shows.
-func (c *Console) pageFor(r *http.Request, s *session, title, nav string, p page) page {
+func (c *Console) pageFor(s *session, title, nav string, p page) page {
 	p.Title, p.Nav = title, nav
 	if s != nil {
 		who := s.who
-		p.Who, p.CSRF = &who, s.csrf
-		// A live refresh of a page still open must not take the message
-		// meant for the page the browser is navigating to.
-		if p.Flash == "" && r.Header.Get("X-Console-Refresh") == "" {
-			p.Flash = s.takeFlash()
-		}
+		p.Who, p.CSRF, p.session = &who, s.csrf, s
 	}
 	return p
 }

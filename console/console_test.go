@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -39,7 +40,7 @@ func newRig(t *testing.T, tls bool, history History) *rig {
 	t.Helper()
 	store := interlock.NewMemoryApprovals()
 	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: store, Logger: quiet,
-		Getenv: func(string) string { return "" }})
+		CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +64,20 @@ func newRig(t *testing.T, tls bool, history History) *rig {
 // request waits for alice's refund, which finance may approve.
 func (r *rig) request(t *testing.T, id string, approvers ...string) *interlock.Approval {
 	t.Helper()
+	return r.requestQuorum(t, id, 1, approvers...)
+}
+
+// requestQuorum waits for alice's refund, which quorum of approvers must
+// approve.
+func (r *rig) requestQuorum(t *testing.T, id string, quorum int, approvers ...string) *interlock.Approval {
+	t.Helper()
 	if len(approvers) == 0 {
 		approvers = []string{"group:finance"}
 	}
 	now := time.Now()
 	a, err := r.store.Request(context.Background(), &interlock.Approval{ID: id, Key: "key-of-" + id, Tenant: "acme", Principal: "alice",
 		Tool: "refund_invoice", Rule: "large-refunds", Args: map[string]any{"invoice_id": "inv_1005", "amount": 2000},
-		Summary: "Refund $2,000.00 on inv_1005.", Approvers: approvers, Quorum: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+		Summary: "Refund $2,000.00 on inv_1005.", Approvers: approvers, Quorum: quorum, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +97,14 @@ func (r *rig) browser(t *testing.T) *browser {
 	client := &http.Client{Jar: jar, Transport: r.srv.Client().Transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &browser{t: t, client: client, base: r.url}
+}
+
+// signedIn returns a browser signed in with key.
+func (r *rig) signedIn(t *testing.T, key string) *browser {
+	t.Helper()
+	b := r.browser(t)
+	b.login(key, "")
+	return b
 }
 
 func (b *browser) do(method, path string, form url.Values, header http.Header) (*http.Response, string) {
@@ -483,18 +499,30 @@ func TestHistory(t *testing.T) {
 	}
 }
 
-// TestRefreshLeavesTheFlash: a live refresh of a page still open does not
-// take the message left for the page the browser navigates to next.
 func TestRefreshLeavesTheFlash(t *testing.T) {
-	s := &session{}
-	s.setFlash("You approved alice's call of refund_invoice.")
-	c := &Console{}
-	refresh := httptest.NewRequest("GET", "/console/", nil)
-	refresh.Header.Set("X-Console-Refresh", "1")
-	if p := c.pageFor(refresh, s, "Pending", "", page{}); p.Flash != "" {
-		t.Errorf("the refresh took the flash: %q", p.Flash)
+	r := newRig(t, false, nil)
+	r.request(t, "apr_1")
+	b := r.signedIn(t, "key-bob")
+	b.post("/console/approvals/apr_1/decide", url.Values{"csrf": {b.csrf("/console/")}, "decision": {"approve"}})
+	const flash = "You approved alice&#39;s call of refund_invoice."
+	steps := []struct {
+		name    string
+		refresh bool
+		shows   bool
+	}{
+		{"a live refresh does not show it", true, false},
+		{"the next page shows it", false, true},
+		{"once", false, false},
 	}
-	if p := c.pageFor(httptest.NewRequest("GET", "/console/approvals/x", nil), s, "Approval", "", page{}); p.Flash == "" {
-		t.Error("the navigated page lost its flash")
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			header := http.Header{}
+			if s.refresh {
+				header.Set(refreshHeader, "1")
+			}
+			if _, page := b.do(http.MethodGet, "/console/approvals/apr_1", nil, header); strings.Contains(page, flash) != s.shows {
+				t.Errorf("shows the flash: %t, want %t:\n%s", !s.shows, s.shows, page)
+			}
+		})
 	}
 }

@@ -12,24 +12,27 @@ import (
 	"github.com/interlock-mcp/interlock"
 )
 
-// change is one thing that happened to an approval, in words a screen
-// reader can announce.
+// change is one thing that happened to an approval or a standing grant,
+// in words a screen reader can announce.
 type change struct {
 	approval *interlock.Approval
+	grant    *interlock.StandingGrant
 	message  string
 }
 
-// watcher reads the approval store while pages listen and tells them what
-// changed. Reading the store, rather than hearing each decision, catches
-// every path a decision takes (this console, REST, the command line,
-// another replica) and approvals that expire on their own.
+// watcher reads the approval and grant stores while pages listen and
+// tells them what changed. Reading the stores, rather than hearing each
+// decision, catches every path a decision takes (this console, REST, the
+// command line, another replica), approvals that expire on their own and
+// the calls a grant lets run.
 type watcher struct {
-	store interlock.ApprovalStore
-	poll  time.Duration
-	log   *slog.Logger
-	wake  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	store  interlock.ApprovalStore
+	grants interlock.GrantStore
+	poll   time.Duration
+	log    *slog.Logger
+	wake   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 
 	mu   sync.Mutex
 	subs map[chan change]struct{}
@@ -41,8 +44,14 @@ type seen struct {
 	votes int
 }
 
-func newWatcher(store interlock.ApprovalStore, poll time.Duration, log *slog.Logger) *watcher {
-	w := &watcher{store: store, poll: poll, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
+// snapshot is what the watcher knows of the stores after a read.
+type snapshot struct {
+	approvals map[string]seen
+	grants    map[string]*interlock.StandingGrant
+}
+
+func newWatcher(store interlock.ApprovalStore, grants interlock.GrantStore, poll time.Duration, log *slog.Logger) *watcher {
+	w := &watcher{store: store, grants: grants, poll: poll, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		subs: map[chan change]struct{}{}}
 	go w.run()
 	return w
@@ -104,7 +113,7 @@ func (w *watcher) publish(c change) {
 func (w *watcher) run() {
 	t := time.NewTicker(w.poll)
 	defer t.Stop()
-	var known map[string]seen
+	var known *snapshot
 	for {
 		select {
 		case <-w.done:
@@ -124,7 +133,7 @@ func (w *watcher) run() {
 		}
 		next, changes, err := w.read(context.Background(), known)
 		if err != nil {
-			w.log.Warn("console: reading approvals", "error", err)
+			w.log.Warn("console: reading approvals and grants", "error", err)
 			continue
 		}
 		known = next
@@ -134,10 +143,27 @@ func (w *watcher) run() {
 	}
 }
 
-// read compares the store with what was known and returns what it holds
+// read compares the stores with what was known and returns what they hold
 // now and what changed. The first read (known nil) reports nothing.
-// Approved approvals stay watched until they are used.
-func (w *watcher) read(ctx context.Context, known map[string]seen) (map[string]seen, []change, error) {
+func (w *watcher) read(ctx context.Context, known *snapshot) (*snapshot, []change, error) {
+	var was snapshot
+	if known != nil {
+		was = *known
+	}
+	approvals, changes, err := w.readApprovals(ctx, was.approvals, known == nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	grants, grantChanges, err := w.readGrants(ctx, was.grants, known == nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &snapshot{approvals: approvals, grants: grants}, append(changes, grantChanges...), nil
+}
+
+// readApprovals is read's half for approvals. Approved approvals stay
+// watched until they are used.
+func (w *watcher) readApprovals(ctx context.Context, known map[string]seen, first bool) (map[string]seen, []change, error) {
 	pending, err := w.store.List(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing approvals: %w", err)
@@ -165,10 +191,57 @@ func (w *watcher) read(ctx context.Context, known map[string]seen) (map[string]s
 		if is.state == interlock.ApprovalPending || is.state == interlock.ApprovalApproved {
 			next[id] = is
 		}
-		if known == nil || (ok && was == is) {
+		if first || (ok && was == is) {
 			continue
 		}
 		changes = append(changes, change{approval: a, message: describe(a, is, ok)})
+	}
+	return next, changes, nil
+}
+
+// readGrants is read's half for standing grants: a new one, a use, and
+// the end of one (revoked, used up or expired).
+func (w *watcher) readGrants(ctx context.Context, known map[string]*interlock.StandingGrant, first bool) (map[string]*interlock.StandingGrant, []change, error) {
+	if w.grants == nil {
+		return nil, nil, nil
+	}
+	live, err := w.grants.LiveGrants(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing grants: %w", err)
+	}
+	next := make(map[string]*interlock.StandingGrant, len(live))
+	var changes []change
+	for _, sg := range live {
+		next[sg.ID] = sg
+		was, ok := known[sg.ID]
+		switch {
+		case first || (ok && was.Used == sg.Used):
+		case !ok:
+			changes = append(changes, change{grant: sg, message: fmt.Sprintf("%s granted %s's calls of %s: %d uses until %s.",
+				sg.GrantedBy, sg.Principal, sg.Tool, sg.Uses, sg.ExpiresAt.UTC().Format("15:04 UTC"))})
+		default:
+			changes = append(changes, change{grant: sg, message: fmt.Sprintf("%s's call of %s ran under %s's grant (%d of %d uses).",
+				sg.Principal, sg.Tool, sg.GrantedBy, sg.Used, sg.Uses)})
+		}
+	}
+	for id, was := range known {
+		if next[id] != nil {
+			continue
+		}
+		end := "expired"
+		if sg, err := w.grants.Grant(ctx, id); err == nil {
+			switch {
+			case sg.Revoked:
+				end = "was revoked"
+			case sg.Used >= sg.Uses:
+				end = "has no uses left"
+			}
+			was = sg
+		}
+		changes = append(changes, change{grant: was, message: fmt.Sprintf("The grant of %s to %s %s.", was.Tool, was.Principal, end)})
+	}
+	for i := range changes {
+		changes[i].message = oneLine(changes[i].message)
 	}
 	return next, changes, nil
 }
@@ -194,15 +267,26 @@ func describe(a *interlock.Approval, is seen, known bool) string {
 	default:
 		msg = fmt.Sprintf("%s ran, approved by %s.", a.Tool, strings.Join(voters, ", "))
 	}
-	// One event line: names come from configuration and keys, but a line
-	// break would end the event early.
-	return strings.NewReplacer("\r", " ", "\n", " ").Replace(msg)
+	return oneLine(msg)
 }
+
+// oneLine keeps msg to one event line: names come from configuration and
+// keys, but a line break would end the event early.
+func oneLine(msg string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(msg) }
 
 // visible reports whether who may see a: an approver the rule names, or
 // the caller.
 func visible(a *interlock.Approval, who interlock.Approver) bool {
 	return a.MayDecide(who) == nil || isCaller(a, who)
+}
+
+// visibleTo reports whether who may learn of the change: of an approval
+// they may see, or of a grant they may revoke or that covers their calls.
+func (ch change) visibleTo(who interlock.Approver) bool {
+	if ch.grant != nil {
+		return ch.grant.MayRevoke(who) || (ch.grant.Principal == who.Principal && ch.grant.Tenant == who.Tenant)
+	}
+	return visible(ch.approval, who)
 }
 
 func isCaller(a *interlock.Approval, who interlock.Approver) bool {
@@ -240,7 +324,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 			if !ok {
 				return
 			}
-			if !visible(ch.approval, s.who) {
+			if !ch.visibleTo(s.who) {
 				continue
 			}
 			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)

@@ -176,7 +176,7 @@ func (c *Console) signedIn(h handlerFunc) http.HandlerFunc {
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 			if err := r.ParseForm(); err != nil || !sameToken(r.PostFormValue("csrf"), s.csrf) {
-				c.render(w, r, http.StatusForbidden, "message", c.pageFor(r, s, "Refused", "",
+				c.render(w, r, http.StatusForbidden, "message", c.pageFor(s, "Refused", "",
 					page{Message: "The form had expired or did not come from this console. Reload the page and try again."}))
 				return
 			}

@@ -73,6 +73,8 @@ type approvalView struct {
 	IsCaller  bool
 	// Live versions change when what the page shows of the approval does.
 	StatusVersion, DecideVersion string
+	// Scope is the form that approves this call and similar ones.
+	Scope scopeView
 }
 
 // StateWords is the approval's state in words.
@@ -137,7 +139,7 @@ func (c *Console) pending(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	d.Version = hex.EncodeToString(h.Sum(nil))[:16]
-	c.render(w, r, http.StatusOK, "pending", c.pageFor(r, s, "Pending approvals", "pending", page{Data: d}))
+	c.render(w, r, http.StatusOK, "pending", c.pageFor(s, "Pending approvals", "pending", page{Data: d}))
 }
 
 // approvalFor returns the approval id names if who may see it.
@@ -154,13 +156,15 @@ func (c *Console) approvalFor(r *http.Request, who interlock.Approver) (*interlo
 }
 
 func (c *Console) approval(w http.ResponseWriter, r *http.Request, s *session) {
-	c.showApproval(w, r, s, http.StatusOK, "")
+	c.showApproval(w, r, s, http.StatusOK, "", newScopeForm())
 }
 
-func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *session, status int, problem string) {
+// showApproval shows the approval's page; problem says what was wrong
+// with the form the approver sent, form is the scope form as they left it.
+func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *session, status int, problem string, form scopeForm) {
 	a, err := c.approvalFor(r, s.who)
 	if errors.Is(err, interlock.ErrApprovalUnknown) {
-		c.render(w, r, http.StatusNotFound, "message", c.pageFor(r, s, "Not found", "",
+		c.render(w, r, http.StatusNotFound, "message", c.pageFor(s, "Not found", "",
 			page{Message: "There is no such approval, or it is not one you may see. Approvals are forgotten an hour after they expire."}))
 		return
 	}
@@ -168,7 +172,9 @@ func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *sessio
 		c.fail(w, r, s, fmt.Errorf("reading approval: %w", err))
 		return
 	}
-	c.render(w, r, status, "approval", c.pageFor(r, s, "Approval of "+a.Tool, "", page{Error: problem, Data: view(a, s.who)}))
+	v := view(a, s.who)
+	v.Scope = c.scopeFor(v, form)
+	c.render(w, r, status, "approval", c.pageFor(s, "Approval of "+a.Tool, "", page{Error: problem, Data: v}))
 }
 
 // decide records the approver's decision from the approval's form.
@@ -179,7 +185,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		approve = true
 	case "deny":
 	default:
-		c.showApproval(w, r, s, http.StatusBadRequest, "Choose Approve or Deny.")
+		c.showApproval(w, r, s, http.StatusBadRequest, "Choose Approve or Deny.", newScopeForm())
 		return
 	}
 	id := r.PathValue("id")
@@ -190,7 +196,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 			c.fail(w, r, s, fmt.Errorf("deciding approval: %w", err))
 			return
 		}
-		c.showApproval(w, r, s, status, problem)
+		c.showApproval(w, r, s, status, problem, newScopeForm())
 		return
 	}
 	c.Notify()
@@ -260,7 +266,7 @@ func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session
 			}
 		}
 	}
-	c.render(w, r, http.StatusOK, "history", c.pageFor(r, s, "History", "history", page{Data: d}))
+	c.render(w, r, http.StatusOK, "history", c.pageFor(s, "History", "history", page{Data: d}))
 }
 
 // historyOf turns an audit record into a history line: decisions on

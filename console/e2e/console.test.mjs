@@ -143,6 +143,12 @@ rules:
     approvers: ["group:finance"]
     timeout: 3s
     summary: "Email a payment reminder to {{.args.customer_id}}."
+  - name: refunds-review
+    match: {tools: [refund_invoice]}
+    when: "num(args.amount) > 100 && num(args.amount) <= 1000"
+    mode: approval
+    approvers: ["group:finance"]
+    summary: "Refund {{.args.amount}} on {{.args.invoice_id}}."
   - name: large-refunds
     match: {tools: [refund_invoice]}
     when: "num(args.amount) > 1000"
@@ -233,5 +239,54 @@ describe('approvers with API keys', () => {
     const res = await call(gw, 'send_reminder', args, KEYS.alice);
     assert.equal(res.status, 409, JSON.stringify(res.body));
     assert.equal(res.body.code, 'CANCELLED');
+  });
+  it('a standing grant: calls inside its condition run at once, others wait, revoking ends it', T, async () => {
+    const { bob, carol } = pages;
+    const first = { invoice_id: 'inv_1001', amount: 200 };
+    const pending = assertPending(await call(gw, 'refund_invoice', first, KEYS.alice));
+    await bob.goto(pending.approval_url);
+    await bob.getByRole('heading', { name: 'Approve this call and similar ones' }).waitFor();
+
+    // A condition that does not compile is refused with the reason, and
+    // the form keeps what was typed.
+    await bob.getByLabel('Condition over the arguments').fill('num(args.amount) <=');
+    await bob.getByRole('button', { name: 'Grant these calls' }).click();
+    await bob.getByRole('alert').filter({ hasText: 'The condition does not compile' }).waitFor();
+    assert.equal(await bob.getByLabel('Condition over the arguments').inputValue(), 'num(args.amount) <=');
+    await screenshot(bob, 'grant-refused');
+
+    await bob.getByLabel('Condition over the arguments').fill('num(args.amount) <= 300');
+    await bob.getByLabel('Lifetime').selectOption('1h');
+    await bob.getByLabel('Uses').fill('3');
+    await bob.getByLabel('Purpose').fill('duplicate March charges');
+    await bob.getByRole('button', { name: 'Grant these calls' }).click();
+    await bob.getByText("You approved alice's call of refund_invoice and granted similar calls: 3 uses").waitFor();
+    assert.equal(new URL(bob.url()).pathname, '/console/grants');
+    const row = bob.getByRole('row', { name: /refund_invoice/ });
+    await row.getByText('num(args.amount) <= 300').waitFor();
+    await row.getByText('0 of 3').waitFor();
+    await carol.goto(`${gw.base}/console/grants`);
+    await carol.getByRole('row', { name: /refund_invoice/ }).getByText('0 of 3').waitFor();
+
+    // The waiting call runs, and so does the next one inside the
+    // condition, without a new approval; the open pages count the uses.
+    assert.equal((await call(gw, 'refund_invoice', first, KEYS.alice)).status, 200);
+    const inside = await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 250 }, KEYS.alice);
+    assert.equal(inside.status, 200, JSON.stringify(inside.body));
+    await row.getByText('2 of 3').waitFor();
+    await carol.getByRole('row', { name: /refund_invoice/ }).getByText('2 of 3').waitFor();
+    await screenshot(bob, 'grants');
+    assert.equal((await invoice(gw, 'acct_9931', 'inv_1001', KEYS.alice)).refunded, 450);
+
+    // A call outside the condition waits for an approval.
+    assertPending(await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 900 }, KEYS.alice));
+
+    await carol.getByRole('button', { name: 'Revoke the grant of refund_invoice to alice' }).click();
+    await carol.getByText('You revoked the grant of refund_invoice to alice').waitFor();
+    await carol.getByText('No live grant is yours to revoke.').waitFor();
+    // Bob's open page learns of it too.
+    await bob.getByText('No live grant is yours to revoke.').waitFor();
+    assertPending(await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 150 }, KEYS.alice));
+    assert.equal((await invoice(gw, 'acct_9931', 'inv_1001', KEYS.alice)).refunded, 450);
   });
 });
