@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,6 +37,12 @@ type Vote struct {
 	Principal string    `json:"principal"`
 	Reason    string    `json:"reason,omitempty"`
 	At        time.Time `json:"at"`
+	// Tenant and Passkey are set on the decision of an approval that
+	// requires a passkey: the approver's tenant and the WebAuthn
+	// assertion they signed, kept so the gate verifies it again before
+	// the call runs.
+	Tenant  string          `json:"tenant,omitempty"`
+	Passkey json.RawMessage `json:"passkey,omitempty"`
 }
 
 // Approval is a call waiting for people other than its caller to approve
@@ -56,12 +63,15 @@ type Approval struct {
 	Args    map[string]any `json:"args"`
 	Summary string         `json:"summary"`
 	// Approvers name who may decide: principals, or "group:NAME".
-	Approvers []string  `json:"approvers"`
-	Quorum    int       `json:"quorum"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Approvals []Vote    `json:"approvals,omitempty"`
-	Denial    *Vote     `json:"denial,omitempty"`
+	Approvers []string `json:"approvers"`
+	Quorum    int      `json:"quorum"`
+	// RequirePasskey says only decisions signed with an approver's
+	// passkey count.
+	RequirePasskey bool      `json:"require_passkey,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	Approvals      []Vote    `json:"approvals,omitempty"`
+	Denial         *Vote     `json:"denial,omitempty"`
 	// Consumed is set when the approved call ran; Reported when the
 	// caller was told that it expired, so the next call asks anew.
 	Consumed bool `json:"consumed,omitempty"`
@@ -224,13 +234,17 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	if g.approvals == nil {
 		return fmt.Errorf("decision for %s demands approval, and the gate has no approval store", c.Tool)
 	}
-	// A standing grant that covers the call confirms it at once.
-	if sg, err := g.useGrant(ctx, c); err != nil || sg != nil {
-		if sg != nil {
-			c.confirmedBy, c.grant = ConfirmedByGrant, sg.ID
-			c.approvers = []string{sg.GrantedBy}
+	// A standing grant that covers the call confirms it at once, unless
+	// the rule asks for a passkey: a grant would stand in for the
+	// signature.
+	if !d.RequirePasskey {
+		if sg, err := g.useGrant(ctx, c); err != nil || sg != nil {
+			if sg != nil {
+				c.confirmedBy, c.grant = ConfirmedByGrant, sg.ID
+				c.approvers = []string{sg.GrantedBy}
+			}
+			return err
 		}
-		return err
 	}
 	key, err := approvalKey(c)
 	if err != nil {
@@ -249,7 +263,7 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	now := time.Now()
 	candidate := &Approval{ID: newApprovalID(), Key: key, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
 		Upstream: c.Upstream, Rule: d.Rule, Args: g.redactedArgs(c), Summary: summary, Approvers: d.Approvers,
-		Quorum: max(d.Quorum, 1), CreatedAt: now, ExpiresAt: now.Add(timeout)}
+		Quorum: max(d.Quorum, 1), RequirePasskey: d.RequirePasskey, CreatedAt: now, ExpiresAt: now.Add(timeout)}
 	a, err := g.approvals.Request(ctx, candidate)
 	if err != nil {
 		return storeUnavailable(c, err)
@@ -262,6 +276,11 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	}
 	switch a.State(time.Now()) {
 	case ApprovalApproved:
+		if d.RequirePasskey {
+			if err := g.verifySignedVotes(ctx, a); err != nil {
+				return err
+			}
+		}
 		ok, err := g.approvals.Consume(ctx, a.ID)
 		if err != nil {
 			return storeUnavailable(c, err)
@@ -361,6 +380,10 @@ func (g *Gate) Approvals() ApprovalStore { return g.approvals }
 // them, and they cannot be the caller. It returns the approval as it
 // stands after the decision.
 func (g *Gate) Decide(ctx context.Context, id string, who Approver, approve bool, reason string) (*Approval, error) {
+	return g.decide(ctx, id, who, approve, reason, nil)
+}
+
+func (g *Gate) decide(ctx context.Context, id string, who Approver, approve bool, reason string, assertion json.RawMessage) (*Approval, error) {
 	if g.approvals == nil {
 		return nil, ErrApprovalUnknown
 	}
@@ -374,7 +397,14 @@ func (g *Gate) Decide(ctx context.Context, id string, who Approver, approve bool
 	if a.State(time.Now()) != ApprovalPending {
 		return nil, ErrAlreadyDecided
 	}
-	a, err = g.approvals.Decide(ctx, id, Vote{Principal: who.Principal, Reason: clip(reason), At: time.Now()}, approve)
+	vote := Vote{Principal: who.Principal, Reason: clip(reason), At: time.Now()}
+	if a.RequirePasskey {
+		vote.Tenant, vote.Passkey = who.Tenant, assertion
+		if err := g.verifyVote(ctx, a, vote, approve); err != nil {
+			return nil, err
+		}
+	}
+	a, err = g.approvals.Decide(ctx, id, vote, approve)
 	if err != nil {
 		return nil, err
 	}

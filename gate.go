@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -96,6 +97,9 @@ type Gate struct {
 
 	grants           GrantStore
 	compileCondition func(string) (Condition, error)
+
+	// passkeys is set once the console starts, after the gate exists.
+	passkeys atomic.Pointer[PasskeyVerifier]
 
 	mu sync.RWMutex
 	// tools are the tools the gate guards, by name, so a decision can

@@ -91,6 +91,9 @@ type Decision struct {
 	// approve (1 when zero).
 	Approvers []string
 	Quorum    int
+	// RequirePasskey accepts only decisions the approver signed with their
+	// passkey in the console, over a challenge bound to the approval.
+	RequirePasskey bool
 }
 
 // DefaultElicitTimeout is how long a confirmation form may stay unanswered

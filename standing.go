@@ -131,6 +131,12 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Approver, req Gran
 			Message: fmt.Sprintf("The rule asks %d approvers for each call of %s, so no one approver may grant a standing scope.", pending.Quorum, pending.Tool),
 			Hint:    "Approve this call alone; every further call asks the approvers again."}
 	}
+	// A grant would let later calls run without the passkey's signature.
+	if pending.RequirePasskey {
+		return nil, &Error{Code: CodePermissionDenied,
+			Message: fmt.Sprintf("The rule asks for an approver's passkey on each call of %s, so no standing scope may be granted.", pending.Tool),
+			Hint:    "Approve this call alone, with your passkey; every further call asks the approvers again."}
+	}
 	a, err := g.Decide(ctx, id, who, true, req.Reason)
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ func TestStandingGrants(t *testing.T) {
 	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
 	bob := interlock.Approver{Principal: "bob", Tenant: "acme"}
 	setup := func(t *testing.T) (*interlock.Gate, *interlock.Tool, *atomic.Int64) {
-		f, err := policy.Parse("grants.yaml", []byte(`
+		g := approvalGate(t, `
 rules:
   - name: refunds
     match: {tools: [refund_invoice]}
@@ -36,20 +36,7 @@ rules:
     mode: approval
     approvers: [bob, carol]
     quorum: 2
-`), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition, Logger: slog.New(slog.DiscardHandler),
-			Getenv: func(k string) string {
-				if k == "MCP_DRY_RUN" {
-					return "false"
-				}
-				return strings.Repeat("s", 32)
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
+`)
 		tool, _ := interlock.NewTool("refund_invoice", "", interlock.HintsOf(nil), nil)
 		return g, tool, &atomic.Int64{}
 	}
@@ -141,4 +128,24 @@ rules:
 			t.Errorf("the call after a refused grant: %+v, ran %d times", b, runs.Load())
 		}
 	})
+}
+
+// approvalGate is a gate for the rules of policy, with dry run off.
+func approvalGate(t *testing.T, rules string) *interlock.Gate {
+	t.Helper()
+	f, err := policy.Parse("approvals.yaml", []byte(rules), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition, Logger: slog.New(slog.DiscardHandler),
+		Getenv: func(k string) string {
+			if k == "MCP_DRY_RUN" {
+				return "false"
+			}
+			return strings.Repeat("s", 32)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -58,6 +58,7 @@ func TestParseErrors(t *testing.T) {
 		{"preview argument", "rules:\n  - name: p\n    mode: token\n    preview:\n      tool: get\n      args:\n        id: 'args.'\n", []string{`policy.yaml:7: rule "p": preview argument id: Syntax error`}},
 		{"preview without tool", "rules:\n  - name: p\n    mode: token\n    preview:\n      args: {id: args.id}\n", []string{`policy.yaml:4: rule "p": preview needs tool`}},
 		{"form key outside elicit", "rules:\n  - name: f\n    mode: flag\n    confirm: sure\n    type_back: x\n", []string{`policy.yaml:4: rule "f": confirm applies only to mode elicit`, `policy.yaml:5: rule "f": type_back applies only to mode elicit`}},
+		{"require_passkey outside approval", "rules:\n  - name: p\n    mode: flag\n    require_passkey: true\n", []string{`policy.yaml:4: rule "p": require_passkey applies only to mode approval`}},
 		{"choice without options", "rules:\n  - name: c\n    mode: elicit\n    choices:\n      env: {title: x}\n", []string{`policy.yaml:5: rule "c": choice env needs options`}},
 		{"fallback", "rules:\n  - name: e\n    mode: elicit\n    fallback: allow\n", []string{`policy.yaml:4: rule "e": fallback must be token or deny`}},
 		{"upstream without command", "upstreams:\n  - name: gh\n", []string{`policy.yaml:2: upstream "gh" has no command`}},
@@ -461,5 +462,29 @@ func TestStoreURLExpandsVariables(t *testing.T) {
 	}
 	if f.Store.Redis != "redis://:s3cret@cache:6379/0" {
 		t.Errorf("store.redis = %q", f.Store.Redis)
+	}
+}
+
+func TestRequirePasskeyReachesTheDecision(t *testing.T) {
+	f := parse(t, "rules:\n"+
+		"  - {name: signed, mode: approval, approvers: [bob], require_passkey: true, match: {tools: [wire_money]}}\n"+
+		"  - {name: plain, mode: approval, approvers: [bob], match: {tools: [send_reminder]}}\n")
+	tests := []struct {
+		tool string
+		want bool
+	}{
+		{"wire_money", true},
+		{"send_reminder", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			d, err := f.Decide(context.Background(), &interlock.Call{Tool: tt.tool, Hints: interlock.HintsOf(nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Mode != interlock.ModeApproval || d.RequirePasskey != tt.want {
+				t.Errorf("Decide(%s) = mode %s, RequirePasskey %t; want approval, %t", tt.tool, d.Mode, d.RequirePasskey, tt.want)
+			}
+		})
 	}
 }

@@ -57,6 +57,9 @@ type Rule struct {
 	// wait, 15m when absent.
 	Approvers []string `yaml:"approvers"`
 	Quorum    int      `yaml:"quorum"`
+	// RequirePasskey accepts only decisions approvers sign with their
+	// passkey in the console; REST and CLI decisions are refused.
+	RequirePasskey bool `yaml:"require_passkey"`
 
 	Line  int `yaml:"-"`
 	lines lines
@@ -278,6 +281,8 @@ func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(stri
 		r.compileApproval(fail)
 	} else if len(r.Approvers) > 0 || r.Quorum != 0 {
 		fail("approvers", "approvers and quorum apply only to mode approval")
+	} else if r.RequirePasskey {
+		fail("require_passkey", "require_passkey applies only to mode approval")
 	}
 	if r.Mode != interlock.ModeElicit {
 		for _, f := range []struct {
@@ -537,7 +542,7 @@ func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool) (interloc
 	}
 	d.Summarize = func(preview any) string { return r.render(c, preview, isSecret) }
 	if d.Mode == interlock.ModeApproval {
-		d.Timeout, d.Approvers, d.Quorum = r.timeout, r.Approvers, r.Quorum
+		d.Timeout, d.Approvers, d.Quorum, d.RequirePasskey = r.timeout, r.Approvers, r.Quorum, r.RequirePasskey
 	}
 	if d.Mode == interlock.ModeElicit {
 		d.Fallback, d.Timeout = r.Fallback, r.timeout

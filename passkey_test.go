@@ -1,0 +1,169 @@
+package interlock_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// signingVerifier stands in for the console: an "assertion" is the JSON
+// encoding of the challenge it signs, made by the approver it names.
+type signingVerifier struct{}
+
+func (signingVerifier) VerifyPasskey(_ context.Context, _ *interlock.Approval, v interlock.Vote, challenge []byte) error {
+	var signed []byte
+	if err := json.Unmarshal(v.Passkey, &signed); err != nil {
+		return err
+	}
+	if !bytes.Equal(signed, challenge) {
+		return errors.New("signed another challenge")
+	}
+	return nil
+}
+
+func assertionOver(t *testing.T, a *interlock.Approval, approve bool) json.RawMessage {
+	t.Helper()
+	challenge, err := a.PasskeyChallenge(approve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(challenge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestPasskeyApprovals: an approval whose rule requires a passkey is
+// decided only with an assertion over its own challenge, never through
+// Decide, a grant, or a vote written into the store.
+func TestPasskeyApprovals(t *testing.T) {
+	ctx := context.Background()
+	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
+	bob := interlock.Approver{Principal: "bob", Tenant: "acme"}
+	setup := func(t *testing.T, verifier interlock.PasskeyVerifier) (*interlock.Gate, func(args string) interlock.Body, *atomic.Int64) {
+		g := approvalGate(t, `
+rules:
+  - name: payouts
+    match: {tools: [pay_out]}
+    mode: approval
+    approvers: [bob]
+    require_passkey: true
+`)
+		if verifier != nil {
+			g.UsePasskeys(verifier)
+		}
+		tool, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
+		runs := &atomic.Int64{}
+		call := func(args string) interlock.Body {
+			return interlock.BodyOfResult(g.Call(ctx, tool, alice, json.RawMessage(args), func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+				runs.Add(1)
+				return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+			}))
+		}
+		return g, call, runs
+	}
+	pending := func(t *testing.T, g *interlock.Gate, call func(string) interlock.Body, args string) *interlock.Approval {
+		t.Helper()
+		b := call(args)
+		if b.Code != interlock.CodeApprovalPending {
+			t.Fatalf("first call: %+v", b)
+		}
+		a, err := g.Approvals().Get(ctx, b.ApprovalID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.RequirePasskey {
+			t.Fatalf("the approval does not record require_passkey: %+v", a)
+		}
+		return a
+	}
+
+	refusals := []struct {
+		name    string
+		decide  func(t *testing.T, g *interlock.Gate, a, other *interlock.Approval) error
+		wantErr error
+	}{
+		{"approve without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
+			_, err := g.Decide(ctx, a.ID, bob, true, "")
+			return err
+		}, interlock.ErrPasskeyRequired},
+		{"deny without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
+			_, err := g.Decide(ctx, a.ID, bob, false, "")
+			return err
+		}, interlock.ErrPasskeyRequired},
+		{"an assertion for another approval", func(t *testing.T, g *interlock.Gate, a, other *interlock.Approval) error {
+			_, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "", assertionOver(t, other, true))
+			return err
+		}, interlock.ErrPasskeyInvalid},
+		{"a denial's assertion used to approve", func(t *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
+			_, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "", assertionOver(t, a, false))
+			return err
+		}, interlock.ErrPasskeyInvalid},
+		{"a standing grant", func(_ *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
+			_, err := g.GrantScope(ctx, a.ID, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 5})
+			if ie := (*interlock.Error)(nil); errors.As(err, &ie) && ie.Code == interlock.CodePermissionDenied {
+				return interlock.ErrPasskeyRequired
+			}
+			return err
+		}, interlock.ErrPasskeyRequired},
+	}
+	for _, tt := range refusals {
+		t.Run("refused: "+tt.name, func(t *testing.T) {
+			g, call, runs := setup(t, signingVerifier{})
+			a := pending(t, g, call, `{"amount":100}`)
+			other := pending(t, g, call, `{"amount":999}`)
+			if err := tt.decide(t, g, a, other); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("decision: %v, want %v", err, tt.wantErr)
+			}
+			if b := call(`{"amount":100}`); b.Code != interlock.CodeApprovalPending || runs.Load() != 0 {
+				t.Errorf("after the refusal the call answers %+v and ran %d times", b, runs.Load())
+			}
+		})
+	}
+
+	t.Run("without a verifier nothing can be decided", func(t *testing.T) {
+		g, call, _ := setup(t, nil)
+		a := pending(t, g, call, `{"amount":100}`)
+		if _, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "", assertionOver(t, a, true)); !errors.Is(err, interlock.ErrPasskeyRequired) {
+			t.Errorf("DecideWithPasskey: %v, want ErrPasskeyRequired", err)
+		}
+	})
+
+	t.Run("an assertion over the approval's challenge approves it; the call runs once", func(t *testing.T) {
+		g, call, runs := setup(t, signingVerifier{})
+		a := pending(t, g, call, `{"amount":100}`)
+		decided, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "signed", assertionOver(t, a, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if decided.State(time.Now()) != interlock.ApprovalApproved || decided.Approvals[0].Tenant != "acme" || len(decided.Approvals[0].Passkey) == 0 {
+			t.Fatalf("after the decision: %+v", decided)
+		}
+		if b := call(`{"amount":100}`); b.Code != "" || runs.Load() != 1 {
+			t.Fatalf("the re-call: %+v, ran %d times", b, runs.Load())
+		}
+		if b := call(`{"amount":100}`); b.Code != interlock.CodeApprovalPending || runs.Load() != 1 {
+			t.Errorf("a second re-call: %+v, ran %d times", b, runs.Load())
+		}
+	})
+
+	t.Run("a vote written into the store around the gate does not run the call", func(t *testing.T) {
+		g, call, runs := setup(t, signingVerifier{})
+		a := pending(t, g, call, `{"amount":100}`)
+		if _, err := g.Approvals().Decide(ctx, a.ID, interlock.Vote{Principal: "bob", At: time.Now()}, true); err != nil {
+			t.Fatal(err)
+		}
+		if b := call(`{"amount":100}`); b.Code != interlock.CodePermissionDenied || runs.Load() != 0 {
+			t.Errorf("the re-call: %+v, ran %d times", b, runs.Load())
+		}
+	})
+}
