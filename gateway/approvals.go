@@ -208,6 +208,10 @@ func approvalError(err error) error {
 	case errors.Is(err, interlock.ErrNotAnApprover):
 		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "The policy does not name you as an approver of this call.",
 			Hint: "Ask one of the approvers the policy names to decide it."}
+	case errors.Is(err, interlock.ErrPasskeyRequired), errors.Is(err, interlock.ErrPasskeyInvalid):
+		return &interlock.Error{Code: interlock.CodePermissionDenied,
+			Message: "The policy accepts a decision on this call only when it is signed with your passkey in the console.",
+			Hint:    "Open the approval in the console (/console/approvals/{id}), register a passkey there if you have none, and decide with it."}
 	case errors.Is(err, interlock.ErrAlreadyDecided), errors.Is(err, interlock.ErrAlreadyVoted):
 		return &interlock.Error{Code: interlock.CodeValidationFailed, Message: "The approval is no longer pending, or you already approved it.",
 			Hint: "Read its state with GET /v1/approvals/{id}."}

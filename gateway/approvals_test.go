@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -147,5 +148,52 @@ rules:
 		if status, body := post(t, srv.URL+"/v1/approvals/"+pid+"/grant", "bob-key", bad); status != http.StatusBadRequest {
 			t.Errorf("%s: %d %v", bad, status, body)
 		}
+	}
+}
+
+// TestPasskeyApprovalsOverREST: an approval whose rule requires a passkey
+// is neither approved, denied nor granted over REST.
+func TestPasskeyApprovalsOverREST(t *testing.T) {
+	f := config(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice}
+    - {sha256: %s, principal: bob}
+rules:
+  - name: wipes-need-a-passkey
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+    require_passkey: true
+`, HashKey("alice-key"), HashKey("bob-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	call := func() (int, map[string]any) {
+		return post(t, srv.URL+"/v1/tools/wipe/call", "alice-key", `{"arguments":{"target":"all"}}`)
+	}
+	_, body := call()
+	id, _ := body["approval_id"].(string)
+	if id == "" {
+		t.Fatalf("first call: %v", body)
+	}
+	tests := []struct {
+		verb, body, wantMessage string
+	}{
+		{"approve", `{"reason":"checked"}`, "signed with your passkey in the console"},
+		{"deny", ``, "signed with your passkey in the console"},
+		{"grant", `{"ttl":"1h","uses":3}`, "no standing scope may be granted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.verb, func(t *testing.T) {
+			status, body := post(t, srv.URL+"/v1/approvals/"+id+"/"+tt.verb, "bob-key", tt.body)
+			msg, _ := body["message"].(string)
+			if status != http.StatusForbidden || body["code"] != "PERMISSION_DENIED" || !strings.Contains(msg, tt.wantMessage) {
+				t.Errorf("%s: %d %v", tt.verb, status, body)
+			}
+		})
+	}
+	if status, body := call(); status != http.StatusAccepted || body["approval_id"] != id {
+		t.Errorf("the re-call after the refusals: %d %v", status, body)
 	}
 }

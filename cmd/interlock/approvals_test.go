@@ -26,7 +26,12 @@ rules:
   - name: reminders-need-approval
     match: {tools: [send_reminder]}
     mode: approval
-    approvers: [bob]`, gateway.HashKey("agent-key"), gateway.HashKey("bob-key")), 1)
+    approvers: [bob]
+  - name: refunds-need-a-passkey
+    match: {tools: [refund_invoice]}
+    mode: approval
+    approvers: [bob]
+    require_passkey: true`, gateway.HashKey("agent-key"), gateway.HashKey("bob-key")), 1)
 	cfg = strings.Replace(cfg, "command: [interlock, demo]", fmt.Sprintf("command: [interlock, demo, --db, %s]", filepath.Join(data, "demo.db")), 1)
 	config := filepath.Join(data, "config.yaml")
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
@@ -57,6 +62,18 @@ rules:
 	}
 	if status, body := callREST(); status != 200 {
 		t.Errorf("re-call: %d %v", status, body)
+	}
+	status, body = restPost(t, url+"/v1/tools/refund_invoice/call", "agent-key", `{"arguments":{"invoice_id":"inv_1005","amount":50}}`)
+	signedID, _ := body["approval_id"].(string)
+	if status != 202 || signedID == "" {
+		t.Fatalf("a call whose rule requires a passkey: %d %v", status, body)
+	}
+	for _, verb := range []string{"approve", "deny"} {
+		t.Run("passkey required: "+verb, func(t *testing.T) {
+			if code, _, errText := cli("bob-key", verb, signedID); code != 1 || !strings.Contains(errText, "PERMISSION_DENIED") || !strings.Contains(errText, "passkey in the console") {
+				t.Errorf("%s: %d %q", verb, code, errText)
+			}
+		})
 	}
 	if code, _, errText := cli("", "list"); code != 1 || !strings.Contains(errText, "INTERLOCK_KEY") {
 		t.Errorf("without a key: %d %q", code, errText)
