@@ -80,6 +80,7 @@ type Console struct {
 
 	sessions *sessions
 	changes  *watcher
+	passkeys *passkeys
 }
 
 // New returns a console. Its watcher of approvals runs until [Console.Close].
@@ -97,7 +98,8 @@ func New(opts Options) *Console {
 		poll = time.Second
 	}
 	c := &Console{gate: opts.Gate, authn: opts.Authenticate, history: opts.History, log: log, pages: parsePages(),
-		sessions: newSessions(idle)}
+		sessions: newSessions(idle), passkeys: newPasskeys()}
+	opts.Gate.UsePasskeys(c.passkeys)
 	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c
 }
@@ -141,6 +143,8 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /console/approvals/{id}/grant", c.signedIn(c.grantScope))
 	mux.HandleFunc("GET /console/grants", c.signedIn(c.grantsPage))
 	mux.HandleFunc("POST /console/grants/{id}/revoke", c.signedIn(c.revokeGrant))
+	mux.HandleFunc("GET /console/passkey", c.signedIn(c.passkeyPage))
+	mux.HandleFunc("POST /console/passkey", c.signedIn(c.registerPasskey))
 	mux.HandleFunc("GET /console/history", c.signedIn(c.historyPage))
 	mux.HandleFunc("GET /console/events", c.signedIn(c.events))
 	mux.HandleFunc("GET /console/login", c.loginPage)

@@ -71,13 +71,24 @@ func (r *rig) request(t *testing.T, id string, approvers ...string) *interlock.A
 // approve.
 func (r *rig) requestQuorum(t *testing.T, id string, quorum int, approvers ...string) *interlock.Approval {
 	t.Helper()
+	return r.keep(t, refund(id, quorum, approvers...))
+}
+
+// refund is alice's pending refund.
+func refund(id string, quorum int, approvers ...string) *interlock.Approval {
 	if len(approvers) == 0 {
 		approvers = []string{"group:finance"}
 	}
 	now := time.Now()
-	a, err := r.store.Request(context.Background(), &interlock.Approval{ID: id, Key: "key-of-" + id, Tenant: "acme", Principal: "alice",
+	return &interlock.Approval{ID: id, Key: "key-of-" + id, Tenant: "acme", Principal: "alice",
 		Tool: "refund_invoice", Rule: "large-refunds", Args: map[string]any{"invoice_id": "inv_1005", "amount": 2000},
-		Summary: "Refund $2,000.00 on inv_1005.", Approvers: approvers, Quorum: quorum, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+		Summary: "Refund $2,000.00 on inv_1005.", Approvers: approvers, Quorum: quorum, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+}
+
+// keep stores a pending approval.
+func (r *rig) keep(t *testing.T, a *interlock.Approval) *interlock.Approval {
+	t.Helper()
+	a, err := r.store.Request(context.Background(), a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-webauthn/webauthn/webauthn"
+
 	"github.com/interlock-mcp/interlock"
 )
 
@@ -29,6 +31,23 @@ type session struct {
 	mu       sync.Mutex
 	lastSeen time.Time
 	flash    string
+	// registration is the challenge of the passkey page last shown.
+	registration *webauthn.SessionData
+}
+
+func (s *session) setRegistration(r *webauthn.SessionData) {
+	s.mu.Lock()
+	s.registration = r
+	s.mu.Unlock()
+}
+
+// takeRegistration returns the registration challenge, once.
+func (s *session) takeRegistration() *webauthn.SessionData {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.registration
+	s.registration = nil
+	return r
 }
 
 // takeFlash returns the message left for the next page, once.

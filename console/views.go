@@ -75,6 +75,8 @@ type approvalView struct {
 	StatusVersion, DecideVersion string
 	// Scope is the form that approves this call and similar ones.
 	Scope scopeView
+	// Passkey is set when the rule requires the approver's passkey.
+	Passkey *passkeyPrompt
 }
 
 // StateWords is the approval's state in words.
@@ -174,6 +176,12 @@ func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	v := view(a, s.who)
 	v.Scope = c.scopeFor(v, form)
+	if a.RequirePasskey && v.MayDecide {
+		if v.Passkey, err = c.promptFor(r, a, s.who); err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+	}
 	c.render(w, r, status, "approval", c.pageFor(s, "Approval of "+a.Tool, "", page{Error: problem, Data: v}))
 }
 
@@ -189,7 +197,13 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	id := r.PathValue("id")
-	a, err := c.gate.Decide(r.Context(), id, s.who, approve, strings.TrimSpace(r.PostFormValue("reason")))
+	// The assertion only counts on an approval whose rule requires a
+	// passkey; the gate has the console verify it.
+	var assertion json.RawMessage
+	if signed := r.PostFormValue("assertion"); signed != "" {
+		assertion = json.RawMessage(signed)
+	}
+	a, err := c.gate.DecideWithPasskey(r.Context(), id, s.who, approve, strings.TrimSpace(r.PostFormValue("reason")), assertion)
 	if err != nil {
 		status, problem := refusal(err)
 		if status == 0 {
@@ -218,6 +232,8 @@ func refusal(err error) (int, string) {
 		return http.StatusForbidden, "You cannot approve or deny your own call."
 	case errors.Is(err, interlock.ErrNotAnApprover):
 		return http.StatusForbidden, "The policy does not name you as an approver of this call."
+	case errors.Is(err, interlock.ErrPasskeyRequired), errors.Is(err, interlock.ErrPasskeyInvalid):
+		return http.StatusForbidden, "The policy accepts a decision on this call only when it is signed with your passkey. Decide with the buttons below, and confirm with your passkey when the browser asks."
 	case errors.Is(err, interlock.ErrAlreadyVoted):
 		return http.StatusConflict, "You already approved this call."
 	case errors.Is(err, interlock.ErrAlreadyDecided):

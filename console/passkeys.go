@@ -1,0 +1,257 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/go-webauthn/webauthn/protocol"
+	"github.com/go-webauthn/webauthn/webauthn"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// owner is whose passkeys an account holds: an approver of one tenant.
+type owner struct{ tenant, principal string }
+
+// registered is a credential with the relying party it was made for: the
+// host the console was opened at.
+type registered struct {
+	credential webauthn.Credential
+	rpID       string
+	origin     string
+}
+
+// passkeyAccount is one approver's WebAuthn user; it implements
+// webauthn.User.
+type passkeyAccount struct {
+	id          []byte
+	name        string
+	credentials []registered
+}
+
+func (u *passkeyAccount) WebAuthnID() []byte          { return u.id }
+func (u *passkeyAccount) WebAuthnName() string        { return u.name }
+func (u *passkeyAccount) WebAuthnDisplayName() string { return u.name }
+func (u *passkeyAccount) WebAuthnCredentials() []webauthn.Credential {
+	out := make([]webauthn.Credential, len(u.credentials))
+	for i, r := range u.credentials {
+		out[i] = r.credential
+	}
+	return out
+}
+
+// forHost returns the ids of the credentials made for rpID.
+func (u *passkeyAccount) forHost(rpID string) [][]byte {
+	var ids [][]byte
+	for _, r := range u.credentials {
+		if r.rpID == rpID {
+			ids = append(ids, r.credential.ID)
+		}
+	}
+	return ids
+}
+
+// passkeys are the approvers' registered credentials, kept in memory: a
+// restart forgets them and approvers register again. It verifies the
+// assertions of decisions for the gate.
+type passkeys struct {
+	mu       sync.Mutex
+	accounts map[owner]*passkeyAccount
+}
+
+func newPasskeys() *passkeys { return &passkeys{accounts: map[owner]*passkeyAccount{}} }
+
+// account returns a copy of who's account, made on first use.
+func (p *passkeys) account(who interlock.Approver) *passkeyAccount {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := owner{who.Tenant, who.Principal}
+	a, ok := p.accounts[key]
+	if !ok {
+		id := make([]byte, 32)
+		if _, err := rand.Read(id); err != nil {
+			panic(err)
+		}
+		a = &passkeyAccount{id: id, name: who.Principal}
+		p.accounts[key] = a
+	}
+	c := *a
+	c.credentials = append([]registered(nil), a.credentials...)
+	return &c
+}
+
+func (p *passkeys) add(who interlock.Approver, r registered) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.accounts[owner{who.Tenant, who.Principal}]
+	a.credentials = append(a.credentials, r)
+}
+
+// relyingParty is the console's WebAuthn relying party for the host the
+// request came to.
+func relyingParty(rpID, origin string) (*webauthn.WebAuthn, error) {
+	wa, err := webauthn.New(&webauthn.Config{RPID: rpID, RPDisplayName: "interlock approvals", RPOrigins: []string{origin}})
+	if err != nil {
+		return nil, fmt.Errorf("relying party %s: %w", rpID, err)
+	}
+	return wa, nil
+}
+
+// hostOf returns the relying party id and origin of the host r came to.
+func hostOf(r *http.Request) (rpID, origin string) {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	rpID = r.Host
+	if h, _, err := net.SplitHostPort(r.Host); err == nil {
+		rpID = h
+	}
+	return rpID, scheme + "://" + r.Host
+}
+
+// VerifyPasskey implements [interlock.PasskeyVerifier]: v.Passkey must be
+// an assertion, by a credential v's approver registered, over challenge,
+// with the user verified.
+func (p *passkeys) VerifyPasskey(_ context.Context, a *interlock.Approval, v interlock.Vote, challenge []byte) error {
+	parsed, err := protocol.ParseCredentialRequestResponseBytes(v.Passkey)
+	if err != nil {
+		return fmt.Errorf("parsing the assertion on %s: %w", a.ID, err)
+	}
+	account := p.account(interlock.Approver{Tenant: v.Tenant, Principal: v.Principal})
+	for _, r := range account.credentials {
+		if string(r.credential.ID) != string(parsed.RawID) {
+			continue
+		}
+		wa, err := relyingParty(r.rpID, r.origin)
+		if err != nil {
+			return err
+		}
+		session := webauthn.SessionData{Challenge: base64.RawURLEncoding.EncodeToString(challenge), RelyingPartyID: r.rpID,
+			UserID: account.id, AllowedCredentialIDs: [][]byte{r.credential.ID}, UserVerification: protocol.VerificationRequired}
+		if _, err := wa.ValidateLogin(account, session, parsed); err != nil {
+			return fmt.Errorf("verifying the assertion on %s: %w", a.ID, err)
+		}
+		return nil
+	}
+	return errors.New("the assertion's credential is not one the approver registered")
+}
+
+// passkeyData is what the passkey page shows.
+type passkeyData struct {
+	Registered int
+	Host       string
+	// ByAddress is set when the console was opened at an IP address,
+	// which WebAuthn does not accept as a relying party.
+	ByAddress bool
+	// Options are the credential creation options, as JSON.
+	Options string
+}
+
+func (c *Console) passkeyPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.showPasskeys(w, r, s, http.StatusOK, "")
+}
+
+// showPasskeys shows the passkey page with a fresh registration
+// challenge, kept in the session for the answer.
+func (c *Console) showPasskeys(w http.ResponseWriter, r *http.Request, s *session, status int, problem string) {
+	rpID, origin := hostOf(r)
+	account := c.passkeys.account(s.who)
+	d := passkeyData{Registered: len(account.forHost(rpID)), Host: rpID}
+	if net.ParseIP(rpID) != nil {
+		d.ByAddress = true
+		c.render(w, r, status, "passkey", c.pageFor(s, "Passkey", "passkey", page{Error: problem, Data: d}))
+		return
+	}
+	wa, err := relyingParty(rpID, origin)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	creation, registration, err := wa.BeginRegistration(account,
+		webauthn.WithAuthenticatorSelection(protocol.AuthenticatorSelection{ResidentKey: protocol.ResidentKeyRequirementPreferred,
+			UserVerification: protocol.VerificationRequired}),
+		webauthn.WithExclusions(webauthn.Credentials(account.WebAuthnCredentials()).CredentialDescriptors()))
+	if err != nil {
+		c.fail(w, r, s, fmt.Errorf("beginning a passkey registration: %w", err))
+		return
+	}
+	options, err := json.Marshal(creation.Response)
+	if err != nil {
+		c.fail(w, r, s, fmt.Errorf("encoding the passkey options: %w", err))
+		return
+	}
+	s.setRegistration(registration)
+	d.Options = string(options)
+	c.render(w, r, status, "passkey", c.pageFor(s, "Passkey", "passkey", page{Error: problem, Data: d}))
+}
+
+// registerPasskey verifies a new credential against the registration
+// challenge the passkey page gave this session, and keeps it.
+func (c *Console) registerPasskey(w http.ResponseWriter, r *http.Request, s *session) {
+	registration := s.takeRegistration()
+	parsed, err := protocol.ParseCredentialCreationResponseBytes([]byte(r.PostFormValue("credential")))
+	if registration == nil || err != nil {
+		c.showPasskeys(w, r, s, http.StatusBadRequest, "The browser did not create a passkey. Try again.")
+		return
+	}
+	rpID, origin := hostOf(r)
+	wa, err := relyingParty(rpID, origin)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	account := c.passkeys.account(s.who)
+	credential, err := wa.CreateCredential(account, *registration, parsed)
+	if err != nil {
+		c.log.InfoContext(r.Context(), "passkey registration refused", "principal", s.who.Principal, "error", err)
+		c.showPasskeys(w, r, s, http.StatusBadRequest, "The passkey could not be verified. Try again.")
+		return
+	}
+	c.passkeys.add(s.who, registered{credential: *credential, rpID: rpID, origin: origin})
+	s.setFlash("Your passkey is registered for " + rpID + ".")
+	http.Redirect(w, r, "/console/passkey", http.StatusSeeOther)
+}
+
+// passkeyPrompt is what an approval page's script needs to ask for the
+// approver's passkey.
+type passkeyPrompt struct {
+	// Registered is false when the approver has no passkey for this host.
+	Registered                      bool
+	RPID                            string
+	ChallengeApprove, ChallengeDeny string
+	// Credentials are the ids of the approver's credentials, base64url,
+	// separated by commas.
+	Credentials string
+}
+
+// promptFor returns the passkey prompt of approval a for who at r's host.
+func (c *Console) promptFor(r *http.Request, a *interlock.Approval, who interlock.Approver) (*passkeyPrompt, error) {
+	rpID, _ := hostOf(r)
+	ids := c.passkeys.account(who).forHost(rpID)
+	p := &passkeyPrompt{Registered: len(ids) > 0, RPID: rpID}
+	encoded := make([]string, len(ids))
+	for i, id := range ids {
+		encoded[i] = base64.RawURLEncoding.EncodeToString(id)
+	}
+	p.Credentials = strings.Join(encoded, ",")
+	for _, side := range []struct {
+		approve bool
+		into    *string
+	}{{true, &p.ChallengeApprove}, {false, &p.ChallengeDeny}} {
+		challenge, err := a.PasskeyChallenge(side.approve)
+		if err != nil {
+			return nil, err
+		}
+		*side.into = base64.RawURLEncoding.EncodeToString(challenge)
+	}
+	return p, nil
+}
