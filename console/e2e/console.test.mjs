@@ -123,10 +123,9 @@ describe('the built-in demo: no API keys, the operator signs in with the one-tim
   });
 });
 
-const KEYS = { alice: 'key-alice-0123456789abcdef', bob: 'key-bob-0123456789abcdef', carol: 'key-carol-0123456789abcdef' };
-
-// Finance approves: reminders within 3 seconds, large refunds two of them.
-function financeConfig(dir) {
+// financeHead is the demo upstream and the finance team's keys, up to the
+// rules.
+function financeHead(dir) {
   const keys = Object.entries(KEYS)
     .map(([who, key]) => `    - {sha256: ${sha256(key)}, principal: ${who}, tenant: acme, groups: [finance]}`)
     .join('\n');
@@ -136,7 +135,14 @@ function financeConfig(dir) {
 auth:
   keys:
 ${keys}
-rules:
+rules:`;
+}
+
+const KEYS = { alice: 'key-alice-0123456789abcdef', bob: 'key-bob-0123456789abcdef', carol: 'key-carol-0123456789abcdef' };
+
+// Finance approves: reminders within 3 seconds, large refunds two of them.
+function financeConfig(dir) {
+  return `${financeHead(dir)}
   - name: reminders
     match: {tools: [send_reminder]}
     mode: approval
@@ -288,5 +294,85 @@ describe('approvers with API keys', () => {
     await bob.getByText('No live grant is yours to revoke.').waitFor();
     assertPending(await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 150 }, KEYS.alice));
     assert.equal((await invoice(gw, 'acct_9931', 'inv_1001', KEYS.alice)).refunded, 450);
+  });
+});
+
+describe('a rule that requires a passkey', () => {
+  let gw;
+  let bob;
+  // WebAuthn needs a secure context and a host name: http://localhost is
+  // one, http://127.0.0.1 is not a valid relying party.
+  let local;
+  before(async () => {
+    gw = await serve({
+      config: (dir) => `${financeHead(dir)}
+  - name: small-refunds-signed
+    match: {tools: [refund_invoice]}
+    mode: approval
+    approvers: ["group:finance"]
+    require_passkey: true
+    summary: "Refund {{.args.amount}} on {{.args.invoice_id}}."
+`,
+    });
+    local = gw.base.replace('127.0.0.1', 'localhost');
+    bob = await (await browser.newContext({ viewport: { width: 1000, height: 800 } })).newPage();
+    const cdp = await bob.context().newCDPSession(bob);
+    await cdp.send('WebAuthn.enable');
+    await cdp.send('WebAuthn.addVirtualAuthenticator', {
+      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
+    });
+    await signIn(bob, { base: local }, KEYS.bob);
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  it('without a passkey the call is neither approved in the console nor over REST', T, async () => {
+    const args = { invoice_id: 'inv_1001', amount: 40 };
+    const pending = assertPending(await call(gw, 'refund_invoice', args, KEYS.alice));
+    await bob.goto(`${local}/console/approvals/${pending.approval_id}`);
+    await bob.getByRole('link', { name: 'Register a passkey' }).waitFor();
+    assert.equal(await bob.getByRole('button', { name: 'Approve' }).count(), 0);
+    await screenshot(bob, 'passkey-missing');
+
+    const refused = await bob.evaluate(async (id) => {
+      const csrf = document.querySelector('input[name=csrf]').value;
+      const res = await fetch(`/console/approvals/${id}/decide`, { method: 'POST', body: new URLSearchParams({ csrf, decision: 'approve' }) });
+      return [res.status, await res.text()];
+    }, pending.approval_id);
+    assert.equal(refused[0], 403);
+    assert.match(refused[1], /only when it is signed with your passkey/);
+
+    const res = await fetch(`${gw.base}/v1/approvals/${pending.approval_id}/approve`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${KEYS.bob}` },
+    });
+    const body = await res.json();
+    assert.equal(res.status, 403, JSON.stringify(body));
+    assert.equal(body.code, 'PERMISSION_DENIED');
+    assert.match(body.message, /passkey in the console/);
+    assertPending(await call(gw, 'refund_invoice', args, KEYS.alice));
+  });
+
+  it('bob registers a passkey and approves with it; the re-call runs once', T, async () => {
+    await bob.goto(`${local}/console/passkey`);
+    await bob.getByRole('button', { name: 'Register a passkey' }).click();
+    await bob.getByText('Your passkey is registered for localhost.').waitFor();
+    await bob.getByText('You have 1 passkey registered for localhost.').waitFor();
+    await screenshot(bob, 'passkey-registered');
+
+    const args = { invoice_id: 'inv_1005', amount: 60 };
+    const pending = assertPending(await call(gw, 'refund_invoice', args, KEYS.alice));
+    await bob.goto(`${local}/console/approvals/${pending.approval_id}`);
+    await bob.getByText('confirm your decision with your passkey').waitFor();
+    await bob.getByRole('button', { name: 'Approve' }).click();
+    await bob.getByText("You approved alice's call of refund_invoice.").waitFor();
+    await bob.getByText('Approved: runs when the caller calls again').first().waitFor();
+
+    const ran = await call(gw, 'refund_invoice', args, KEYS.alice);
+    assert.equal(ran.status, 200, JSON.stringify(ran.body));
+    const again = assertPending(await call(gw, 'refund_invoice', args, KEYS.alice));
+    assert.notEqual(again.approval_id, pending.approval_id, 'a used approval does not run a second call');
+    assert.equal((await invoice(gw, 'acct_1024', 'inv_1005', KEYS.alice)).refunded, 60, 'refunded exactly once');
   });
 });
