@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/interlock-mcp/interlock/policy"
 )
 
 func get(t *testing.T, url, key string) (int, map[string]any) {
@@ -97,17 +99,12 @@ rules:
 // TestGrantsOverREST: an approver grants a scope from one approval; calls
 // inside it run at once until it is revoked.
 func TestGrantsOverREST(t *testing.T) {
-	f := config(t, fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice}
-    - {sha256: %s, principal: bob}
-rules:
+	f := aliceAndBob(t, `
   - name: wipes-need-approval
     match: {tools: [wipe]}
     mode: approval
     approvers: [bob]
-`, HashKey("alice-key"), HashKey("bob-key")), "fx")
+`)
 	gw := start(t, f, "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
@@ -154,18 +151,13 @@ rules:
 // TestPasskeyApprovalsOverREST: an approval whose rule requires a passkey
 // is neither approved, denied nor granted over REST.
 func TestPasskeyApprovalsOverREST(t *testing.T) {
-	f := config(t, fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice}
-    - {sha256: %s, principal: bob}
-rules:
+	f := aliceAndBob(t, `
   - name: wipes-need-a-passkey
     match: {tools: [wipe]}
     mode: approval
     approvers: [bob]
     require_passkey: true
-`, HashKey("alice-key"), HashKey("bob-key")), "fx")
+`)
 	gw := start(t, f, "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
@@ -196,4 +188,16 @@ rules:
 	if status, body := call(); status != http.StatusAccepted || body["approval_id"] != id {
 		t.Errorf("the re-call after the refusals: %d %v", status, body)
 	}
+}
+
+// aliceAndBob is a config with keys for alice and bob, and rules.
+func aliceAndBob(t *testing.T, rules string) *policy.File {
+	t.Helper()
+	return config(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice}
+    - {sha256: %s, principal: bob}
+rules:
+`, HashKey("alice-key"), HashKey("bob-key"))+strings.TrimPrefix(rules, "\n"), "fx")
 }
