@@ -150,10 +150,16 @@ type Approver struct {
 }
 
 // MayDecide reports whether who may decide a: named by the rule (as a
-// principal or through a group), and never the caller of the call itself.
+// principal or through a group), acting for the call's tenant, and never
+// the caller of the call itself. A rule names approvers by principal, so
+// the tenant is what keeps a key of one tenant from approving another's
+// calls.
 func (a *Approval) MayDecide(who Approver) error {
 	if who.Principal == a.Principal && who.Tenant == a.Tenant {
 		return ErrSelfApproval
+	}
+	if who.Tenant != a.Tenant {
+		return ErrNotAnApprover
 	}
 	for _, name := range a.Approvers {
 		if g, ok := strings.CutPrefix(name, "group:"); ok {

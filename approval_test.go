@@ -92,6 +92,8 @@ func TestApprovalHandshake(t *testing.T) {
 			{Approver{Principal: "alice", Tenant: "acme", Groups: []string{"finance"}}, ErrSelfApproval},
 			{Approver{Principal: "mallory", Tenant: "acme"}, ErrNotAnApprover},
 			{Approver{Principal: "mallory", Tenant: "acme", Groups: []string{"sales"}}, ErrNotAnApprover},
+			{Approver{Principal: "bob", Tenant: "globex"}, ErrNotAnApprover},
+			{Approver{Principal: "dave", Tenant: "globex", Groups: []string{"finance"}}, ErrNotAnApprover},
 		}
 		for _, tt := range tests {
 			if _, err := r.gate.Decide(ctx, id, tt.who, true, ""); !errors.Is(err, tt.want) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"sync"
 	"time"
 
@@ -136,6 +137,11 @@ func (r *AuditRecord) Link(seq int64, prev string) ([]byte, error) {
 
 // object returns r as the JSON object it encodes to, decoded.
 func (r *AuditRecord) object() (map[string]any, error) {
+	if r.Raw == nil {
+		if v, ok := r.fields(); ok {
+			return v, nil
+		}
+	}
 	b := r.Raw
 	if b == nil {
 		c := *r
@@ -150,6 +156,74 @@ func (r *AuditRecord) object() (map[string]any, error) {
 		return nil, fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
 	}
 	return v, nil
+}
+
+// fields returns the object r's JSON decodes to, built without encoding:
+// the same members (omitempty ones only when set) and the same value types
+// encoding/json would decode. ok is false when a value is not one of those
+// types; the caller then takes the slow road through JSON.
+func (r *AuditRecord) fields() (v map[string]any, ok bool) {
+	v = map[string]any{
+		"seq": float64(r.Seq), "time": r.Time.UTC().Format(time.RFC3339Nano), "event": r.Event,
+		"prev": r.Prev, "hash": r.Hash,
+	}
+	for _, f := range [...]struct{ k, s string }{{"tenant", r.Tenant}, {"principal", r.Principal}, {"client", r.Client},
+		{"session", r.Session}, {"tool", r.Tool}, {"upstream", r.Upstream}, {"rule", r.Rule}, {"mode", r.Mode},
+		{"args_digest", r.ArgsDigest}, {"summary", r.Summary}, {"decision", r.Decision}, {"confirmed_by", r.ConfirmedBy},
+		{"grant", r.Grant}, {"outcome", r.Outcome}, {"detail", r.Detail}} {
+		if f.s != "" {
+			v[f.k] = f.s
+		}
+	}
+	if len(r.Args) > 0 {
+		if !jsonNative(r.Args) {
+			return nil, false
+		}
+		v["args"] = r.Args
+	}
+	if len(r.Replaced) > 0 {
+		if !jsonNative(r.Replaced) {
+			return nil, false
+		}
+		v["replaced"] = r.Replaced
+	}
+	if len(r.Approvers) > 0 {
+		list := make([]any, len(r.Approvers))
+		for i, a := range r.Approvers {
+			list[i] = a
+		}
+		v["approvers"] = list
+	}
+	if r.LatencyMS != 0 {
+		v["latency_ms"] = r.LatencyMS
+	}
+	return v, true
+}
+
+// jsonNative reports whether v holds only the types encoding/json decodes
+// into an any, with finite numbers.
+func jsonNative(v any) bool {
+	switch v := v.(type) {
+	case nil, bool, string:
+		return true
+	case float64:
+		return !math.IsNaN(v) && !math.IsInf(v, 0)
+	case []any:
+		for _, e := range v {
+			if !jsonNative(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range v {
+			if !jsonNative(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 func hashOf(canon []byte) string {

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // memoryAudit is an audit log in a slice, stored as a store would: as the
@@ -231,5 +234,45 @@ func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
 	}
 	if n, err := VerifyChain(log.Records(context.Background(), 1)); n != 5 || err != nil {
 		t.Errorf("intact log: %d, %v", n, err)
+	}
+}
+
+// TestRecordFieldsMatchTheirJSON: the object a record is hashed from,
+// built directly, is the object its JSON decodes to, for records of every
+// shape; so the hash of a record as written equals the hash recomputed
+// from its stored bytes.
+func TestRecordFieldsMatchTheirJSON(t *testing.T) {
+	at := time.Date(2026, 11, 23, 3, 4, 5, 123456000, time.FixedZone("CET", 3600))
+	records := []*AuditRecord{
+		{Event: "call", Time: at},
+		{Seq: 12345678, Time: at, Event: "call", Tenant: "acme", Principal: "alice", Client: "c/1", Session: "s", Tool: "t",
+			Upstream: "u", Rule: "r", Mode: "token", Args: map[string]any{"a": 1.5, "b": []any{"x", nil, true, map[string]any{"c": -0.0}}},
+			ArgsDigest: "d", Summary: "Refund <b>&</b> \\u2028", Decision: DecisionConfirmed, ConfirmedBy: "approval",
+			Approvers: []string{"bob", "group:finance"}, Grant: "grt_1", Replaced: map[string]any{"env": "production"},
+			Outcome: OutcomeOK, LatencyMS: 0.001, Detail: "x", Prev: "abc"},
+		{Seq: 1, Event: "auth_refused", Time: at, LatencyMS: 1e21, Detail: "GET /metrics from 127.0.0.1:1 with no API key"},
+	}
+	for i, r := range records {
+		direct, ok := r.fields()
+		if !ok {
+			t.Fatalf("record %d: not built directly", i)
+		}
+		b, err := r.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var viaJSON map[string]any
+		if err := json.Unmarshal(b, &viaJSON); err != nil {
+			t.Fatal(err)
+		}
+		c1, err1 := seal.Canonical(direct)
+		c2, err2 := seal.Canonical(viaJSON)
+		if err1 != nil || err2 != nil || string(c1) != string(c2) {
+			t.Errorf("record %d:\ndirect %s %v\n  json %s %v", i, c1, err1, c2, err2)
+		}
+	}
+	// A value encoding/json would not decode to takes the slow road.
+	if _, ok := (&AuditRecord{Args: map[string]any{"n": 1}}).fields(); ok {
+		t.Error("an int argument was taken as decoded JSON")
 	}
 }

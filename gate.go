@@ -53,6 +53,10 @@ type GateOptions struct {
 	Tokens TokenStore
 	// Meter receives the statistics of every call; none when nil.
 	Meter Meter
+	// Tracer makes a span for every call and for the tool's run, such as
+	// otel.Tracer("github.com/interlock-mcp/interlock"); none when nil,
+	// which costs nothing.
+	Tracer trace.Tracer
 	// Audit receives a record of every decision and outcome; none are kept
 	// when nil. A confirmed call runs only once its record is durably
 	// written, unless AuditOptional is set: then a log that cannot be
@@ -90,6 +94,7 @@ type Gate struct {
 	audit         AuditLog
 	auditOptional bool
 	meter         Meter
+	tracer        trace.Tracer
 
 	approvals    ApprovalStore
 	approvalBase string
@@ -139,6 +144,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		audit:         opts.Audit,
 		auditOptional: opts.AuditOptional,
 		meter:         opts.Meter,
+		tracer:        opts.Tracer,
 
 		approvals:    opts.Approvals,
 		approvalBase: opts.ApprovalURL,
@@ -399,9 +405,12 @@ func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolReques
 // CallWith is [Gate.Call] with an explicit exchange.
 func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) *mcp.CallToolResult {
 	start := time.Now()
-	ctx, span := tracer.Start(ctx, "interlock.gate "+t.Name, trace.WithAttributes(
-		attribute.String("interlock.tool", t.Name), attribute.String("interlock.upstream", t.Upstream),
-		attribute.String("enduser.id", id.Principal), attribute.String("interlock.tenant", id.Tenant)))
+	var span trace.Span
+	if g.tracer != nil {
+		ctx, span = g.tracer.Start(ctx, "interlock.gate "+t.Name, trace.WithAttributes(
+			attribute.String("interlock.tool", t.Name), attribute.String("interlock.upstream", t.Upstream),
+			attribute.String("enduser.id", id.Principal), attribute.String("interlock.tenant", id.Tenant)))
+	}
 	tr := &trail{}
 	res, d, err := g.safeCall(ctx, t, id, raw, ex, run, tr)
 	if err != nil {
@@ -414,8 +423,10 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 	if tr.call != nil {
 		confirmedBy = tr.call.confirmedBy
 	}
-	span.SetAttributes(attribute.String("interlock.mode", string(d.Mode)), attribute.String("interlock.rule", d.Rule))
-	endSpan(span, decision, outcome, confirmedBy)
+	if span != nil {
+		span.SetAttributes(attribute.String("interlock.mode", string(d.Mode)), attribute.String("interlock.rule", d.Rule))
+		endSpan(span, decision, outcome, confirmedBy)
+	}
 	if g.meter != nil {
 		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),
 			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Took: took, Ran: tr.ranFor})
@@ -566,11 +577,14 @@ func ruleClause(rule string) string {
 // run executes the tool, in a span of its own. A panicking handler becomes
 // INTERNAL_ERROR rather than taking the server down with it.
 func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
-	ctx, span := tracer.Start(ctx, "interlock.run", trace.WithSpanKind(trace.SpanKindClient))
-	defer func() {
-		span.SetAttributes(attribute.String("interlock.outcome", outcomeOf(res, err)))
-		span.End()
-	}()
+	if g.tracer != nil {
+		var span trace.Span
+		ctx, span = g.tracer.Start(ctx, "interlock.run", trace.WithSpanKind(trace.SpanKindClient))
+		defer func() {
+			span.SetAttributes(attribute.String("interlock.outcome", outcomeOf(res, err)))
+			span.End()
+		}()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("tool handler panicked: %v", r)

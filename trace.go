@@ -10,10 +10,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// tracer makes the gate's spans. It is OpenTelemetry's global tracer,
-// which records nothing until a program installs a tracer provider (the
-// gateway does when an OTLP endpoint is configured).
-var tracer = otel.Tracer("github.com/interlock-mcp/interlock")
+// TracerName names the gate's spans' instrumentation scope.
+const TracerName = "github.com/interlock-mcp/interlock"
+
+// GlobalTracer returns OpenTelemetry's global tracer for the gate, for
+// [GateOptions.Tracer] once a program has installed a tracer provider.
+func GlobalTracer() trace.Tracer { return otel.Tracer(TracerName) }
 
 // traceContext is the W3C Trace Context propagator: traceparent and
 // tracestate, in HTTP headers and in an MCP request's _meta alike.
@@ -41,7 +43,7 @@ func (m metaCarrier) Keys() []string {
 // request carries in _meta (traceparent, tracestate), unless ctx is in a
 // trace already (one taken from the HTTP headers).
 func TraceFromMeta(ctx context.Context, meta map[string]any) context.Context {
-	if trace.SpanContextFromContext(ctx).IsValid() || meta == nil {
+	if _, ok := meta["traceparent"]; !ok || trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
 	return traceContext.Extract(ctx, metaCarrier(meta))

@@ -22,7 +22,7 @@ func TestTraceContinuesFromMeta(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	g := newGate(t, fixedPolicy{d: Decision{Mode: ModeAllow}}, &GateOptions{Getenv: env("false"), Logger: quiet})
+	g := newGate(t, fixedPolicy{d: Decision{Mode: ModeAllow}}, &GateOptions{Getenv: env("false"), Logger: quiet, Tracer: GlobalTracer()})
 	tool := testTool(t)
 	var passed map[string]any
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool.Name, Arguments: json.RawMessage(`{"customer_id":"a"}`),

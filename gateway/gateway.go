@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/console"
@@ -50,6 +51,9 @@ type Options struct {
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
+	// Tracer, when set, makes spans for every call; see
+	// interlock.GlobalTracer.
+	Tracer trace.Tracer
 	// Approvals keeps the approvals of mode approval, Grants the standing
 	// grants approvers make; in memory when nil.
 	Approvals interlock.ApprovalStore
@@ -109,6 +113,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Audit:            opts.Audit,
 		AuditOptional:    opts.AuditOptional,
 		Meter:            meterOf(opts.Metrics),
+		Tracer:           opts.Tracer,
 		Approvals:        opts.Approvals,
 		Grants:           opts.Grants,
 		ApprovalURL:      approvalURL(opts.PublicURL),

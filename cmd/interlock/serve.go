@@ -128,7 +128,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 	}
-	stopTracing, err := startTracing(ctx)
+	stopTracing, tracing, err := startTracing(ctx)
 	if err != nil {
 		return err
 	}
@@ -141,6 +141,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}}
 	if !*stdio {
 		opts.Metrics = metrics.New()
+	}
+	if tracing {
+		opts.Tracer = interlock.GlobalTracer()
 	}
 	store := "memory (this process only)"
 	if f.Store.Redis != "" {
@@ -302,13 +305,13 @@ func startProfiler(addr string, log *slog.Logger) error {
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 // otherwise tracing stays off and costs nothing. The returned func flushes
 // what is pending.
-func startTracing(ctx context.Context) (func(), error) {
+func startTracing(ctx context.Context) (func(), bool, error) {
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: %w", err)
+		return nil, false, fmt.Errorf("tracing: %w", err)
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", "interlock"), attribute.String("service.version", version))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
@@ -317,7 +320,7 @@ func startTracing(ctx context.Context) (func(), error) {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = tp.Shutdown(sctx)
-	}, nil
+	}, true, nil
 }
 
 // newLogger makes the gateway's logger. Log records never hold argument
