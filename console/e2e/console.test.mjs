@@ -53,6 +53,9 @@ describe('the built-in demo: no API keys, the operator signs in with the one-tim
 
   it('a large refund waits; the operator approves it with the keyboard; the re-call runs once', T, async () => {
     const args = { invoice_id: 'inv_1005', amount: 1100 };
+    // The open page listens for changes before the call is made, so the
+    // event of the new approval reaches it.
+    await operator.locator('html[data-live="open"]').waitFor();
     const first = assertPending(await call(gw, 'refund_invoice', args));
     assert.equal(first.approval_url, `${gw.base}/console/approvals/${first.approval_id}`);
 

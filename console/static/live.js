@@ -20,9 +20,11 @@
       .catch(function () {});
   };
   var source = new EventSource('/console/events');
-  // After a dropped stream reconnects, catch up on what it missed.
+  // After a dropped stream reconnects, catch up on what it missed. The
+  // page says when it listens (tests wait for it before they act).
   var opened = false;
   source.addEventListener('open', function () {
+    document.documentElement.setAttribute('data-live', 'open');
     if (opened) refresh();
     opened = true;
   });
