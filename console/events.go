@@ -110,10 +110,16 @@ func (w *watcher) publish(c change) {
 	}
 }
 
+// linger is how long the watcher keeps reading after the last page left:
+// a browser moving from one page to the next has no stream open for a
+// moment, and a change made then must still reach the next page.
+const linger = 30 * time.Second
+
 func (w *watcher) run() {
 	t := time.NewTicker(w.poll)
 	defer t.Stop()
 	var known *snapshot
+	var lastHeard time.Time
 	for {
 		select {
 		case <-w.done:
@@ -127,7 +133,9 @@ func (w *watcher) run() {
 		case <-t.C:
 		case <-w.wake:
 		}
-		if !w.listening() {
+		if w.listening() {
+			lastHeard = time.Now()
+		} else if time.Since(lastHeard) > linger {
 			known = nil
 			continue
 		}

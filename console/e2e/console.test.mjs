@@ -24,6 +24,12 @@ after(async () => {
   await browser?.close();
 });
 
+// listening waits until a page's live updates are connected: a change made
+// before then sends the page no event.
+function listening(page) {
+  return page.locator('html[data-live="open"]').waitFor();
+}
+
 describe('the built-in demo: no API keys, the operator signs in with the one-time link', () => {
   let gw;
   let operator;
@@ -55,7 +61,7 @@ describe('the built-in demo: no API keys, the operator signs in with the one-tim
     const args = { invoice_id: 'inv_1005', amount: 1100 };
     // The open page listens for changes before the call is made, so the
     // event of the new approval reaches it.
-    await operator.locator('html[data-live="open"]').waitFor();
+    await listening(operator);
     const first = assertPending(await call(gw, 'refund_invoice', args));
     assert.equal(first.approval_url, `${gw.base}/console/approvals/${first.approval_id}`);
 
@@ -77,6 +83,7 @@ describe('the built-in demo: no API keys, the operator signs in with the one-tim
     await operator.getByText("You approved anonymous's call of refund_invoice.").waitFor();
     await operator.getByText('Approved: runs when the caller calls again').first().waitFor();
 
+    await listening(operator);
     const ran = await call(gw, 'refund_invoice', args);
     assert.equal(ran.status, 200, JSON.stringify(ran.body));
     assert.equal(ran.body.structuredContent.amount, 1100);
@@ -219,6 +226,7 @@ describe('approvers with API keys', () => {
     const { bob, carol } = pages;
     await carol.goto(pending.approval_url);
     await bob.goto(pending.approval_url);
+    await listening(carol);
     await bob.getByRole('button', { name: 'Approve' }).click();
     await bob.getByText('1 of 2 needed: bob').waitFor();
     await bob.getByText('You approved this call; it waits for the other approvers.').waitFor();
@@ -241,6 +249,7 @@ describe('approvers with API keys', () => {
     const bob = pages.bob;
     await bob.goto(pending.approval_url);
     await bob.getByRole('button', { name: 'Approve' }).waitFor();
+    await listening(bob);
     // The page turns without a reload once the 3 seconds are over.
     await bob.getByText('Expired undecided').first().waitFor({ timeout: 10_000 });
     assert.equal(await bob.getByRole('button', { name: 'Approve' }).count(), 0);
@@ -279,6 +288,8 @@ describe('approvers with API keys', () => {
 
     // The waiting call runs, and so does the next one inside the
     // condition, without a new approval; the open pages count the uses.
+    await listening(bob);
+    await listening(carol);
     assert.equal((await call(gw, 'refund_invoice', first, KEYS.alice)).status, 200);
     const inside = await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 250 }, KEYS.alice);
     assert.equal(inside.status, 200, JSON.stringify(inside.body));
@@ -290,6 +301,7 @@ describe('approvers with API keys', () => {
     // A call outside the condition waits for an approval.
     assertPending(await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 900 }, KEYS.alice));
 
+    await listening(bob);
     await carol.getByRole('button', { name: 'Revoke the grant of refund_invoice to alice' }).click();
     await carol.getByText('You revoked the grant of refund_invoice to alice').waitFor();
     await carol.getByText('No live grant is yours to revoke.').waitFor();

@@ -20,13 +20,16 @@
       .catch(function () {});
   };
   var source = new EventSource('/console/events');
-  // After a dropped stream reconnects, catch up on what it missed. The
-  // page says when it listens (tests wait for it before they act).
-  var opened = false;
+  // Whenever the stream opens, first or again after it dropped, a page
+  // with live regions catches up on what changed since it was rendered: a
+  // change made before the stream listened sends it no event. (A page
+  // without them, such as the passkey page, is never fetched again: its
+  // render holds a one-time challenge.) The page then says it listens;
+  // tests wait for that before they act.
+  var live = document.querySelector('[data-live]') !== null;
   source.addEventListener('open', function () {
+    if (live) refresh();
     document.documentElement.setAttribute('data-live', 'open');
-    if (opened) refresh();
-    opened = true;
   });
   source.addEventListener('change', function (e) {
     if (status) status.textContent = e.data;
