@@ -360,10 +360,7 @@ rules:
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 
-	connect := func(key string) (*mcp.ClientSession, error) {
-		transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{key}}}
-		return mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport, nil)
-	}
+	connect := func(key string) (*mcp.ClientSession, error) { return connectKey(srv.URL+MCPPath, key) }
 	for _, key := range []string{"", "wrong-key"} {
 		if cs, err := connect(key); err == nil {
 			cs.Close()

@@ -45,8 +45,9 @@ func CheckListen(addr string, f *policy.File) error {
 		"add keys under auth.keys in the config (run `interlock key` to make one) or listen on 127.0.0.1", addr)
 }
 
-// Handler returns the gateway's HTTP face: MCP at /mcp (with sessions, or
-// stateless), the REST face under /v1/ for callers that do not speak MCP,
+// Handler returns the gateway's HTTP face: MCP at /mcp (with sessions for
+// clients of protocols before 2026-07-28 and stateless for later ones, or
+// stateless for all), the REST face under /v1/ for callers that do not speak MCP,
 // and a health check at /healthz. With API keys configured every MCP and
 // REST request must carry "Authorization: Bearer <key>"; the key's
 // principal and tenant become the caller's identity.
@@ -60,18 +61,22 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	// around them, so an oversized call gets the gate's VALIDATION_FAILED,
 	// not a bare 413.
 	maxBody := max(int64(g.file.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
-	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(
-		func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{
-			Stateless:                    stateless,
-			Logger:                       g.log,
-			MaxRequestBodyBytes:          maxBody,
-			PropagateRequestCancellation: true,
-			SessionTimeout:               g.file.HTTP.SessionIdleTimeout,
-		},
-	)
+	streamable := func(stateless bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(
+			func(*http.Request) *mcp.Server { return g.server },
+			&mcp.StreamableHTTPOptions{
+				Stateless:                    stateless,
+				Logger:                       g.log,
+				MaxRequestBodyBytes:          maxBody,
+				PropagateRequestCancellation: true,
+				SessionTimeout:               g.file.HTTP.SessionIdleTimeout,
+			},
+		)
+	}
+	mcpHandler := streamable(true)
 	if !stateless {
-		mcpHandler = newSessionCap(g.file.HTTP.MaxSessionsPerPrincipal, g.server).wrap(mcpHandler)
+		sessions := newSessionCap(g.file.HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false))
+		mcpHandler = byGeneration(sessions, mcpHandler)
 	}
 	mcpHandler = mcpEnvelope(maxBody, mcpHandler)
 	rest := g.restHandler()
@@ -130,6 +135,39 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	})
 	return mux
 }
+
+// byGeneration serves each request to /mcp by its protocol generation: one
+// of 2026-07-28 or later, which the SDK serves only without sessions, goes
+// to stateless; an earlier one to sessions. A request is of the later
+// generation when its Mcp-Protocol-Version header names one, or any of its
+// messages does in its params' _meta (server/discover, which such clients
+// send first, carries the version there as well as in the header).
+func byGeneration(sessions, stateless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if newProtocol(r) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
+}
+
+// newProtocol reports whether r speaks protocol 2026-07-28 or later.
+func newProtocol(r *http.Request) bool {
+	if r.Header.Get(protocolVersionHeader) >= protocolNew {
+		return true
+	}
+	for _, m := range requestMessages(r) {
+		if m.protocolVersion() >= protocolNew {
+			return true
+		}
+	}
+	return false
+}
+
+// protocolVersionHeader names the protocol version of a streamable HTTP
+// request.
+const protocolVersionHeader = "Mcp-Protocol-Version"
 
 // withTraceContext continues the trace a request's W3C traceparent header
 // names, if any.
