@@ -42,8 +42,15 @@ func TestMain(m *testing.M) {
 //     annotations {"annotations": …}, as an upstream pulling the rug would.
 //
 // With INTERLOCK_FIXTURE=legacy the fixture speaks only protocol
-// 2025-11-25, as servers written before multi round-trip requests do.
+// 2025-11-25, as servers written before multi round-trip requests do. With
+// INTERLOCK_FIXTURE_UNTIL naming a file, it exits at once while that file
+// does not exist, as a server that is down does.
 func serveFixture() {
+	if until := os.Getenv("INTERLOCK_FIXTURE_UNTIL"); until != "" {
+		if _, err := os.Stat(until); err != nil {
+			os.Exit(2)
+		}
+	}
 	var opts *mcp.ServerOptions
 	if os.Getenv("INTERLOCK_FIXTURE") == "legacy" {
 		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -102,16 +101,20 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	}))
 	mux.Handle("/v1/", rest)
 	verify := keyVerifier(g.file.Auth.Keys)
+	// With keys configured, only a caller holding one learns what is
+	// behind the gateway; a health check without one gets the status.
+	holdsKey := func(r *http.Request) bool {
+		if len(g.file.Auth.Keys) == 0 {
+			return true
+		}
+		key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		_, err := verify(r.Context(), key, r)
+		return err == nil
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		// With keys configured, only a caller holding one learns what is
-		// behind the gateway; a health check without one gets the status.
-		if len(g.file.Auth.Keys) > 0 {
-			key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if _, err := verify(r.Context(), key, r); err != nil {
-				_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
-				return
-			}
+		if !holdsKey(r) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			return
 		}
 		counts := g.ToolCounts()
 		names := make([]string, 0, len(counts))
@@ -131,7 +134,22 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		for _, n := range names {
 			body.Upstreams = append(body.Upstreams, up{n, counts[n]})
 		}
-		_ = json.NewEncoder(w).Encode(body)
+		writeJSON(w, http.StatusOK, body)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		notReady := g.Ready(r.Context())
+		if len(notReady) == 0 {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+			return
+		}
+		body := struct {
+			Status   string     `json:"status"`
+			NotReady []NotReady `json:"not_ready,omitempty"`
+		}{Status: "not ready"}
+		if holdsKey(r) {
+			body.NotReady = notReady
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 	})
 	return mux
 }
