@@ -70,8 +70,9 @@ type Gateway struct {
 	metrics   *metrics.Metrics
 	// stop ends the gateway's background work: the loops that reconnect
 	// upstreams.
-	stop   context.CancelFunc
-	probes []Probe
+	stop     context.CancelFunc
+	probes   []Probe
+	inFlight inFlight
 
 	mu sync.Mutex
 	// owner maps each mirrored tool name to the upstream it came from.
@@ -338,6 +339,10 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	})
 	g.advertised[name] = adv
 	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if !g.inFlight.enter() {
+			return interlock.Result(errDraining), nil
+		}
+		defer g.inFlight.leave()
 		return g.gate.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			return u.call(ctx, upstreamName, args, req, repeatable)
 		}), nil

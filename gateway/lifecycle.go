@@ -3,7 +3,11 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
+
+	"github.com/interlock-mcp/interlock"
 )
 
 // How the shared link to an upstream that is down is restored: attempts
@@ -142,4 +146,66 @@ func (g *Gateway) Ready(ctx context.Context) []NotReady {
 		}
 	}
 	return out
+}
+
+// inFlight counts the tool calls being served, so that a gateway shutting
+// down can let them finish (see [Gateway.Drain]).
+type inFlight struct {
+	mu       sync.Mutex
+	n        int
+	draining bool
+	idle     chan struct{} // closed when n falls to 0 while draining
+}
+
+// enter counts a call in; false once the gateway drains, when no call may
+// start.
+func (f *inFlight) enter() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.draining {
+		return false
+	}
+	f.n++
+	return true
+}
+
+func (f *inFlight) leave() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// Drain refuses every tool call from now on (UPSTREAM_UNAVAILABLE,
+// retriable: nothing ran) and waits until the calls in flight have ended,
+// or ctx has. Upstreams keep running until [Gateway.Close].
+func (g *Gateway) Drain(ctx context.Context) error {
+	f := &g.inFlight
+	f.mu.Lock()
+	f.draining = true
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("draining tool calls: %w", ctx.Err())
+	}
+}
+
+// errDraining answers a tool call that arrives while the gateway shuts down.
+var errDraining = &interlock.Error{
+	Code:    interlock.CodeUpstreamUnavailable,
+	Message: "The gateway is shutting down; nothing ran.",
+	Hint:    "Retry in a few seconds, against a gateway that is running.",
 }

@@ -214,3 +214,53 @@ func TestReadyz(t *testing.T) {
 		})
 	}
 }
+
+// TestDrain: draining refuses new calls, lets those in flight finish, and
+// gives up when its context ends.
+func TestDrain(t *testing.T) {
+	tests := []struct {
+		name    string
+		slowMS  int
+		bound   time.Duration
+		drained bool
+	}{
+		{"the call in flight finishes", 300, 10 * time.Second, true},
+		{"the bound ends the wait", 1500, 200 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gw := start(t, config(t, "", "fx"), "false")
+			cs := client(t, gw, nil)
+			slow := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				res, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": tt.slowMS}})
+				slow <- res
+			}()
+			eventually(t, "the slow call in flight", func() bool {
+				gw.inFlight.mu.Lock()
+				defer gw.inFlight.mu.Unlock()
+				return gw.inFlight.n == 1
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), tt.bound)
+			defer cancel()
+			drained := make(chan error, 1)
+			go func() { drained <- gw.Drain(ctx) }()
+			eventually(t, "draining", func() bool {
+				gw.inFlight.mu.Lock()
+				defer gw.inFlight.mu.Unlock()
+				return gw.inFlight.draining
+			})
+			if b := body(t, call(t, cs, "echo", map[string]any{})); b.Code != interlock.CodeUpstreamUnavailable || !b.Retriable {
+				t.Errorf("a call while draining: %+v", b)
+			}
+			if err := <-drained; (err == nil) != tt.drained {
+				t.Errorf("Drain = %v", err)
+			}
+			if tt.drained {
+				if res := <-slow; res == nil || res.IsError {
+					t.Errorf("the call in flight: %+v", res)
+				}
+			}
+		})
+	}
+}

@@ -495,8 +495,8 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 		}
 	case !answered && u.cfg.URL != "":
 		// Not an answer from the server but a failure to reach it (a
-		// refused connection, an expired session): start a new session on
-		// the next call.
+		// refused connection, an expired session): a new session is made
+		// in the background.
 		u.forget(cs)
 		return &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
