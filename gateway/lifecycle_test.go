@@ -264,3 +264,45 @@ func TestDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamThatHangs: an upstream that never answers the handshake
+// delays the start by a bounded time, and is retried in the background
+// like one that is down.
+func TestUpstreamThatHangs(t *testing.T) {
+	saved := connectTimeout
+	connectTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { connectTimeout = saved })
+	f := config(t, "", "fx", "stuck:s_")
+	f.Upstreams[1].Env["INTERLOCK_FIXTURE"] = "hang"
+	began := time.Now()
+	gw := start(t, f, "false")
+	// The connect timeout, then the SDK's 5 s for the child to exit once
+	// its stdin is closed before it is sent SIGTERM.
+	if took := time.Since(began); took > connectTimeout+8*time.Second {
+		t.Errorf("Start took %s", took)
+	}
+	if got := gw.Ready(context.Background()); len(got) != 1 || got[0].Name != "upstream stuck" {
+		t.Errorf("Ready = %v", got)
+	}
+	if res := call(t, client(t, gw, nil), "echo", map[string]any{}); res.IsError {
+		t.Errorf("the other upstream does not serve: %+v", body(t, res))
+	}
+}
+
+// TestUpstreamThatFlaps: a child that dies soon after each start is
+// started again ever more slowly, not in a tight loop.
+func TestUpstreamThatFlaps(t *testing.T) {
+	starts := filepath.Join(t.TempDir(), "starts")
+	f := config(t, "", "flaky")
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE_LIFETIME"] = "200ms"
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE_STARTS"] = starts
+	start(t, f, "false")
+	// Started at 0 s, then (each living 0.2 s) again after waits of 0.5, 1
+	// and 2 s: at about 0.7 and 1.9 s, and not again before 4.1 s. Without
+	// the growing wait it would be six starts.
+	time.Sleep(3500 * time.Millisecond)
+	b, _ := os.ReadFile(starts)
+	if n := strings.Count(string(b), "\n"); n < 2 || n > 4 {
+		t.Errorf("%d starts in 3.5 s", n)
+	}
+}

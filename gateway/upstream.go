@@ -29,8 +29,9 @@ import (
 	"github.com/interlock-mcp/interlock/resilience"
 )
 
-// connectTimeout bounds starting a child and the MCP handshake with it.
-const connectTimeout = 30 * time.Second
+// connectTimeout bounds starting a child and the MCP handshake with it. A
+// variable so that tests of an upstream that hangs need not wait as long.
+var connectTimeout = 30 * time.Second
 
 // upstream is one MCP server the gateway runs as a child over stdio.
 type upstream struct {
