@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 
@@ -20,6 +21,11 @@ func (g *Gateway) StartEach(ctx context.Context, start func(*policy.Upstream) bo
 			continue
 		}
 		if err := g.refresh(ctx, u, nil, true); err != nil {
+			// The check reports the cause; that serving would retry it is
+			// beside the point here.
+			if down, ok := errors.AsType[unreachable](err); ok {
+				err = down.err
+			}
 			failed[u.cfg.Name] = err
 		}
 	}

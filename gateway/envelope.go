@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,13 +85,39 @@ type rpcMessage struct {
 	Params json.RawMessage `json:"params"`
 }
 
+// protocolVersion is the protocol version the message names in its
+// params' _meta, as clients of 2026-07-28 and later do on every request;
+// "" when it names none.
+func (m rpcMessage) protocolVersion() string {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil {
+		return ""
+	}
+	var v string
+	_ = json.Unmarshal(p.Meta[mcp.MetaKeyProtocolVersion], &v)
+	return v
+}
+
+// messagesKey keys the messages mcpEnvelope read from a POST body in the
+// request's context.
+type messagesKey struct{}
+
+// requestMessages returns the messages of a POST to /mcp, read once by
+// mcpEnvelope; nil for other requests.
+func requestMessages(r *http.Request) []rpcMessage {
+	msgs, _ := r.Context().Value(messagesKey{}).([]rpcMessage)
+	return msgs
+}
+
 // checkMessages reads an MCP body (one message or a batch) far enough to
-// refuse params of the wrong shape. It returns the id of the message at
-// fault and the message for the client.
-func checkMessages(body []byte) (json.RawMessage, string, bool) {
+// refuse params of the wrong shape. It returns the messages, or the id of
+// the message at fault and the message for the client.
+func checkMessages(body []byte) ([]rpcMessage, json.RawMessage, string) {
 	msgs := rpcMessages(body)
 	if msgs == nil {
-		return nil, "The body is not a JSON-RPC message or a batch of them.", false
+		return nil, nil, "The body is not a JSON-RPC message or a batch of them."
 	}
 	for _, m := range msgs {
 		params, known := paramsOf[m.Method]
@@ -98,10 +125,10 @@ func checkMessages(body []byte) (json.RawMessage, string, bool) {
 			continue
 		}
 		if json.Unmarshal(m.Params, params()) != nil {
-			return m.ID, fmt.Sprintf("The params of %s do not have the form the method takes; see the MCP specification.", m.Method), false
+			return nil, m.ID, fmt.Sprintf("The params of %s do not have the form the method takes; see the MCP specification.", m.Method)
 		}
 	}
-	return nil, "", true
+	return msgs, nil, ""
 }
 
 // rpcMessages reads an MCP body, one message or a batch; nil when it is
@@ -140,7 +167,8 @@ func mcpEnvelope(limit int64, next http.Handler) http.Handler {
 				writeRPCError(w, status, nil, codeParseError, interlock.BodyOf(err).Message)
 				return
 			}
-			if id, msg, ok := checkMessages(body); !ok {
+			msgs, id, msg := checkMessages(body)
+			if msgs == nil {
 				code := int64(jsonrpc.CodeInvalidParams)
 				if id == nil {
 					code = codeInvalidRequest
@@ -148,6 +176,7 @@ func mcpEnvelope(limit int64, next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusBadRequest, id, code, msg)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), messagesKey{}, msgs))
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 		}

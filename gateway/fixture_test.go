@@ -42,8 +42,32 @@ func TestMain(m *testing.M) {
 //     annotations {"annotations": …}, as an upstream pulling the rug would.
 //
 // With INTERLOCK_FIXTURE=legacy the fixture speaks only protocol
-// 2025-11-25, as servers written before multi round-trip requests do.
+// 2025-11-25, as servers written before multi round-trip requests do. With
+// INTERLOCK_FIXTURE_UNTIL naming a file, it exits at once while that file
+// does not exist, as a server that is down does; with
+// INTERLOCK_FIXTURE=hang it never answers; with INTERLOCK_FIXTURE_LIFETIME
+// (a duration) it exits that long after it started, as a server that flaps
+// does; INTERLOCK_FIXTURE_STARTS names a file it adds a line to on each
+// start.
 func serveFixture() {
+	if until := os.Getenv("INTERLOCK_FIXTURE_UNTIL"); until != "" {
+		if _, err := os.Stat(until); err != nil {
+			os.Exit(2)
+		}
+	}
+	if starts := os.Getenv("INTERLOCK_FIXTURE_STARTS"); starts != "" {
+		f, err := os.OpenFile(starts, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			fmt.Fprintln(f, "started")
+			f.Close()
+		}
+	}
+	if os.Getenv("INTERLOCK_FIXTURE") == "hang" {
+		select {}
+	}
+	if lifetime, err := time.ParseDuration(os.Getenv("INTERLOCK_FIXTURE_LIFETIME")); err == nil {
+		time.AfterFunc(lifetime, func() { os.Exit(3) })
+	}
 	var opts *mcp.ServerOptions
 	if os.Getenv("INTERLOCK_FIXTURE") == "legacy" {
 		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}

@@ -65,6 +65,8 @@ type Options struct {
 	// http://127.0.0.1:8740: the approval_url of a pending approval points
 	// into its console. Empty leaves approval_url out.
 	PublicURL string
+	// Probes check the stores for /readyz.
+	Probes []Probe
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -76,6 +78,11 @@ type Gateway struct {
 	upstreams []*upstream
 	metrics   *metrics.Metrics
 	console   *console.Console
+	// stop ends the gateway's background work: the loops that reconnect
+	// upstreams.
+	stop     context.CancelFunc
+	probes   []Probe
+	inFlight inFlight
 
 	mu sync.Mutex
 	// owner maps each mirrored tool name to the upstream it came from.
@@ -144,8 +151,10 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	})
 	g.server.AddReceivingMiddleware(g.passThrough)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
+	life, stop := context.WithCancel(context.Background())
+	g.stop = stop
 	for _, cfg := range f.Upstreams {
-		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks}
+		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks, life: life}
 		u.onEvent = func(name, detail string) {
 			g.event(context.Background(), name, &interlock.AuditRecord{Upstream: cfg.Name, Detail: detail})
 		}
@@ -160,7 +169,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		})
 		g.upstreams = append(g.upstreams, u)
 	}
-	g.metrics = opts.Metrics
+	g.metrics, g.probes = opts.Metrics, opts.Probes
 	return g, nil
 }
 
@@ -225,10 +234,21 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 
 // Start connects every upstream and mirrors its tools. Two upstreams that
 // expose the same tool name without a prefix to tell them apart is an error.
+// An upstream that cannot be reached is not: the gateway serves the others,
+// logs it, and keeps trying it in the background, with backoff; its tools
+// appear when it answers. [Gateway.Ready] says which upstreams are down.
 func (g *Gateway) Start(ctx context.Context) error {
 	var errs []error
 	for _, u := range g.upstreams {
-		if err := g.refresh(ctx, u, nil, true); err != nil {
+		err := g.refresh(ctx, u, nil, true)
+		if errors.Is(err, errLinkDown) {
+			g.log.Warn("upstream unreachable at start; retrying in the background", "upstream", u.cfg.Name, "error", logText(err.Error()))
+			u.mu.Lock()
+			u.reconnectLater()
+			u.mu.Unlock()
+			continue
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -338,6 +358,10 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	})
 	g.advertised[name] = adv
 	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if !g.inFlight.enter() {
+			return interlock.Result(errDraining), nil
+		}
+		defer g.inFlight.leave()
 		return g.gate.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			return u.call(ctx, upstreamName, args, req, repeatable)
 		}), nil
@@ -410,6 +434,7 @@ func (g *Gateway) advertisedTools() []*mcp.Tool {
 // Close stops every upstream and the console's event streams.
 func (g *Gateway) Close() error {
 	g.console.Close()
+	g.stop()
 	var errs []error
 	for _, u := range g.upstreams {
 		if err := u.close(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -46,8 +45,9 @@ func CheckListen(addr string, f *policy.File) error {
 		"add keys under auth.keys in the config (run `interlock key` to make one) or listen on 127.0.0.1", addr)
 }
 
-// Handler returns the gateway's HTTP face: MCP at /mcp (with sessions, or
-// stateless), the REST face under /v1/ for callers that do not speak MCP,
+// Handler returns the gateway's HTTP face: MCP at /mcp (with sessions for
+// clients of protocols before 2026-07-28 and stateless for later ones, or
+// stateless for all), the REST face under /v1/ for callers that do not speak MCP,
 // the approvers' console under /console/, and a health check at /healthz. With API keys configured every MCP and
 // REST request must carry "Authorization: Bearer <key>"; the key's
 // principal and tenant become the caller's identity.
@@ -61,18 +61,22 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	// around them, so an oversized call gets the gate's VALIDATION_FAILED,
 	// not a bare 413.
 	maxBody := max(int64(g.file.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
-	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(
-		func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{
-			Stateless:                    stateless,
-			Logger:                       g.log,
-			MaxRequestBodyBytes:          maxBody,
-			PropagateRequestCancellation: true,
-			SessionTimeout:               g.file.HTTP.SessionIdleTimeout,
-		},
-	)
+	streamable := func(stateless bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(
+			func(*http.Request) *mcp.Server { return g.server },
+			&mcp.StreamableHTTPOptions{
+				Stateless:                    stateless,
+				Logger:                       g.log,
+				MaxRequestBodyBytes:          maxBody,
+				PropagateRequestCancellation: true,
+				SessionTimeout:               g.file.HTTP.SessionIdleTimeout,
+			},
+		)
+	}
+	mcpHandler := streamable(true)
 	if !stateless {
-		mcpHandler = newSessionCap(g.file.HTTP.MaxSessionsPerPrincipal, g.server).wrap(mcpHandler)
+		sessions := newSessionCap(g.file.HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false))
+		mcpHandler = byGeneration(sessions, mcpHandler)
 	}
 	mcpHandler = mcpEnvelope(maxBody, mcpHandler)
 	rest := g.restHandler()
@@ -99,16 +103,20 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	mux.Handle("/v1/", rest)
 	mux.Handle(console.Path, g.consoleHandler())
 	verify := keyVerifier(g.file.Auth.Keys)
+	// With keys configured, only a caller holding one learns what is
+	// behind the gateway; a health check without one gets the status.
+	holdsKey := func(r *http.Request) bool {
+		if len(g.file.Auth.Keys) == 0 {
+			return true
+		}
+		key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		_, err := verify(r.Context(), key, r)
+		return err == nil
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		// With keys configured, only a caller holding one learns what is
-		// behind the gateway; a health check without one gets the status.
-		if len(g.file.Auth.Keys) > 0 {
-			key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if _, err := verify(r.Context(), key, r); err != nil {
-				_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
-				return
-			}
+		if !holdsKey(r) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			return
 		}
 		counts := g.ToolCounts()
 		names := make([]string, 0, len(counts))
@@ -128,10 +136,58 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		for _, n := range names {
 			body.Upstreams = append(body.Upstreams, up{n, counts[n]})
 		}
-		_ = json.NewEncoder(w).Encode(body)
+		writeJSON(w, http.StatusOK, body)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		notReady := g.Ready(r.Context())
+		if len(notReady) == 0 {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+			return
+		}
+		body := struct {
+			Status   string     `json:"status"`
+			NotReady []NotReady `json:"not_ready,omitempty"`
+		}{Status: "not ready"}
+		if holdsKey(r) {
+			body.NotReady = notReady
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 	})
 	return mux
 }
+
+// byGeneration serves each request to /mcp by its protocol generation: one
+// of 2026-07-28 or later, which the SDK serves only without sessions, goes
+// to stateless; an earlier one to sessions. A request is of the later
+// generation when its Mcp-Protocol-Version header names one, or any of its
+// messages does in its params' _meta (server/discover, which such clients
+// send first, carries the version there as well as in the header).
+func byGeneration(sessions, stateless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if newProtocol(r) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
+}
+
+// newProtocol reports whether r speaks protocol 2026-07-28 or later.
+func newProtocol(r *http.Request) bool {
+	if r.Header.Get(protocolVersionHeader) >= protocolNew {
+		return true
+	}
+	for _, m := range requestMessages(r) {
+		if m.protocolVersion() >= protocolNew {
+			return true
+		}
+	}
+	return false
+}
+
+// protocolVersionHeader names the protocol version of a streamable HTTP
+// request.
+const protocolVersionHeader = "Mcp-Protocol-Version"
 
 // withTraceContext continues the trace a request's W3C traceparent header
 // names, if any.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -76,11 +75,8 @@ upstreams:
 		f, _ := policy.Parse("gateway.yaml", []byte("upstreams:\n  - name: remote\n    url: "+srv.URL+"\n    headers: {Authorization: Bearer nope}\n"), lookup)
 		gw := newGateway(t, f, Options{Logger: quiet})
 		defer gw.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err := gw.Start(ctx)
-		if err == nil || !strings.Contains(err.Error(), `upstream "remote"`) || !strings.Contains(err.Error(), srv.URL) {
-			t.Errorf("Start = %v", err)
+		if err := startError(gw, "remote"); err == nil || !strings.Contains(err.Error(), `upstream "remote"`) || !strings.Contains(err.Error(), srv.URL) {
+			t.Errorf("check = %v", err)
 		}
 	})
 	t.Run("an upstream that went away is UPSTREAM_UNAVAILABLE", func(t *testing.T) {
@@ -169,9 +165,7 @@ func TestRedirectsKeepCredentialsHome(t *testing.T) {
 			var logs logBuffer
 			gw := newGateway(t, f, Options{Logger: logs.logger()})
 			defer gw.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err = gw.Start(ctx)
+			err = startError(gw, "remote")
 			leakedMu.Lock()
 			defer leakedMu.Unlock()
 			for _, h := range leaked {
@@ -181,12 +175,12 @@ func TestRedirectsKeepCredentialsHome(t *testing.T) {
 			}
 			if tt.follows {
 				if err != nil || gw.ToolCounts()["remote"] != 1 {
-					t.Errorf("same-origin redirect: Start = %v, tools %v", err, gw.ToolCounts())
+					t.Errorf("same-origin redirect: check = %v, tools %v", err, gw.ToolCounts())
 				}
 				return
 			}
 			if err == nil {
-				t.Fatal("Start succeeded through a redirect to another origin")
+				t.Fatal("connected through a redirect to another origin")
 			}
 			if !strings.Contains(logs.String(), "refused a redirect to another origin") {
 				t.Errorf("no log line says the redirect was refused:\n%s", logs.String())

@@ -207,6 +207,12 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 				if peer == nil {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no roots"}
 				}
+				// Asked in the context of the client's call in flight, if
+				// any, the question travels on that call's stream: over
+				// HTTP a client need not hold another stream open for it.
+				if c := u.callOn(req.GetSession().(*mcp.ClientSession)); c != nil && c.req != nil && c.req.Session == peer {
+					ctx = c.ctx
+				}
 				res, err := peer.ListRoots(ctx, &mcp.ListRootsParams{})
 				if err != nil {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not list its roots"}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"strings"
@@ -60,11 +61,13 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 		case "resources/templates/list":
 			return g.listTemplates(ctx, ss)
 		case "resources/read":
-			return g.readResource(ctx, ss, req.GetParams().(*mcp.ReadResourceParams))
+			res, err := g.readResource(ctx, ss, req.GetParams().(*mcp.ReadResourceParams))
+			return relayed(ss, res, err)
 		case "prompts/list":
 			return g.listPrompts(ctx, ss)
 		case "prompts/get":
-			return g.getPrompt(ctx, ss, req.GetParams().(*mcp.GetPromptParams))
+			res, err := g.getPrompt(ctx, ss, req.GetParams().(*mcp.GetPromptParams))
+			return relayed(ss, res, err)
 		case "logging/setLevel":
 			res, err := next(ctx, method, req)
 			if err == nil {
@@ -74,6 +77,39 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// relayed completes an upstream's result of prompts/get or resources/read
+// for the client: from protocol 2026-07-28 on, such a result must say that
+// it is complete (resultType), which a link of an earlier protocol does not
+// tell, and the SDK says it only of results of its own handlers. The field
+// is settable only through JSON, hence the round trip.
+func relayed[R interface {
+	mcp.Result
+	NeedsInput() bool
+}](ss *mcp.ServerSession, res R, err error) (mcp.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	if ss == nil || ss.InitializeParams() == nil || ss.InitializeParams().ProtocolVersion < protocolNew || res.NeedsInput() {
+		return res, nil
+	}
+	// Marshalling and reading back what was just read from the upstream
+	// cannot fail but on a bug; the client gets interlock's words for it.
+	unrelayable := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not relay the result of the server behind it"}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, unrelayable
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) != nil {
+		return nil, unrelayable
+	}
+	fields["resultType"] = json.RawMessage(`"complete"`)
+	if b, err = json.Marshal(fields); err != nil || json.Unmarshal(b, res) != nil {
+		return nil, unrelayable
+	}
+	return res, nil
 }
 
 // offered is the gateway's capabilities and instructions completed with
@@ -195,7 +231,7 @@ func (g *Gateway) listResources(ctx context.Context, ss *mcp.ServerSession) (*mc
 	g.catalog.mu.Lock()
 	g.catalog.resources = owners
 	g.catalog.mu.Unlock()
-	return &mcp.ListResourcesResult{Resources: items}, nil
+	return &mcp.ListResourcesResult{Resources: items, Cacheable: uncached}, nil
 }
 
 func (g *Gateway) listTemplates(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListResourceTemplatesResult, error) {
@@ -210,7 +246,7 @@ func (g *Gateway) listTemplates(ctx context.Context, ss *mcp.ServerSession) (*mc
 	g.catalog.mu.Lock()
 	g.catalog.templates = owners
 	g.catalog.mu.Unlock()
-	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items}, nil
+	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items, Cacheable: uncached}, nil
 }
 
 // resourceOwners lists the upstreams to ask for uri: the one that listed
@@ -225,6 +261,13 @@ func (g *Gateway) resourceOwners(uri string) []*upstream {
 	return g.offering(hasResources)
 }
 
+// uncached are the cache fields of every list and read the gateway
+// answers: what it returns depends on the caller's link and on upstreams
+// that may change at any time, so nobody but the caller may keep it, and
+// not for long. The SDK fills the fields only in results of its own
+// handlers, and protocol 2026-07-28 requires them.
+var uncached = mcp.Cacheable{CacheScope: "private"}
+
 func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	var last error = &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found"}
 	for _, u := range g.resourceOwners(p.URI) {
@@ -235,6 +278,7 @@ func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mc
 		}
 		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p.URI})
 		if err == nil {
+			res.Cacheable = uncached
 			return res, nil
 		}
 		last = u.forwardError("resources/read", err)
@@ -243,7 +287,7 @@ func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mc
 }
 
 func (g *Gateway) listPrompts(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListPromptsResult, error) {
-	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}}
+	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}, Cacheable: uncached}
 	owners := map[string]*upstream{}
 	for _, u := range g.offering(hasPrompts) {
 		cs, err := u.linkFor(ctx, ss)

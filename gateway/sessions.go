@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 
@@ -69,15 +67,9 @@ func (c *sessionCap) wrap(next http.Handler) http.Handler {
 
 // opensSession reports whether a POST without a session carries an
 // initialize request, the only one that leaves a session open. Requests of
-// newer protocols need none, and clients send them to probe. The body has
-// been read in full by mcpEnvelope and is read again here.
+// newer protocols need none, and clients send them to probe.
 func opensSession(r *http.Request) bool {
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return true
-	}
-	for _, m := range rpcMessages(body) {
+	for _, m := range requestMessages(r) {
 		if m.Method == "initialize" {
 			return true
 		}

@@ -42,6 +42,10 @@ func rawMCP(t *testing.T, url, key, session string, header http.Header, body str
 	return resp.StatusCode, string(b)
 }
 
+// onSession makes a go-sdk client speak the last protocol served with
+// sessions; at its default, 2026-07-28, it would be served without one.
+var onSession = &mcp.ClientSessionOptions{ProtocolVersion: pushProtocol}
+
 // servedSession serves gw over HTTP and connects a client without a key; it
 // returns the MCP URL and the client's session.
 func servedSession(t *testing.T, gw *Gateway, stateless bool) (string, *mcp.ClientSession) {
@@ -49,7 +53,7 @@ func servedSession(t *testing.T, gw *Gateway, stateless bool) (string, *mcp.Clie
 	srv := httptest.NewServer(gw.Handler(stateless))
 	t.Cleanup(srv.Close)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, onSession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +64,7 @@ func servedSession(t *testing.T, gw *Gateway, stateless bool) (string, *mcp.Clie
 // connectKey opens an MCP session over HTTP with an API key.
 func connectKey(url, key string) (*mcp.ClientSession, error) {
 	transport := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}
-	return mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport, nil)
+	return mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport, onSession)
 }
 
 // TestSessionsBelongToTheFullIdentity: a session opened with one key cannot
@@ -298,7 +302,7 @@ func TestStreamsOutliveServerTimeouts(t *testing.T) {
 			srv.Start()
 			defer srv.Close()
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-				&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
+				&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, onSession)
 			if err != nil {
 				t.Fatal(err)
 			}

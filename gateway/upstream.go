@@ -29,8 +29,9 @@ import (
 	"github.com/interlock-mcp/interlock/resilience"
 )
 
-// connectTimeout bounds starting a child and the MCP handshake with it.
-const connectTimeout = 30 * time.Second
+// connectTimeout bounds starting a child and the MCP handshake with it. A
+// variable so that tests of an upstream that hangs need not wait as long.
+var connectTimeout = 30 * time.Second
 
 // upstream is one MCP server the gateway runs as a child over stdio.
 type upstream struct {
@@ -54,6 +55,14 @@ type upstream struct {
 	session *mcp.ClientSession
 	client  *http.Client // an HTTP upstream's, made once for its connection pool
 	started bool         // a session was made before
+	upSince time.Time    // when session was made
+	// life ends when the gateway closes, and with it any reconnect loop
+	// (see reconnectLater); reconnecting says one runs, quickDeaths how
+	// many links in a row died young, closed that the gateway closed.
+	life         context.Context
+	reconnecting bool
+	quickDeaths  int
+	closed       bool
 
 	callsMu sync.Mutex
 	// calls are the downstream calls in flight on this upstream, so that a
@@ -113,15 +122,24 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if u.session != nil {
 		return u.session, nil
 	}
+	if u.reconnecting {
+		return nil, unreachable{fmt.Errorf("upstream %q is down; reconnecting in the background", u.cfg.Name)}
+	}
+	return u.connectLocked(ctx)
+}
+
+// connectLocked makes the shared link. The caller holds u.mu.
+func (u *upstream) connectLocked(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := u.dial(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, unreachable{err}
 	}
-	u.session = cs
-	if u.started {
-		// A restarted child may offer other tools than the one before.
+	u.session, u.upSince = cs, time.Now()
+	if u.started || u.reconnecting {
+		// A restarted child may offer other tools than the one before, and
+		// one that was down at start has offered none yet.
 		go u.onToolsChanged(u, nil)
-		if u.onEvent != nil {
+		if u.onEvent != nil && u.started {
 			_, what := u.describe()
 			u.onEvent("upstream_restarted", "reconnected to "+what)
 		}
@@ -131,7 +149,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		u.onUp(true)
 	}
 	go func() {
-		// When the child exits, the next call reconnects.
+		// When the child exits, a loop in the background starts it again.
 		_ = cs.Wait()
 		u.forget(cs)
 	}()
@@ -478,8 +496,8 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 		}
 	case !answered && u.cfg.URL != "":
 		// Not an answer from the server but a failure to reach it (a
-		// refused connection, an expired session): start a new session on
-		// the next call.
+		// refused connection, an expired session): a new session is made
+		// in the background.
 		u.forget(cs)
 		return &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
@@ -526,12 +544,14 @@ func (u *upstream) timeout() time.Duration {
 	return policy.DefaultCallTimeout
 }
 
-// forget drops a link that broke, so the next call starts the child again.
+// forget drops a link that broke; a loop in the background makes it again.
 func (u *upstream) forget(cs *mcp.ClientSession) {
 	u.mu.Lock()
 	lost := u.session == cs
 	if lost {
 		u.session = nil
+		u.lost(u.upSince)
+		u.reconnectLater()
 	}
 	u.mu.Unlock()
 	if lost && u.onUp != nil {
@@ -543,7 +563,7 @@ func (u *upstream) forget(cs *mcp.ClientSession) {
 func (u *upstream) close() error {
 	u.mu.Lock()
 	cs := u.session
-	u.session = nil
+	u.session, u.closed = nil, true
 	u.mu.Unlock()
 	if cs == nil {
 		return nil

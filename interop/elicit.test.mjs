@@ -88,12 +88,14 @@ function recordingFetch(calls) {
   };
 }
 
-// The four ways a client with a form reaches the gateway.
+// The ways a client with a form reaches the gateway.
 const FORM_CONNECTIONS = [
   { label: 'SDK 1.x (2025-11-25) over stdio', sdk: SDK1, transport: 'stdio' },
   { label: 'SDK 1.x (2025-11-25) over streamable HTTP with sessions', sdk: SDK1, transport: 'sessions' },
   { label: 'client 2.x (2026-07-28, MRTR) over stdio', sdk: SDK2, transport: 'stdio' },
   { label: 'client 2.x (2026-07-28, MRTR) over stateless streamable HTTP', sdk: SDK2, transport: 'stateless' },
+  // The default endpoint serves a 2026-07-28 client statelessly beside the sessions of earlier ones.
+  { label: 'client 2.x (2026-07-28, MRTR) over streamable HTTP with sessions', sdk: SDK2, transport: 'sessions' },
 ];
 
 // Starts a gateway for conn with a scripted human; runs fn; stops it.
@@ -116,8 +118,8 @@ async function withGateway(conn, { answer, elicitation = true, dryRunOn = false 
     } else if (conn.transport !== 'stdio') {
       assert.equal(gw.transport.protocolVersion, '2025-11-25', 'the 1.x client speaks 2025-11-25');
     }
-    if (conn.transport === 'sessions') assert.ok(gw.transport.sessionId, 'expected an Mcp-Session-Id');
-    if (conn.transport === 'stateless') assert.equal(gw.transport.sessionId, undefined, 'stateless: no session');
+    if (conn.sdk === SDK1 && conn.transport === 'sessions') assert.ok(gw.transport.sessionId, 'expected an Mcp-Session-Id');
+    if (conn.sdk === SDK2 || conn.transport === 'stateless') assert.equal(gw.transport.sessionId, undefined, 'no session');
     await fn({ client: gw.client, human, calls, gw });
   } catch (err) {
     err.message += `\n--- gateway stderr (tail) ---\n${gw.stderr().slice(-3000)}`;
@@ -320,7 +322,7 @@ for (const conn of FORM_CONNECTIONS) {
       await assertNorthwindExists(client);
     });
 
-    if (conn.sdk === SDK2 && conn.transport === 'stateless') {
+    if (conn.sdk === SDK2 && conn.transport !== 'stdio') {
       gwIt('on the wire: two POSTs, the retry carries inputResponses and the requestState', { answer: ACCEPT_NORTHWIND }, async ({ client, calls }) => {
         assertDeletedNorthwind(await client.callTool({ name: 'delete_customer', arguments: DELETE_NORTHWIND }));
         const deletes = calls.filter((c) => c.params?.name === 'delete_customer');

@@ -179,9 +179,9 @@ export function isAlive(pid) {
 // Starts `interlock serve --listen 127.0.0.1:0` as a child process, reads the
 // URL from its stderr banner and connects a client over streamable HTTP.
 // fetch, if given, is handed to the SDK transport (to observe requests).
-export async function startHttp({ dryRun, stateless = false, fetch, sdk = SDK1, clientOptions, setup } = {}) {
+export async function startHttp({ dryRun, stateless = false, extraArgs = [], fetch, sdk = SDK1, clientOptions, setup } = {}) {
   const dataDir = tempDataDir();
-  const args = ['serve', '--listen', '127.0.0.1:0', '--data', dataDir];
+  const args = ['serve', '--listen', '127.0.0.1:0', '--data', dataDir, ...extraArgs];
   if (stateless) args.push('--stateless');
   const child = spawn(BIN, args, { env: childEnv(dryRun), stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

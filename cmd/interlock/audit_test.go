@@ -60,7 +60,7 @@ func TestAuditThroughServe(t *testing.T) {
 	url, exited := launch(t, cmd)
 	f := &formAnswer{action: "accept", content: map[string]any{"confirm": true, "type_back": "acct_2048"}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "audit-it", Version: "9.9"}, &mcp.ClientOptions{ElicitationHandler: f.handle}).
-		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // on a session, which the records name
 	if err != nil {
 		t.Fatal(err)
 	}

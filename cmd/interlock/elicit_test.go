@@ -56,6 +56,7 @@ func TestElicitThroughServe(t *testing.T) {
 		{"stdio", "2026-07-28"},
 		{"stdio", "2025-11-25"},
 		{"http", "2025-11-25"},
+		{"http", "2026-07-28"},
 		{"stateless", "2026-07-28"},
 	}
 	for _, conn := range connections {
@@ -107,4 +108,54 @@ func TestElicitThroughServe(t *testing.T) {
 			t.Errorf("redeem: %v", structured(t, res))
 		}
 	})
+}
+
+// TestBothGenerationsOnOneEndpoint connects a client of each protocol
+// generation to the same default HTTP endpoint, at once: the earlier one
+// holds a session and is asked with elicitation/create, the later one is
+// served without a session and asked with input requests.
+func TestBothGenerationsOnOneEndpoint(t *testing.T) {
+	endpoint := servedHTTPWith(t, []string{"MCP_DRY_RUN=false"})
+	clients := []struct {
+		version, customer, name string
+		session                 bool
+	}{
+		{"2025-11-25", "acct_9931", "Northwind Traders", true},
+		{"2026-07-28", "acct_1024", "Globex", false},
+	}
+	sessions := make([]*mcp.ClientSession, len(clients))
+	forms := make([]*formAnswer, len(clients))
+	for i, c := range clients {
+		forms[i] = &formAnswer{action: "accept", content: map[string]any{"confirm": true, "type_back": c.customer}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "it"}, &mcp.ClientOptions{ElicitationHandler: forms[i].handle}).
+			Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: c.version})
+		if err != nil {
+			t.Fatalf("connect at %s: %v", c.version, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions[i] = cs
+	}
+	for i, c := range clients {
+		cs := sessions[i]
+		t.Run(c.version, func(t *testing.T) {
+			if got := cs.InitializeResult().ProtocolVersion; got != c.version {
+				t.Errorf("negotiated %s", got)
+			}
+			if hasSession := cs.ID() != ""; hasSession != c.session {
+				t.Errorf("session id %q", cs.ID())
+			}
+			if res := callTool(t, cs, "get_customer", map[string]any{"id": c.customer}); res.IsError {
+				t.Fatalf("get_customer: %v", structured(t, res))
+			}
+			if res := callTool(t, cs, "delete_customer", map[string]any{"id": c.customer}); res.IsError {
+				t.Fatalf("delete_customer: %v", structured(t, res))
+			}
+			if len(forms[i].asked) != 1 || !strings.Contains(forms[i].asked[0], c.name) {
+				t.Errorf("form message = %q", forms[i].asked)
+			}
+			if got := code(t, callTool(t, cs, "get_customer", map[string]any{"id": c.customer})); got != interlock.CodeNotFound {
+				t.Errorf("after delete, get_customer: %s", got)
+			}
+		})
+	}
 }

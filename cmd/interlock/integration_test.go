@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -323,7 +325,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{"check the built-in config connected", []string{"check", "--connect"}, 0, "built-in config: ok (1 upstreams, 6 rules, 0 API keys; connected: 13 tools)", nil},
 		{"check refuses a command that is not here", []string{"check", "--config", ghost}, 1, "", []string{ghost + `:3: upstream "ghost": command "/nonexistent/server" is not an executable on this machine's PATH`}},
 		{"non-loopback without keys", []string{"serve", "--listen", "0.0.0.0:0", "--data", dir}, 1, "", []string{"auth.keys", "interlock key"}},
-		{"an upstream that does not start", []string{"serve", "--stdio", "--config", ghost, "--data", dir}, 1, "", []string{`upstream "ghost"`, ghost + ":2"}},
+		// The gateway serves without it (here until stdin ends) and says why.
+		{"an upstream that does not start", []string{"serve", "--stdio", "--config", ghost, "--data", dir}, 0, "", []string{"upstream unreachable at start", "upstream=ghost", ghost + ":2"}},
 		{"unknown command", []string{"launch"}, 2, "", []string{`unknown command "launch"`}},
 		{"unknown flag", []string{"serve", "--port", "1"}, 2, "", []string{"flag provided but not defined: -port"}},
 	}
@@ -392,5 +395,20 @@ func runNodeSuite(t *testing.T, dir, module string, env ...string) {
 	}
 	if !strings.Contains(string(out), "# fail 0") {
 		t.Fatalf("%s suite did not report zero failures:\n%s", dir, out)
+	}
+}
+
+// TestReadyzThroughServe: the built-in gateway is ready once its demo
+// upstream is connected and its audit log answers.
+func TestReadyzThroughServe(t *testing.T) {
+	endpoint := servedHTTPWith(t, nil)
+	resp, err := http.Get(strings.TrimSuffix(endpoint, "/mcp") + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != `{"status":"ready"}` {
+		t.Errorf("/readyz: %d %s", resp.StatusCode, b)
 	}
 }

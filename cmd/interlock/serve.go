@@ -153,6 +153,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		defer tokens.Close()
 		opts.Tokens, opts.Approvals, opts.Grants = tokens, tokens.Approvals(), tokens.Grants()
+		// A binding no token is issued under: a round trip that changes nothing.
+		opts.Probes = append(opts.Probes, gateway.Probe{Name: "token store", Check: func(ctx context.Context) error {
+			_, err := tokens.Consume(ctx, "readiness-probe", "")
+			return err
+		}})
 		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
 	}
 	if f.Store.Postgres != "" {
@@ -170,6 +175,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	defer auditLog.Close()
 	opts.Audit, opts.AuditOptional = auditLog, !f.Audit.IsRequired()
+	opts.Probes = append(opts.Probes, gateway.Probe{Name: "audit log", Check: func(ctx context.Context) error {
+		_, _, err := auditLog.Head(ctx)
+		return err
+	}})
 	if cp := f.Audit.Checkpoint; cp != nil {
 		key, err := readKeyFile(cp.KeyFile)
 		if err != nil {
@@ -266,6 +275,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	case <-ctx.Done():
 	}
+	// Tool calls in flight finish, within drainTimeout, while new ones are
+	// refused; the upstreams stop after (gw.Close, deferred).
+	drain, cancelDrain := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancelDrain()
+	if err := gw.Drain(drain); err != nil {
+		log.Warn("stopping with tool calls still in flight", "error", err)
+	}
 	// Open sessions hold long-lived event streams that Shutdown would wait
 	// for; close them first, then give requests in flight a moment.
 	for ss := range gw.Server().Sessions() {
@@ -299,6 +315,10 @@ func startProfiler(addr string, log *slog.Logger) error {
 	go func() { _ = http.Serve(ln, mux) }()
 	return nil
 }
+
+// drainTimeout bounds how long a gateway told to stop waits for the tool
+// calls in flight.
+const drainTimeout = 10 * time.Second
 
 // startTracing installs an OpenTelemetry tracer provider that exports
 // spans over OTLP/HTTP when the standard variables name an endpoint
