@@ -8,32 +8,29 @@ import (
 	"github.com/interlock-mcp/interlock/approvaltest"
 )
 
+// twoGateways opens two handles on one fresh schema, as two gateways
+// sharing the database would.
+func twoGateways(t *testing.T) (*Approvals, *Approvals) {
+	url, _ := schemaURL(t)
+	open := func() *Approvals {
+		s, err := OpenApprovals(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	return open(), open()
+}
+
 func TestApprovalsConformance(t *testing.T) {
 	approvaltest.Run(t, func(t *testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
-		url, _ := schemaURL(t)
-		open := func() *Approvals {
-			s, err := OpenApprovals(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Close)
-			return s
-		}
-		return open(), open()
+		return twoGateways(t)
 	})
 }
 
 func TestGrantsConformance(t *testing.T) {
 	approvaltest.RunGrants(t, func(t *testing.T) (interlock.GrantStore, interlock.GrantStore) {
-		url, _ := schemaURL(t)
-		open := func() *Approvals {
-			s, err := OpenApprovals(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Close)
-			return s
-		}
-		return open(), open()
+		return twoGateways(t)
 	})
 }
