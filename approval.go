@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/interlock-mcp/interlock/seal"
 )
 
 // DefaultApprovalTimeout is how long an approval may stay undecided unless
@@ -205,7 +203,7 @@ type ApprovalStore interface {
 
 // approvalKey binds an approval to a call.
 func approvalKey(c *Call) (string, error) {
-	digest, err := seal.Digest(c.sent)
+	digest, err := c.digest()
 	if err != nil {
 		return "", fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
 	}

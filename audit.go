@@ -548,7 +548,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 	}
 	if c != nil {
 		rec.Args = g.redactedArgs(c)
-		if digest, err := seal.Digest(c.sent); err == nil {
+		if digest, err := c.digest(); err == nil {
 			rec.ArgsDigest = hex.EncodeToString(digest[:])
 		}
 		rec.ConfirmedBy = c.confirmedBy

@@ -93,8 +93,10 @@ type Call struct {
 	raw   json.RawMessage // the business arguments, as the tool will get them
 	human []string        // arguments a human picks in a form
 	// sent are the business arguments as the client sent them, before a
-	// human's choices were added: what grants are bound to.
-	sent map[string]any
+	// human's choices were added: what grants are bound to. sentDigest
+	// holds their digest once computed.
+	sent       map[string]any
+	sentDigest *[32]byte
 	// definition is the digest of the tool's definition as advertised.
 	definition [32]byte
 	// confirmedBy names the key that confirmed the call, once one did;
@@ -229,6 +231,19 @@ func jsonKind(v any) string {
 		return "a boolean"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// digest returns the digest of the arguments the client sent, computing it
+// once: grants, approvals and audit records of one call all bind it.
+func (c *Call) digest() ([32]byte, error) {
+	if c.sentDigest == nil {
+		d, err := seal.Digest(c.sent)
+		if err != nil {
+			return d, err
+		}
+		c.sentDigest = &d
+	}
+	return *c.sentDigest, nil
 }
 
 // DefinitionDigest returns the digest of a tool's definition as advertised:

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -31,6 +32,42 @@ type Checkpoint struct {
 type CheckpointStore interface {
 	AppendCheckpoint(ctx context.Context, cp Checkpoint) error
 	Checkpoints(ctx context.Context) ([]Checkpoint, error)
+}
+
+// CheckpointColumns are the columns, in order, that [ScanCheckpoints]
+// reads: every table of checkpoints has them.
+const CheckpointColumns = "seq, hash, time, key_id, signature"
+
+// ScanCheckpoints reads rows of [CheckpointColumns], time as RFC 3339
+// text, from a checkpoint table of database/sql or pgx.
+func ScanCheckpoints(rows Rows) ([]Checkpoint, error) {
+	var out []Checkpoint
+	for rows.Next() {
+		var cp Checkpoint
+		var t string
+		if err := rows.Scan(&cp.Seq, &cp.Hash, &t, &cp.KeyID, &cp.Signature); err != nil {
+			return nil, err
+		}
+		var err error
+		if cp.Time, err = time.Parse(time.RFC3339Nano, t); err != nil {
+			return nil, fmt.Errorf("checkpoint %d: %w", cp.Seq, err)
+		}
+		out = append(out, cp)
+	}
+	return out, rows.Err()
+}
+
+// Spent turns the error of consuming an approval or using a grant into
+// whether it was spent: ErrNotApproved and an unknown id mean it was not,
+// any other error is the store's.
+func Spent(err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotApproved), errors.Is(err, ErrApprovalUnknown), errors.Is(err, ErrGrantUnknown):
+		return false, nil
+	}
+	return false, err
 }
 
 // KeyID returns the identifier of an Ed25519 public key.

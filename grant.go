@@ -58,7 +58,7 @@ func (k grant) binding(tenant, principal, tool string) string {
 // kind: issuing supersedes the earlier one. The store keeps the grant's
 // fingerprint, so only these exact claims can be spent.
 func (g *Gate) issue(ctx context.Context, k grant, c *Call, ttl time.Duration, payload []byte) (string, seal.Claims, error) {
-	digest, err := seal.Digest(c.sent)
+	digest, err := c.digest()
 	if err != nil {
 		return "", seal.Claims{}, fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
 	}
@@ -120,7 +120,7 @@ func (g *Gate) spend(ctx context.Context, k grant, c *Call, token, again string)
 	if claims.Tool != c.Tool {
 		differ = append(differ, "tool")
 	}
-	if digest, err := seal.Digest(c.sent); err != nil || digest != claims.Digest {
+	if digest, err := c.digest(); err != nil || digest != claims.Digest {
 		differ = append(differ, "arguments")
 	}
 	if claims.Definition != c.definition {

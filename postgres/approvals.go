@@ -187,13 +187,11 @@ func (s *Approvals) Consume(ctx context.Context, id string) (bool, error) {
 	_, err := s.change(ctx, id, func(a *interlock.Approval) error {
 		return a.Consume(time.Now())
 	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrApprovalUnknown):
-		return false, nil
+	spent, err := interlock.Spent(err)
+	if err != nil {
+		return false, s.fail(err)
 	}
-	return false, s.fail(err)
+	return spent, nil
 }
 
 func scanGrant(row pgx.Row) (*interlock.StandingGrant, error) {
@@ -267,13 +265,11 @@ func (s *Approvals) UseGrant(ctx context.Context, id string) (bool, error) {
 	_, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
 		return g.Use(time.Now())
 	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrGrantUnknown):
-		return false, nil
+	spent, err := interlock.Spent(err)
+	if err != nil {
+		return false, s.fail(err)
 	}
-	return false, s.fail(err)
+	return spent, nil
 }
 
 // RevokeGrant implements [interlock.GrantStore].

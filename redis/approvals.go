@@ -50,28 +50,38 @@ func (s *Approvals) update(ctx context.Context, fn func(tx *goredis.Tx) error, k
 	return fmt.Errorf("redis store: approval changed concurrently %d times in a row", maxAttempts)
 }
 
-func (s *Approvals) read(ctx context.Context, c goredis.Cmdable, id string) (*interlock.Approval, error) {
-	b, err := c.Get(ctx, s.idKey(id)).Bytes()
+// getJSON reads the JSON value at key; unknown when there is none.
+func getJSON[T any](ctx context.Context, c goredis.Cmdable, key string, unknown error) (*T, error) {
+	b, err := c.Get(ctx, key).Bytes()
 	if errors.Is(err, goredis.Nil) {
-		return nil, interlock.ErrApprovalUnknown
+		return nil, unknown
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redis store: reading approval: %w", err)
+		return nil, fmt.Errorf("redis store: reading %s: %w", key, err)
 	}
-	a := &interlock.Approval{}
-	if err := json.Unmarshal(b, a); err != nil {
-		return nil, fmt.Errorf("redis store: approval %s: %w", id, err)
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("redis store: %s: %w", key, err)
 	}
-	return a, nil
+	return v, nil
+}
+
+// setJSON queues the write of v as JSON at key, kept for ttl.
+func setJSON(ctx context.Context, p goredis.Pipeliner, key string, v any, ttl time.Duration) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("redis store: encoding %s: %w", key, err)
+	}
+	p.Set(ctx, key, b, ttl)
+	return nil
+}
+
+func (s *Approvals) read(ctx context.Context, c goredis.Cmdable, id string) (*interlock.Approval, error) {
+	return getJSON[interlock.Approval](ctx, c, s.idKey(id), interlock.ErrApprovalUnknown)
 }
 
 func (s *Approvals) write(ctx context.Context, p goredis.Pipeliner, a *interlock.Approval) error {
-	b, err := json.Marshal(a)
-	if err != nil {
-		return fmt.Errorf("redis store: encoding approval: %w", err)
-	}
-	p.Set(ctx, s.idKey(a.ID), b, keep(a))
-	return nil
+	return setJSON(ctx, p, s.idKey(a.ID), a, keep(a))
 }
 
 // Request implements [interlock.ApprovalStore].
@@ -183,11 +193,5 @@ func (s *Approvals) Consume(ctx context.Context, id string) (bool, error) {
 	_, err := s.change(ctx, id, func(a *interlock.Approval) error {
 		return a.Consume(time.Now())
 	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrApprovalUnknown):
-		return false, nil
-	}
-	return false, err
+	return interlock.Spent(err)
 }

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -29,27 +28,11 @@ func (s *Grants) grantKey(id string) string { return s.prefix + "grant:" + id }
 func (s *Grants) grantsKey() string         { return s.prefix + "grants" }
 
 func (s *Grants) readGrant(ctx context.Context, c goredis.Cmdable, id string) (*interlock.StandingGrant, error) {
-	b, err := c.Get(ctx, s.grantKey(id)).Bytes()
-	if errors.Is(err, goredis.Nil) {
-		return nil, interlock.ErrGrantUnknown
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redis store: reading grant: %w", err)
-	}
-	g := &interlock.StandingGrant{}
-	if err := json.Unmarshal(b, g); err != nil {
-		return nil, fmt.Errorf("redis store: grant %s: %w", id, err)
-	}
-	return g, nil
+	return getJSON[interlock.StandingGrant](ctx, c, s.grantKey(id), interlock.ErrGrantUnknown)
 }
 
 func (s *Grants) writeGrant(ctx context.Context, p goredis.Pipeliner, g *interlock.StandingGrant) error {
-	b, err := json.Marshal(g)
-	if err != nil {
-		return fmt.Errorf("redis store: encoding grant: %w", err)
-	}
-	p.Set(ctx, s.grantKey(g.ID), b, time.Until(g.ExpiresAt)+24*time.Hour)
-	return nil
+	return setJSON(ctx, p, s.grantKey(g.ID), g, time.Until(g.ExpiresAt)+24*time.Hour)
 }
 
 // AddGrant implements [interlock.GrantStore].
@@ -102,13 +85,7 @@ func (s *Grants) UseGrant(ctx context.Context, id string) (bool, error) {
 	_, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
 		return g.Use(time.Now())
 	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, interlock.ErrNotApproved), errors.Is(err, interlock.ErrGrantUnknown):
-		return false, nil
-	}
-	return false, err
+	return interlock.Spent(err)
 }
 
 // RevokeGrant implements [interlock.GrantStore].

@@ -173,24 +173,16 @@ func (a *Audit) AppendCheckpoint(ctx context.Context, cp interlock.Checkpoint) e
 
 // Checkpoints implements [interlock.CheckpointStore].
 func (a *Audit) Checkpoints(ctx context.Context) ([]interlock.Checkpoint, error) {
-	rows, err := a.db.QueryContext(ctx, "SELECT seq, hash, time, key_id, signature FROM audit_checkpoints ORDER BY seq")
+	rows, err := a.db.QueryContext(ctx, "SELECT "+interlock.CheckpointColumns+" FROM audit_checkpoints ORDER BY seq")
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", a.path, err)
 	}
 	defer rows.Close()
-	var out []interlock.Checkpoint
-	for rows.Next() {
-		var cp interlock.Checkpoint
-		var t string
-		if err := rows.Scan(&cp.Seq, &cp.Hash, &t, &cp.KeyID, &cp.Signature); err != nil {
-			return nil, fmt.Errorf("audit log %s: %w", a.path, err)
-		}
-		if cp.Time, err = time.Parse(time.RFC3339Nano, t); err != nil {
-			return nil, fmt.Errorf("audit log %s: checkpoint %d: %w", a.path, cp.Seq, err)
-		}
-		out = append(out, cp)
+	cps, err := interlock.ScanCheckpoints(rows)
+	if err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", a.path, err)
 	}
-	return out, rows.Err()
+	return cps, nil
 }
 
 // Close writes what is queued and closes the database.

@@ -156,24 +156,16 @@ func readTableSink(ctx context.Context, url, table string) ([]interlock.Checkpoi
 		return nil, err
 	}
 	defer pool.Close()
-	rows, err := pool.Query(ctx, "SELECT seq, hash, time, key_id, signature FROM "+table+" ORDER BY seq")
+	rows, err := pool.Query(ctx, "SELECT "+interlock.CheckpointColumns+" FROM "+table+" ORDER BY seq")
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint table %s: %w", table, err)
 	}
 	defer rows.Close()
-	var out []interlock.Checkpoint
-	for rows.Next() {
-		var cp interlock.Checkpoint
-		var t string
-		if err := rows.Scan(&cp.Seq, &cp.Hash, &t, &cp.KeyID, &cp.Signature); err != nil {
-			return nil, err
-		}
-		if cp.Time, err = time.Parse(time.RFC3339Nano, t); err != nil {
-			return nil, err
-		}
-		out = append(out, cp)
+	cps, err := interlock.ScanCheckpoints(rows)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint table %s: %w", table, err)
 	}
-	return out, rows.Err()
+	return cps, nil
 }
 
 // sinks joins the checkpoint sinks the config names into one.
