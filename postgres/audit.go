@@ -1,5 +1,6 @@
-// Package postgres keeps interlock's audit log in PostgreSQL, for gateways
-// that share one log or whose operators want it off the gateway's disk.
+// Package postgres keeps interlock's audit log, and its approvals and
+// standing grants (approvals.go), in PostgreSQL, for gateways that share
+// them or whose operators want them off the gateway's disk.
 //
 // Records are stored as the JSON text they were hashed from (text, not
 // jsonb, which would reorder their members), one row each in table audit,

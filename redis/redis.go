@@ -1,6 +1,7 @@
 // Package redis keeps interlock's live confirm tokens in Redis, so that
 // several gateways sharing one Redis server and one INTERLOCK_SECRET honour
-// each token exactly once between them.
+// each token exactly once between them; approvals.go and grants.go keep
+// approvals and standing grants there likewise.
 //
 // Each binding {tenant, principal, tool} has one key holding the nonce of
 // its live token, with the token's TTL as the key's expiry. Issuing

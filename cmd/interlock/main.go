@@ -1,6 +1,8 @@
 // Command interlock is the gateway and its tools: serve puts the gate in
 // front of MCP servers, demo runs the built-in demo back office, check
-// validates a configuration file, and key makes an API key.
+// validates a configuration file, key and secret make an API key and a
+// sealing key, audit verifies and reads the audit log, and approvals
+// decides approvals on a running gateway.
 package main
 
 import (
