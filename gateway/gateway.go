@@ -78,6 +78,7 @@ type Gateway struct {
 	upstreams []*upstream
 	metrics   *metrics.Metrics
 	console   *console.Console
+	authn     *authenticator
 	// stop ends the gateway's background work: the loops that reconnect
 	// upstreams.
 	stop     context.CancelFunc
@@ -137,7 +138,10 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.gate = gate
-	g.console = g.newConsole(opts.Audit)
+	if g.authn, err = newAuthenticator(f, opts.PublicURL); err != nil {
+		return nil, err
+	}
+	g.console = g.newConsole(opts.Audit, opts.PublicURL)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "interlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
