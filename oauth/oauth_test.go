@@ -6,6 +6,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"maps"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -213,3 +215,50 @@ func TestConfiguredJWKSURL(t *testing.T) {
 	}
 }
 
+// TestSignIn: the code redeems only with the verifier of its challenge,
+// and the ID token only with the nonce of its flow; then the ID token's
+// claims name the approver.
+func TestSignIn(t *testing.T) {
+	iss := oauthtest.Start(t)
+	const redirect = "https://gateway.example/console/oidc/callback"
+	iss.Register(oauthtest.Client{ID: "console", Secret: "s", RedirectURI: redirect})
+	iss.SignInAs(map[string]any{"sub": "u-1", "email": "ann@example.com", "groups": []any{"finance"}}, audience)
+	p := newProvider(t, iss, &clock{now: time.Now()}, oauth.Claims{Principal: "email", DefaultTenant: "default"})
+	s := p.SignIn("console", "s", redirect)
+	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	code := func(verifier string) string {
+		t.Helper()
+		u, err := s.AuthURL(context.Background(), "state-1", "nonce-1", verifier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := url.Parse(u)
+		if q.Query().Get("code_challenge_method") != "S256" || q.Query().Get("nonce") != "nonce-1" {
+			t.Fatalf("authorization URL %s", u)
+		}
+		res, err := noRedirects.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		back, _ := url.Parse(res.Header.Get("Location"))
+		if back.Query().Get("state") != "state-1" {
+			t.Fatalf("sent back to %s", back)
+		}
+		return back.Query().Get("code")
+	}
+	verifier := strings.Repeat("v", 43)
+	if _, err := s.Exchange(context.Background(), code(verifier), strings.Repeat("w", 43), "nonce-1"); err == nil {
+		t.Error("a code redeemed with another verifier")
+	}
+	if _, err := s.Exchange(context.Background(), code(verifier), verifier, "nonce-2"); err == nil || !strings.Contains(err.Error(), "nonce") {
+		t.Errorf("an ID token of another flow's nonce: %v", err)
+	}
+	id, err := s.Exchange(context.Background(), code(verifier), verifier, "nonce-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Principal != "ann@example.com" || id.Tenant != "default" || !slices.Equal(id.Groups, []string{"finance"}) {
+		t.Errorf("identity = %+v", id)
+	}
+}
