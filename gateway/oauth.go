@@ -206,7 +206,9 @@ func (g *Gateway) metadataHandler() http.Handler {
 // derived from the resource URL when that differs.
 func (g *Gateway) metadataPaths() []string {
 	paths := []string{MetadataPath, MetadataPath + MCPPath}
-	if u, err := url.Parse(g.authn.metadata); err == nil && !slices.Contains(paths, u.Path) {
+	// A path with a pattern's characters is left out: the mux would read
+	// it as a wildcard.
+	if u, err := url.Parse(g.authn.metadata); err == nil && !slices.Contains(paths, u.Path) && !strings.ContainsAny(u.Path, "{} ") {
 		paths = append(paths, u.Path)
 	}
 	return paths
