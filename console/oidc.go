@@ -52,14 +52,16 @@ const (
 func (fs *oidcFlows) put(state string, f oidcFlow) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	now := time.Now()
-	for k, old := range fs.byKey {
-		if now.After(old.expires) {
-			delete(fs.byKey, k)
-		}
-	}
 	if len(fs.byKey) >= maxFlows {
-		return false
+		now := time.Now()
+		for k, old := range fs.byKey {
+			if now.After(old.expires) {
+				delete(fs.byKey, k)
+			}
+		}
+		if len(fs.byKey) >= maxFlows {
+			return false
+		}
 	}
 	fs.byKey[state] = f
 	return true
