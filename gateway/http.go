@@ -86,10 +86,9 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		metricsHandler = g.metrics.Handler()
 	}
 	if g.file.Auth.Configured() {
-		guard := g.requireAuth
-		mcpHandler, rest = guard(mcpHandler), guard(rest)
+		mcpHandler, rest = g.requireAuth(mcpHandler), g.requireAuth(rest)
 		if metricsHandler != nil {
-			metricsHandler = guard(metricsHandler)
+			metricsHandler = g.requireAuth(metricsHandler)
 		}
 	}
 	mcpHandler, rest = withTraceContext(mcpHandler), withTraceContext(rest)
