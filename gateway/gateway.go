@@ -63,7 +63,10 @@ type Options struct {
 	OnApproval func(context.Context, *interlock.Approval)
 	// PublicURL is where approvers reach this gateway over HTTP, such as
 	// http://127.0.0.1:8740: the approval_url of a pending approval points
-	// into its console. Empty leaves approval_url out.
+	// into its console. Empty leaves approval_url out. With auth.oauth it
+	// is also the base of the default audience (PublicURL/mcp) and of the
+	// console's redirect URI; without it and without auth.oauth.audience,
+	// every access token is refused.
 	PublicURL string
 	// Probes check the stores for /readyz.
 	Probes []Probe
