@@ -9,9 +9,10 @@
 // of a page that changed, so a new approval or a decision appears without
 // a reload.
 //
-// Approvers sign in with the same API keys that authenticate /mcp and
-// exchange them for a server-side session behind an HttpOnly, SameSite=Strict
-// cookie. A gateway without keys hands its operator a one-time sign-in link
+// Approvers sign in with the same API keys that authenticate /mcp, or
+// with the gateway's OAuth issuer (see [IdentityProvider]), and get a
+// server-side session behind an HttpOnly, SameSite=Strict cookie. A
+// gateway without either hands its operator a one-time sign-in link
 // instead. Every form carries the session's CSRF token, and cross-origin
 // POSTs are refused as well.
 package console
@@ -57,6 +58,9 @@ type Options struct {
 	// Authenticate returns who holds an API key. Nil when the gateway has
 	// no keys: then only one-time links sign anyone in.
 	Authenticate func(ctx context.Context, key string) (interlock.Approver, error)
+	// SignIn, when set, offers approvers to sign in with an identity
+	// provider; the provider must send them back to CallbackPath.
+	SignIn IdentityProvider
 	// History is the audit log the history page reads; none when nil.
 	History History
 	// Logger receives what went wrong behind a page; slog.Default() when
@@ -81,6 +85,11 @@ type Console struct {
 	sessions *sessions
 	changes  *watcher
 	passkeys *passkeys
+
+	// signInWith is the identity provider approvers may sign in with;
+	// nil when there is none.
+	signInWith IdentityProvider
+	flows      oidcFlows
 }
 
 // New returns a console. Its watcher of approvals runs until [Console.Close].
@@ -97,8 +106,8 @@ func New(opts Options) *Console {
 	if poll <= 0 {
 		poll = time.Second
 	}
-	c := &Console{gate: opts.Gate, authn: opts.Authenticate, history: opts.History, log: log, pages: parsePages(),
-		sessions: newSessions(idle), passkeys: newPasskeys()}
+	c := &Console{gate: opts.Gate, authn: opts.Authenticate, signInWith: opts.SignIn, history: opts.History, log: log, pages: parsePages(),
+		sessions: newSessions(idle), passkeys: newPasskeys(), flows: oidcFlows{byKey: map[string]oidcFlow{}}}
 	opts.Gate.UsePasskeys(c.passkeys)
 	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c
@@ -150,6 +159,10 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /console/login", c.loginPage)
 	mux.HandleFunc("POST /console/login", c.login)
 	mux.HandleFunc("POST /console/logout", c.signedIn(c.logout))
+	if c.signInWith != nil {
+		mux.HandleFunc("GET "+oidcStartPath, c.oidcStart)
+		mux.HandleFunc("GET "+CallbackPath, c.oidcCallback)
+	}
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
@@ -190,6 +203,9 @@ type page struct {
 	Flash   string
 	Error   string
 	Message string
+	// Refresh, when set, is a console page the browser moves on to at
+	// once.
+	Refresh string
 	Data    any
 	// session is whose flash the page shows.
 	session *session

@@ -220,6 +220,8 @@ func setCookie(w http.ResponseWriter, r *http.Request, name, path, value string,
 type loginData struct {
 	Next    string
 	HasKeys bool
+	// HasProvider offers the sign-in with the identity provider.
+	HasProvider bool
 	// Token is the login form's own CSRF token, also in its cookie.
 	Token string
 }
@@ -244,7 +246,7 @@ func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, 
 	token := randomToken()
 	setCookie(w, r, loginCookie, "/console/login", token, 600)
 	c.render(w, r, status, "login", page{Title: "Sign in", Error: problem,
-		Data: loginData{Next: safeNext(r.FormValue("next")), HasKeys: c.authn != nil, Token: token}})
+		Data: loginData{Next: safeNext(r.FormValue("next")), HasKeys: c.authn != nil, HasProvider: c.signInWith != nil, Token: token}})
 }
 
 // login exchanges an approver's API key for a session.
@@ -277,11 +279,17 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 // signIn starts a session for who and sends the browser on to next.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.Approver, how, next string) {
+	c.startSession(w, r, who, how)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// startSession starts a session for who, sets its cookie and records the
+// sign-in.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Approver, how string) {
 	id, _ := c.sessions.start(who)
 	setCookie(w, r, sessionCookie, "/console/", id, 0)
 	c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
 		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, how)})
-	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {

@@ -16,9 +16,9 @@ import (
 const Operator = "operator"
 
 // newConsole makes the approvers' console over the gateway's gate, its
-// API keys and its audit log.
-func (g *Gateway) newConsole(audit interlock.AuditLog) *console.Console {
-	opts := console.Options{Gate: g.gate, Logger: g.log}
+// API keys, its OAuth issuer and its audit log.
+func (g *Gateway) newConsole(audit interlock.AuditLog, public string) *console.Console {
+	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public)}
 	if len(g.file.Auth.Keys) > 0 {
 		verify := keyVerifier(g.file.Auth.Keys)
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Approver, error) {
@@ -40,21 +40,22 @@ func (g *Gateway) Console() *console.Console { return g.console }
 
 // OperatorLoginLink returns a link that signs the local operator in to the
 // console once, under base (such as http://127.0.0.1:8740); empty when API
-// keys are configured, since approvers then sign in with theirs.
+// keys or an OAuth issuer are configured, since approvers then sign in
+// with those.
 func (g *Gateway) OperatorLoginLink(base string) string {
-	if len(g.file.Auth.Keys) > 0 {
+	if g.file.Auth.Configured() {
 		return ""
 	}
 	once := g.console.OneTimeLogin(interlock.Approver{Principal: Operator, Tenant: interlock.TenantLocal})
 	return strings.TrimSuffix(base, "/") + "/console/login?once=" + once
 }
 
-// consoleHandler serves the console; without API keys only under a
+// consoleHandler serves the console; without authentication only under a
 // loopback Host, which defeats DNS rebinding as on the REST face.
 func (g *Gateway) consoleHandler() http.Handler {
 	h := g.console.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(g.file.Auth.Keys) == 0 && !loopbackHost(r.Host) {
+		if !g.file.Auth.Configured() && !loopbackHost(r.Host) {
 			http.Error(w, "Without API keys this gateway's console answers only loopback names such as 127.0.0.1.", http.StatusForbidden)
 			return
 		}
@@ -62,7 +63,7 @@ func (g *Gateway) consoleHandler() http.Handler {
 	})
 }
 
-// approverOf is who a verified API key names.
+// approverOf is who a verified API key or access token names.
 func approverOf(ti *auth.TokenInfo) interlock.Approver {
 	principal, _ := ti.Extra["principal"].(string)
 	tenant, _ := ti.Extra["tenant"].(string)

@@ -28,15 +28,7 @@ func TestEventsAreRecordedAndCounted(t *testing.T) {
 	defer log.Close()
 	m := metrics.New()
 	f := config(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\n", HashKey("alice-key")), "fx")
-	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Metrics: m, Getenv: func(k string) string {
-		switch k {
-		case "MCP_DRY_RUN":
-			return "false"
-		case interlock.SecretEnv:
-			return testSecret
-		}
-		return ""
-	}})
+	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Metrics: m, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

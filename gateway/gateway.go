@@ -63,7 +63,10 @@ type Options struct {
 	OnApproval func(context.Context, *interlock.Approval)
 	// PublicURL is where approvers reach this gateway over HTTP, such as
 	// http://127.0.0.1:8740: the approval_url of a pending approval points
-	// into its console. Empty leaves approval_url out.
+	// into its console. Empty leaves approval_url out. With auth.oauth it
+	// is also the base of the default audience (PublicURL/mcp) and of the
+	// console's redirect URI; without it and without auth.oauth.audience,
+	// every access token is refused.
 	PublicURL string
 	// Probes check the stores for /readyz.
 	Probes []Probe
@@ -78,6 +81,7 @@ type Gateway struct {
 	upstreams []*upstream
 	metrics   *metrics.Metrics
 	console   *console.Console
+	authn     *authenticator
 	// stop ends the gateway's background work: the loops that reconnect
 	// upstreams.
 	stop     context.CancelFunc
@@ -137,7 +141,10 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.gate = gate
-	g.console = g.newConsole(opts.Audit)
+	if g.authn, err = newAuthenticator(f, opts.PublicURL); err != nil {
+		return nil, err
+	}
+	g.console = g.newConsole(opts.Audit, opts.PublicURL)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "interlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",

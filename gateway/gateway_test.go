@@ -56,10 +56,10 @@ func start(t *testing.T, f *policy.File, dryRun string) *Gateway {
 	return startLogged(t, f, dryRun, quiet)
 }
 
-// startLogged is start with the gateway's records going to log.
-func startLogged(t *testing.T, f *policy.File, dryRun string, log *slog.Logger) *Gateway {
-	t.Helper()
-	gw := newGateway(t, f, Options{Version: "test", Logger: log, Getenv: func(k string) string {
+// testEnv is the environment of a test gateway: the operator key set to
+// dryRun and the test's sealing key.
+func testEnv(dryRun string) func(string) string {
+	return func(k string) string {
 		switch k {
 		case "MCP_DRY_RUN":
 			return dryRun
@@ -67,7 +67,13 @@ func startLogged(t *testing.T, f *policy.File, dryRun string, log *slog.Logger) 
 			return testSecret
 		}
 		return ""
-	}})
+	}
+}
+
+// startLogged is start with the gateway's records going to log.
+func startLogged(t *testing.T, f *policy.File, dryRun string, log *slog.Logger) *Gateway {
+	t.Helper()
+	gw := newGateway(t, f, Options{Version: "test", Logger: log, Getenv: testEnv(dryRun)})
 	t.Cleanup(func() { gw.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -24,11 +23,11 @@ import (
 // MCPPath is where the gateway serves MCP over streamable HTTP.
 const MCPPath = "/mcp"
 
-// CheckListen refuses an address that other machines can reach when no API
-// key is configured: such a gateway would let anyone on the network call
-// tools as "anonymous".
+// CheckListen refuses an address that other machines can reach when no
+// authentication (API keys or an OAuth issuer) is configured: such a
+// gateway would let anyone on the network call tools as "anonymous".
 func CheckListen(addr string, f *policy.File) error {
-	if len(f.Auth.Keys) > 0 {
+	if f.Auth.Configured() {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(addr)
@@ -41,16 +40,18 @@ func CheckListen(addr string, f *policy.File) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("--listen %s is reachable from other machines and no API key is configured; "+
-		"add keys under auth.keys in the config (run `interlock key` to make one) or listen on 127.0.0.1", addr)
+	return fmt.Errorf("--listen %s is reachable from other machines and no authentication is configured; "+
+		"add keys under auth.keys in the config (run `interlock key` to make one), or an issuer under auth.oauth, or listen on 127.0.0.1", addr)
 }
 
 // Handler returns the gateway's HTTP face: MCP at /mcp (with sessions for
 // clients of protocols before 2026-07-28 and stateless for later ones, or
 // stateless for all), the REST face under /v1/ for callers that do not speak MCP,
-// the approvers' console under /console/, and a health check at /healthz. With API keys configured every MCP and
-// REST request must carry "Authorization: Bearer <key>"; the key's
-// principal and tenant become the caller's identity.
+// the approvers' console under /console/, and a health check at /healthz. With API keys or an OAuth issuer
+// configured every MCP and REST request must carry "Authorization: Bearer"
+// and a key or an access token; the principal and tenant it names become
+// the caller's identity (see requireAuth). With OAuth, the protected
+// resource metadata is served under /.well-known/oauth-protected-resource.
 //
 // Sessions belong to the key's tenant and principal together, close after
 // http.session_idle_timeout without a request, and number at most
@@ -84,12 +85,10 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	if g.metrics != nil {
 		metricsHandler = g.metrics.Handler()
 	}
-	if len(g.file.Auth.Keys) > 0 {
-		requireKey := auth.RequireBearerToken(keyVerifier(g.file.Auth.Keys), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-		guard := func(h http.Handler) http.Handler { return g.recordRefusals(requireKey(h)) }
-		mcpHandler, rest = guard(mcpHandler), guard(rest)
+	if g.file.Auth.Configured() {
+		mcpHandler, rest = g.requireAuth(mcpHandler), g.requireAuth(rest)
 		if metricsHandler != nil {
-			metricsHandler = guard(metricsHandler)
+			metricsHandler = g.requireAuth(metricsHandler)
 		}
 	}
 	mcpHandler, rest = withTraceContext(mcpHandler), withTraceContext(rest)
@@ -102,15 +101,20 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	}))
 	mux.Handle("/v1/", rest)
 	mux.Handle(console.Path, g.consoleHandler())
-	verify := keyVerifier(g.file.Auth.Keys)
-	// With keys configured, only a caller holding one learns what is
-	// behind the gateway; a health check without one gets the status.
+	if g.authn.tokens != nil {
+		for _, p := range g.metadataPaths() {
+			mux.Handle(p, g.metadataHandler())
+		}
+	}
+	// With authentication configured, only a caller holding a key or a
+	// valid access token learns what is behind the gateway; a health
+	// check without one gets the status.
 	holdsKey := func(r *http.Request) bool {
-		if len(g.file.Auth.Keys) == 0 {
+		if !g.file.Auth.Configured() {
 			return true
 		}
-		key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		_, err := verify(r.Context(), key, r)
+		credential, _ := bearerCredential(r)
+		_, err := g.authn.verify(r.Context(), credential)
 		return err == nil
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -197,45 +201,6 @@ func withTraceContext(h http.Handler) http.Handler {
 			r = r.WithContext(interlock.TraceFromHeaders(r.Context(), propagation.HeaderCarrier(r.Header)))
 		}
 		h.ServeHTTP(w, r)
-	})
-}
-
-// statusRecorder remembers the status a handler answered with.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the connection beneath.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// recordRefusals records every request refused for its API key (a 401):
-// where it came from and what it asked for, never the key it sent.
-func (g *Gateway) recordRefusals(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		h.ServeHTTP(rec, r)
-		if rec.status == http.StatusUnauthorized {
-			why := "an unknown API key"
-			if r.Header.Get("Authorization") == "" {
-				why = "no API key"
-			}
-			g.event(r.Context(), "auth_refused", &interlock.AuditRecord{
-				Detail: fmt.Sprintf("%s %s from %s with %s", r.Method, r.URL.Path, r.RemoteAddr, why)})
-		}
 	})
 }
 

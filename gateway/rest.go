@@ -92,7 +92,7 @@ func (g *Gateway) restHandler() http.Handler {
 		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied, Message: crossOriginMessage, Hint: crossOriginHint})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(g.file.Auth.Keys) == 0 && !loopbackHost(r.Host) {
+		if !g.file.Auth.Configured() && !loopbackHost(r.Host) {
 			writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
 				Message: fmt.Sprintf("Host %q is not a loopback name; without API keys this gateway answers only loopback names.", r.Host),
 				Hint:    "Call http://127.0.0.1:<port>/ or http://localhost:<port>/, or ask the operator to configure API keys."})

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -354,6 +355,51 @@ func (c *Checkpoint) UnmarshalYAML(n *yaml.Node) error {
 // Auth configures HTTP authentication.
 type Auth struct {
 	Keys []*Key `yaml:"keys"`
+	// OAuth, when set, also accepts the access tokens of an OAuth 2.1
+	// authorization server, and may sign approvers in to the console with
+	// it.
+	OAuth *OAuth `yaml:"oauth"`
+}
+
+// Configured reports whether HTTP callers must authenticate: some API key
+// or an OAuth issuer is configured.
+func (a Auth) Configured() bool { return len(a.Keys) > 0 || a.OAuth != nil }
+
+// OAuth configures the gateway as an OAuth resource server.
+type OAuth struct {
+	// Issuer is the authorization server's issuer identifier: https, or
+	// http on a loopback address.
+	Issuer string `yaml:"issuer"`
+	// Audience is the resource URL an access token must name in aud; the
+	// gateway's public URL followed by /mcp when empty.
+	Audience string `yaml:"audience"`
+	// JWKSURL is where the issuer's keys are; discovered from the issuer's
+	// /.well-known/openid-configuration when empty.
+	JWKSURL string      `yaml:"jwks_url"`
+	Claims  OAuthClaims `yaml:"claims"`
+	// Scopes must all be granted to a token; none when empty.
+	Scopes []string `yaml:"scopes"`
+	// Console, when set, lets approvers sign in to the console with the
+	// same issuer.
+	Console *OAuthConsole `yaml:"console"`
+}
+
+// OAuthClaims name the claims that identify a caller.
+type OAuthClaims struct {
+	// Principal is "sub" when empty.
+	Principal string `yaml:"principal"`
+	// Tenant, when empty, puts every caller in tenant "default".
+	Tenant string `yaml:"tenant"`
+	// Groups is "groups" when empty.
+	Groups string `yaml:"groups"`
+}
+
+// OAuthConsole is the console's client registration at the issuer.
+type OAuthConsole struct {
+	ClientID string `yaml:"client_id"`
+	// ClientSecret is empty for a public client; ${VAR} is read from the
+	// gateway's environment at load.
+	ClientSecret string `yaml:"client_secret"`
 }
 
 // Key is a static API key, sent as "Authorization: Bearer <key>". Only its
@@ -611,6 +657,8 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}
 	}
 
+	checkOAuth(f, keyLine, expand, add)
+
 	ruleNames := map[string]int{}
 	for _, r := range f.Rules {
 		if r.Name != "" {
@@ -687,6 +735,64 @@ func checkAudit(f *File, keyLine lines, expand func(line int, what, value string
 	if cp.Table != "" && !tableNameRE.MatchString(cp.Table) {
 		add(keyLine.at("audit.checkpoint.table", cp.Line), "audit.checkpoint.table %q must be a table name (letters, digits, _; optionally schema.table)", cp.Table)
 	}
+}
+
+// checkOAuth checks the auth.oauth section and expands ${VAR} in the
+// console's client secret.
+func checkOAuth(f *File, keyLine lines, expand func(line int, what, value string) string, add func(int, string, ...any)) {
+	o := f.Auth.OAuth
+	if o == nil {
+		return
+	}
+	at := func(key string) int { return keyLine.at("auth.oauth."+key, keyLine.at("auth.oauth", 0)) }
+	switch {
+	case o.Issuer == "":
+		add(at("issuer"), "auth.oauth needs issuer: the authorization server's issuer URL, such as https://login.example.com/realms/acme")
+	case !secureURL(o.Issuer):
+		add(at("issuer"), "auth.oauth.issuer %q must be an https:// URL (http:// only on a loopback address such as 127.0.0.1)", o.Issuer)
+	}
+	if o.JWKSURL != "" && !secureURL(o.JWKSURL) {
+		add(at("jwks_url"), "auth.oauth.jwks_url %q must be an https:// URL (http:// only on a loopback address); leave it out to discover it from the issuer", o.JWKSURL)
+	}
+	if o.Audience != "" {
+		if u, err := url.Parse(o.Audience); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+			add(at("audience"), "auth.oauth.audience %q must be this gateway's resource URL, such as https://interlock.example.com/mcp", o.Audience)
+		}
+	}
+	for i, s := range o.Scopes {
+		if s == "" || strings.ContainsAny(s, " \t\n\"\\") {
+			add(keyLine.at(fmt.Sprintf("auth.oauth.scopes[%d]", i), at("scopes")), "auth.oauth.scopes: %q is not a scope: no spaces, quotes or backslashes", s)
+		}
+	}
+	for key, name := range map[string]string{"principal": o.Claims.Principal, "tenant": o.Claims.Tenant, "groups": o.Claims.Groups} {
+		if _, written := keyLine["auth.oauth.claims."+key]; written && strings.TrimSpace(name) == "" {
+			add(at("claims."+key), "auth.oauth.claims.%s is empty: name a claim of the tokens, or leave the key out", key)
+		}
+	}
+	if c := o.Console; c != nil {
+		if c.ClientID == "" {
+			add(at("console"), "auth.oauth.console needs client_id: the console's client id at the issuer")
+		}
+		c.ClientSecret = expand(at("console.client_secret"), "auth.oauth.console.client_secret", c.ClientSecret)
+	}
+}
+
+// secureURL reports whether raw is an https URL, or an http one on a
+// loopback address, with no query or fragment.
+func secureURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		host := u.Hostname()
+		ip := net.ParseIP(host)
+		return host == "localhost" || (ip != nil && ip.IsLoopback())
+	}
+	return false
 }
 
 var tableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)

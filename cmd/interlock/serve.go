@@ -27,6 +27,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/notify"
@@ -250,8 +251,18 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if n := len(f.Auth.Keys); n > 0 {
 			auth = fmt.Sprintf("%d API key(s)", n)
 		}
+		if o := f.Auth.OAuth; o != nil {
+			auth = "access tokens of " + o.Issuer
+			if n := len(f.Auth.Keys); n > 0 {
+				auth += fmt.Sprintf(" and %d API key(s)", n)
+			}
+		}
 		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
-		consoleAt = strings.TrimSuffix(opts.PublicURL, "/") + "/console/ (approvers sign in with their API key)"
+		signIn := "their API key"
+		if o := f.Auth.OAuth; o != nil && o.Console != nil {
+			signIn = "the identity provider, redirect URI " + strings.TrimSuffix(opts.PublicURL, "/") + console.CallbackPath
+		}
+		consoleAt = strings.TrimSuffix(opts.PublicURL, "/") + "/console/ (approvers sign in with " + signIn + ")"
 		if link := gw.OperatorLoginLink(opts.PublicURL); link != "" {
 			consoleAt = link + " (signs in the operator, once)"
 		}

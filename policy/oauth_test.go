@@ -1,0 +1,62 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestOAuthConfig(t *testing.T) {
+	env := func(name string) (string, bool) {
+		if name == "CONSOLE_SECRET" {
+			return "s3cr3t", true
+		}
+		return "", false
+	}
+	f, err := Parse("p.yaml", []byte(`
+auth:
+  oauth:
+    issuer: https://login.example.com/realms/acme
+    audience: https://interlock.example.com/mcp
+    claims: {principal: email, tenant: org, groups: roles}
+    scopes: [mcp:tools]
+    console: {client_id: interlock-console, client_secret: '${CONSOLE_SECRET}'}
+`), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.Auth.OAuth
+	if !f.Auth.Configured() || o.Issuer != "https://login.example.com/realms/acme" || o.Claims.Principal != "email" ||
+		o.Claims.Tenant != "org" || o.Claims.Groups != "roles" || !slices.Equal(o.Scopes, []string{"mcp:tools"}) ||
+		o.Console.ClientID != "interlock-console" || o.Console.ClientSecret != "s3cr3t" {
+		t.Errorf("auth.oauth = %+v, console %+v", o, o.Console)
+	}
+	if f, err := Parse("p.yaml", []byte("auth:\n  oauth: {issuer: 'http://127.0.0.1:9000'}\n"), env); err != nil || f.Auth.OAuth.JWKSURL != "" {
+		t.Errorf("a loopback http issuer: %v", err)
+	}
+
+	tests := []struct {
+		name, src, want string
+	}{
+		{"no issuer", "auth:\n  oauth:\n    scopes: [a]\n", "p.yaml:2: auth.oauth needs issuer"},
+		{"http issuer elsewhere", "auth:\n  oauth:\n    issuer: http://login.example.com\n", `p.yaml:3: auth.oauth.issuer "http://login.example.com" must be an https:// URL`},
+		{"issuer not a URL", "auth:\n  oauth:\n    issuer: login.example.com\n", "p.yaml:3: auth.oauth.issuer"},
+		{"http JWKS elsewhere", "auth:\n  oauth:\n    issuer: https://a.example\n    jwks_url: http://a.example/keys\n", "p.yaml:4: auth.oauth.jwks_url"},
+		{"audience not a URL", "auth:\n  oauth:\n    issuer: https://a.example\n    audience: gateway\n", `p.yaml:4: auth.oauth.audience "gateway" must be this gateway's resource URL`},
+		{"scope with a space", "auth:\n  oauth:\n    issuer: https://a.example\n    scopes:\n      - ok\n      - 'two words'\n", `p.yaml:6: auth.oauth.scopes: "two words" is not a scope`},
+		{"empty claim name", "auth:\n  oauth:\n    issuer: https://a.example\n    claims:\n      tenant: ''\n", "p.yaml:5: auth.oauth.claims.tenant is empty"},
+		{"console without client", "auth:\n  oauth:\n    issuer: https://a.example\n    console:\n      client_secret: x\n", "p.yaml:4: auth.oauth.console needs client_id"},
+		{"secret not set", "auth:\n  oauth:\n    issuer: https://a.example\n    console:\n      client_id: c\n      client_secret: '${NOPE}'\n", "p.yaml:6: auth.oauth.console.client_secret refers to ${NOPE}"},
+		{"secret from the sealing keys", "auth:\n  oauth:\n    issuer: https://a.example\n    console: {client_id: c, client_secret: '${INTERLOCK_SECRET}'}\n", "sealing keys stay inside the gateway"},
+		{"unknown field", "auth:\n  oauth:\n    issuer: https://a.example\n    jwks_uri: https://a.example/k\n", `p.yaml:4: unknown field "jwks_uri"`},
+		{"unknown claims field", "auth:\n  oauth:\n    issuer: https://a.example\n    claims: {name: x}\n", `p.yaml:4: unknown field "name"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(tt.src), env)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
