@@ -58,6 +58,9 @@ type Options struct {
 	// grants approvers make; in memory when nil.
 	Approvals interlock.ApprovalStore
 	Grants    interlock.GrantStore
+	// Budgets counts the calls of the policy's budgets; in memory when
+	// nil.
+	Budgets interlock.BudgetStore
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
 	OnApproval func(context.Context, *interlock.Approval)
@@ -123,6 +126,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Tracer:           opts.Tracer,
 		Approvals:        opts.Approvals,
 		Grants:           opts.Grants,
+		Budgets:          opts.Budgets,
 		ApprovalURL:      approvalURL(opts.PublicURL),
 		// Pages that show approvals learn of a new one at once.
 		OnApproval: func(ctx context.Context, a *interlock.Approval) {
