@@ -154,6 +154,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		UnsubscribeHandler: g.unsubscribe,
 	})
 	g.server.AddReceivingMiddleware(g.passThrough)
+	g.server.AddReceivingMiddleware(g.tenantView)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	life, stop := context.WithCancel(context.Background())
 	g.stop = stop

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// TestTenantsSeeAndCallOnlyTheirTools: a tenant with an allowlist sees
+// only its tools, on both protocol generations and on the REST face, and a
+// call of a hidden tool is TOOL_NOT_ALLOWED; its overlay rule wins over the
+// shared one; a tenant with no entry sees and decides as before; a budget
+// refuses the call past its limit.
+func TestTenantsSeeAndCallOnlyTheirTools(t *testing.T) {
+	f := config(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: ops, tenant: acme}
+    - {sha256: %s, principal: ops, tenant: globex}
+rules:
+  - name: no-wipes
+    match: {tools: [wipe]}
+    mode: deny
+tenants:
+  - name: acme
+    tools: [echo, "wip?"]
+    rules:
+      - name: acme-wipes
+        match: {tools: [wipe]}
+        mode: flag
+budgets:
+  - {name: one-wipe, per: tenant, limit: 1, window: 1h, rules: [acme-wipes]}
+`, HashKey("acme-key"), HashKey("globex-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+
+	generations := []struct {
+		name string
+		opts *mcp.ClientSessionOptions
+	}{{"sessions", onSession}, {"stateless", nil}}
+	for _, gen := range generations {
+		t.Run(gen.name, func(t *testing.T) {
+			connect := func(key string) *mcp.ClientSession {
+				t.Helper()
+				transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{key}}}
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport, gen.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cs.Close() })
+				return cs
+			}
+			acme, globex := connect("acme-key"), connect("globex-key")
+			if got := slices.Sorted(maps.Keys(listTools(t, acme))); !slices.Equal(got, []string{"echo", "wipe"}) {
+				t.Errorf("acme lists %v, want [echo wipe]", got)
+			}
+			if got := len(listTools(t, globex)); got != fixtureTools {
+				t.Errorf("globex, with no entry, lists %d tools, want all %d", got, fixtureTools)
+			}
+			b := body(t, call(t, acme, "slow", map[string]any{"ms": 1}))
+			if b.Code != interlock.CodeToolNotAllowed || b.RecoveryHint == "" || b.Retriable {
+				t.Errorf("acme calling a hidden tool: %+v, want TOOL_NOT_ALLOWED with a hint", b)
+			}
+			if res := call(t, globex, "slow", map[string]any{"ms": 1}); res.IsError {
+				t.Errorf("globex calling slow: %+v", res)
+			}
+			if b := body(t, call(t, globex, "wipe", map[string]any{"target": "x", "__confirm": true})); b.Code != interlock.CodeToolNotAllowed {
+				t.Errorf("globex wipe: %s, want the shared rule's TOOL_NOT_ALLOWED", b.Code)
+			}
+		})
+	}
+
+	// The overlay lets acme wipe, once an hour: the budget counts for the
+	// whole tenant, across both generations' clients.
+	cs, err := connectKey(srv.URL+MCPPath, "acme-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res := call(t, cs, "wipe", map[string]any{"target": "x", "__confirm": true}); res.IsError {
+		t.Fatalf("acme wipe under its overlay rule: %+v", res)
+	}
+	if b := body(t, call(t, cs, "wipe", map[string]any{"target": "y", "__confirm": true})); b.Code != interlock.CodeRateLimited || b.RetryAfterMS <= 0 {
+		t.Errorf("second acme wipe: %+v, want RATE_LIMITED with retry_after_ms", b)
+	}
+
+	list := getTools(t, srv.URL, "acme-key")
+	if len(list.Tools) != 2 || list.Tools[0].Name != "echo" || list.Tools[1].Name != "wipe" {
+		t.Errorf("GET /v1/tools for acme = %+v, want echo and wipe", list.Tools)
+	}
+	status, rest := post(t, srv.URL+"/v1/tools/slow/call", "acme-key", `{"arguments":{"ms":1}}`)
+	if status != http.StatusForbidden || rest["code"] != string(interlock.CodeToolNotAllowed) {
+		t.Errorf("REST call of a hidden tool: %d %v", status, rest)
+	}
+}
