@@ -97,7 +97,7 @@ func checkBudgets(f *File, add func(int, string, ...any)) {
 		}
 		window, err := time.ParseDuration(b.Window)
 		if err != nil || window < time.Second || window > MaxBudgetWindow {
-			add(b.at("window"), "%s: window %q must be a duration between 1s and %s, such as 1h", label, b.Window, MaxBudgetWindow)
+			add(b.at("window"), "%s: window %q must be a duration between 1s and 720h (30 days), such as 1h", label, b.Window)
 		}
 		for i, name := range b.Rules {
 			mode, known := modes[name]

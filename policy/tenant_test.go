@@ -138,7 +138,7 @@ func TestTenantAndBudgetErrors(t *testing.T) {
 		{"budget without per", "budgets:\n  - {name: b, limit: 1, window: 1h}\n", []string{`policy.yaml:7: budget "b": per is required`}},
 		{"budget per", "budgets:\n  - name: b\n    per: session\n    limit: 1\n    window: 1h\n", []string{`policy.yaml:8: budget "b": per "session" must be principal or tenant`}},
 		{"budget limit", "budgets:\n  - name: b\n    per: tenant\n    limit: 0\n    window: 1h\n", []string{`policy.yaml:9: budget "b": limit must be between 1 and 1000000`}},
-		{"budget window", "budgets:\n  - name: b\n    per: tenant\n    limit: 3\n    window: forever\n", []string{`policy.yaml:10: budget "b": window "forever" must be a duration between 1s and 720h0m0s`}},
+		{"budget window", "budgets:\n  - name: b\n    per: tenant\n    limit: 3\n    window: forever\n", []string{`policy.yaml:10: budget "b": window "forever" must be a duration between 1s and 720h (30 days)`}},
 		{"budget without a window", "budgets:\n  - {name: b, per: tenant, limit: 3}\n", []string{`policy.yaml:7: budget "b": window ""`}},
 		{"budget unknown rule", "budgets:\n  - name: b\n    per: tenant\n    limit: 3\n    window: 1h\n    rules: [refunds, refund]\n", []string{`policy.yaml:11: budget "b": rule "refund" is not a rule of this file`}},
 		{"budget on an allow rule", "budgets:\n  - name: b\n    per: tenant\n    limit: 3\n    window: 1h\n    rules:\n      - reads\n", []string{`policy.yaml:12: budget "b": rule "reads" has mode allow, whose calls never count`}},
