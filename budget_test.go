@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -66,7 +67,8 @@ func TestGateBudgets(t *testing.T) {
 			log := &memoryAudit{}
 			d := Decision{Mode: ModeFlag, Rule: "reminders",
 				Budgets: []Budget{{Name: "reminders-per-hour", PerTenant: tt.perTenant, Limit: 2, Window: time.Hour}}}
-			g := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet, Audit: log})
+			meter := &budgetMeter{}
+			g := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet, Audit: log, Meter: meter})
 			var ran atomic.Int32
 			run := func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
 				ran.Add(1)
@@ -93,10 +95,30 @@ func TestGateBudgets(t *testing.T) {
 			if want := 2; refused != want {
 				t.Errorf("%d refusals on record, want %d", refused, want)
 			}
+			if meter.refused["reminders-per-hour"] != 2 {
+				t.Errorf("the meter heard of %v budget refusals, want 2", meter.refused)
+			}
 			if int(ran.Load()) != len(tt.calls)-2 {
 				t.Errorf("%d calls ran, want %d", ran.Load(), len(tt.calls)-2)
 			}
 		})
+	}
+}
+
+// budgetMeter counts the calls each budget refused.
+type budgetMeter struct {
+	mu      sync.Mutex
+	refused map[string]int
+}
+
+func (m *budgetMeter) ObserveCall(s CallStats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s.Budget != "" {
+		if m.refused == nil {
+			m.refused = map[string]int{}
+		}
+		m.refused[s.Budget]++
 	}
 }
 

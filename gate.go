@@ -438,7 +438,7 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 	}
 	if g.meter != nil {
 		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),
-			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Took: took, Ran: tr.ranFor})
+			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Budget: tr.budget, Took: took, Ran: tr.ranFor})
 	}
 	level := slog.LevelInfo
 	if ErrorCode(err) == CodeInternal {
