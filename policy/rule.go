@@ -599,17 +599,18 @@ func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision,
 		return interlock.Decision{Mode: interlock.ModeDeny,
 			Reason: fmt.Sprintf("tenant %q may not use this tool", c.Tenant)}, nil
 	}
+	var r *Rule
 	if t != nil {
-		if r := f.firstMatch(t.Rules, c); r != nil {
-			d, err := r.decision(c, f.IsSecret)
-			return f.withBudgets(d), err
-		}
+		r = f.firstMatch(t.Rules, c)
 	}
-	if r := f.firstMatch(f.Rules, c); r != nil {
-		d, err := r.decision(c, f.IsSecret)
-		return f.withBudgets(d), err
+	if r == nil {
+		r = f.firstMatch(f.Rules, c)
 	}
-	return f.withBudgets(interlock.Decision{Mode: f.defaultMode(c.Hints)}), nil
+	if r == nil {
+		return f.withBudgets(interlock.Decision{Mode: f.defaultMode(c.Hints)}), nil
+	}
+	d, err := r.decision(c, f.IsSecret)
+	return f.withBudgets(d), err
 }
 
 // firstMatch returns the first of rules that matches c, nil when none does.
@@ -648,11 +649,11 @@ func (f *File) ToolModes(tool, upstream string, h interlock.Hints) []interlock.M
 	final := false
 	for _, rules := range f.ruleLists() {
 		var found []interlock.Mode
-		// Only the shared rules decide every call that reaches them;
-		// the lists before them are the tenants'.
 		found, final = toolModes(rules, tool, upstream, h)
 		modes = append(modes, found...)
 	}
+	// The default is out of reach only when a shared rule (the last list)
+	// matches every call of the tool.
 	if final {
 		return modes
 	}
