@@ -2,26 +2,35 @@ package gateway
 
 import (
 	"context"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// tenantView hides from each caller's tools/list the tools their tenant
-// may not use (the tenants section of the config), on every protocol
-// generation: there is one server, so a listing is filtered as it leaves.
-// Hiding is a courtesy to the model; the refusal of a hidden tool's call
-// is the gate's, in the decision path, like every other.
+// tenantView hides from each caller what their tenant may not use (the
+// tenants section of the config), on every protocol generation: there is
+// one server, so a tools/list is filtered as it leaves, and the upstreams
+// the tenant may use go into the context of every other request, for the
+// pass-through of resources and prompts (see [mayUse]). Hiding a tool is a
+// courtesy to the model; the refusal of a hidden tool's call is the
+// gate's, in the decision path, like every other.
 func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if len(g.file.Tenants) == 0 {
+			return next(ctx, method, req)
+		}
+		tenant := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()}).Tenant
+		if names, limited := g.file.TenantUpstreams(tenant); limited {
+			ctx = context.WithValue(ctx, upstreamsKey{}, names)
+		}
 		res, err := next(ctx, method, req)
-		if method != "tools/list" || err != nil || len(g.file.Tenants) == 0 {
+		if method != "tools/list" || err != nil {
 			return res, err
 		}
 		list, ok := res.(*mcp.ListToolsResult)
 		if !ok {
 			return res, err
 		}
-		tenant := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()}).Tenant
 		visible := make([]*mcp.Tool, 0, len(list.Tools))
 		for _, t := range list.Tools {
 			if g.toolAllowed(tenant, t.Name) {
@@ -56,4 +65,16 @@ func (g *Gateway) visibleTools(tenant string) []*mcp.Tool {
 		}
 	}
 	return visible
+}
+
+// upstreamsKey keys, in a request's context, the names of the upstreams
+// the caller's tenant may use, when it is limited to some.
+type upstreamsKey struct{}
+
+// mayUse reports whether the caller of the request in ctx may use the
+// resources and prompts of u: a tenant limited to some upstreams sees
+// nothing of the others.
+func mayUse(ctx context.Context, u *upstream) bool {
+	names, limited := ctx.Value(upstreamsKey{}).([]string)
+	return !limited || slices.Contains(names, u.cfg.Name)
 }

@@ -56,6 +56,16 @@ func (f *File) ToolAllowed(tenant, tool, upstream string) bool {
 	return f.tenant(tenant).allows(tool, upstream)
 }
 
+// TenantUpstreams returns the upstreams callers of tenant may use, and
+// whether the tenant is limited to them at all.
+func (f *File) TenantUpstreams(tenant string) ([]string, bool) {
+	t := f.tenant(tenant)
+	if t == nil || len(t.Upstreams) == 0 {
+		return nil, false
+	}
+	return t.Upstreams, true
+}
+
 // tenant returns the overlay of the named tenant, nil when it has none.
 func (f *File) tenant(name string) *Tenant {
 	for _, t := range f.Tenants {
