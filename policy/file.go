@@ -460,6 +460,13 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	add := func(line int, format string, args ...any) {
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
+	// addRuleErrors adds what compiling a rule found, which knows no file.
+	addRuleErrors := func(found []LoadError) {
+		for _, e := range found {
+			e.File = name
+			errs = append(errs, e)
+		}
+	}
 	keyLine := topLevelLines(data)
 	// An empty list item ("-" alone) decodes to nothing; it is an error
 	// the file can be told about, not a hole the rest would trip over.
@@ -618,12 +625,6 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}
 	}
 
-	addRuleErrors := func(found []LoadError) {
-		for _, e := range found {
-			e.File = name
-			errs = append(errs, e)
-		}
-	}
 	ruleNames := map[string]int{}
 	for _, r := range f.Rules {
 		if r.Name != "" {
