@@ -482,6 +482,8 @@ type trail struct {
 	recorded bool
 	// ranFor is how long the tool ran.
 	ranFor time.Duration
+	// budget names the budget that refused the call.
+	budget string
 }
 
 // decisionOf returns the decision an audit record names for a call that
@@ -489,6 +491,9 @@ type trail struct {
 func (tr *trail) decisionOf(res *mcp.CallToolResult, err error) string {
 	if tr.ran {
 		return tr.decision
+	}
+	if tr.budget != "" {
+		return DecisionDenied
 	}
 	if err == nil {
 		if res != nil && res.InputRequests != nil {
@@ -608,6 +613,9 @@ func (g *Gate) recordOutcome(ctx context.Context, t *Tool, id Identity, ex Excha
 	rec.Decision = tr.decisionOf(res, err)
 	rec.Outcome = outcomeOf(res, err)
 	rec.LatencyMS = float64(took.Microseconds()) / 1000
+	if tr.budget != "" {
+		rec.Detail = fmt.Sprintf("budget %q is spent", tr.budget)
+	}
 	if err != nil {
 		rec.Summary = BodyOf(err).Summary
 	} else if res != nil && res.InputRequests != nil {

@@ -78,6 +78,9 @@ type GateOptions struct {
 	// none, no standing grant can be made.
 	Grants           GrantStore
 	CompileCondition func(string) (Condition, error)
+	// Budgets counts the confirmed calls of each budget a decision names;
+	// in memory when nil.
+	Budgets BudgetStore
 }
 
 // Gate is the one decision path every tool call takes, in the library and in
@@ -102,6 +105,8 @@ type Gate struct {
 
 	grants           GrantStore
 	compileCondition func(string) (Condition, error)
+
+	budgets BudgetStore
 
 	// passkeys is set once the console starts, after the gate exists.
 	passkeys atomic.Pointer[PasskeyVerifier]
@@ -150,7 +155,8 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		approvalBase: opts.ApprovalURL,
 		onApproval:   opts.OnApproval,
 
-		grants: opts.Grants,
+		grants:  opts.Grants,
+		budgets: opts.Budgets,
 	}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxArgumentBytes
@@ -169,6 +175,9 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 	}
 	if g.grants == nil {
 		g.grants = NewMemoryGrants()
+	}
+	if g.budgets == nil {
+		g.budgets = NewMemoryBudgets()
 	}
 	if opts.CompileCondition != nil {
 		g.compileCondition = cachedConditions(opts.CompileCondition)
@@ -429,7 +438,7 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 	}
 	if g.meter != nil {
 		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),
-			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Took: took, Ran: tr.ranFor})
+			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Budget: tr.budget, Took: took, Ran: tr.ranFor})
 	}
 	level := slog.LevelInfo
 	if ErrorCode(err) == CodeInternal {
@@ -520,6 +529,11 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			return res, d, err
 		}
 	}
+	if d.Mode.Gated() && !g.dryRun && len(d.Budgets) > 0 {
+		if err := g.checkBudgets(ctx, c, d, tr); err != nil {
+			return nil, d, err
+		}
+	}
 	if res, err := g.apply(ctx, c, d, ex); res != nil || err != nil {
 		return res, d, err
 	}
@@ -527,6 +541,11 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		// What a human picked is in the arguments now; they must fit the
 		// tool as a whole.
 		if err := t.full.check(t.Name, c.Args); err != nil {
+			return nil, d, err
+		}
+	}
+	if c.confirmedBy != "" && len(d.Budgets) > 0 {
+		if err := g.takeBudgets(ctx, c, d, tr); err != nil {
 			return nil, d, err
 		}
 	}
@@ -550,9 +569,13 @@ func (g *Gate) apply(ctx context.Context, c *Call, d Decision, ex Exchange) (*mc
 	case ModeAllow:
 		return nil, nil
 	case ModeDeny:
+		why := ruleClause(d.Rule)
+		if d.Reason != "" {
+			why = ": " + d.Reason
+		}
 		return nil, &Error{
 			Code:    CodeToolNotAllowed,
-			Message: fmt.Sprintf("Policy does not allow %s%s.", c.Tool, ruleClause(d.Rule)),
+			Message: fmt.Sprintf("Policy does not allow %s%s.", c.Tool, why),
 			Hint:    "Do not retry this tool; tell the user it is not allowed here, or ask the operator to change the policy.",
 		}
 	case ModeFlag:

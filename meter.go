@@ -9,6 +9,8 @@ type CallStats struct {
 	// Decision and Outcome are as the call's audit record names them;
 	// ConfirmedBy too.
 	Decision, Outcome, ConfirmedBy string
+	// Budget names the budget that refused the call; empty otherwise.
+	Budget string
 	// Took is the whole call through the gate; Ran the part spent running
 	// the tool (zero when it did not run).
 	Took, Ran time.Duration

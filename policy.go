@@ -66,6 +66,12 @@ type Decision struct {
 	// Rule names the rule that decided; empty when the default applied.
 	Rule string
 	Mode Mode
+	// Reason says, for mode deny, why the call is refused when no rule
+	// says it (a tenant that may not use the tool).
+	Reason string
+	// Budgets bound how many calls confirmed under this decision may run;
+	// a gated call runs only when each has room.
+	Budgets []Budget
 	// TTL is how long a confirm token lives; DefaultTokenTTL when zero.
 	TTL time.Duration
 	// Preview names a read-only tool whose result shows what the call will

@@ -58,6 +58,9 @@ type Options struct {
 	// grants approvers make; in memory when nil.
 	Approvals interlock.ApprovalStore
 	Grants    interlock.GrantStore
+	// Budgets counts the calls of the policy's budgets; in memory when
+	// nil.
+	Budgets interlock.BudgetStore
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
 	OnApproval func(context.Context, *interlock.Approval)
@@ -127,6 +130,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Tracer:           opts.Tracer,
 		Approvals:        opts.Approvals,
 		Grants:           opts.Grants,
+		Budgets:          opts.Budgets,
 		ApprovalURL:      approvalURL(opts.PublicURL),
 		// Pages that show approvals learn of a new one at once.
 		OnApproval: func(ctx context.Context, a *interlock.Approval) {
@@ -157,6 +161,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		UnsubscribeHandler: g.unsubscribe,
 	})
 	g.server.AddReceivingMiddleware(g.passThrough)
+	g.server.AddReceivingMiddleware(g.tenantView)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	life, stop := context.WithCancel(context.Background())
 	g.stop = stop

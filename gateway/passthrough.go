@@ -153,11 +153,12 @@ func (g *Gateway) offered(caps *mcp.ServerCapabilities, instructions string) (*m
 	return out, strings.Join(notes, "\n\n")
 }
 
-// offering returns the upstreams whose capabilities pass has.
-func (g *Gateway) offering(has func(*mcp.ServerCapabilities) bool) []*upstream {
+// offering returns the upstreams whose capabilities pass has, of those the
+// caller in ctx may use.
+func (g *Gateway) offering(ctx context.Context, has func(*mcp.ServerCapabilities) bool) []*upstream {
 	var out []*upstream
 	for _, u := range g.upstreams {
-		if init := u.initialized(); init != nil && init.Capabilities != nil && has(init.Capabilities) {
+		if init := u.initialized(); init != nil && init.Capabilities != nil && has(init.Capabilities) && mayUse(ctx, u) {
 			out = append(out, u)
 		}
 	}
@@ -202,7 +203,7 @@ func gather[T any](ctx context.Context, g *Gateway, ss *mcp.ServerSession, metho
 	list func(*mcp.ClientSession) iter.Seq2[T, error], key func(T) string) ([]T, map[string]*upstream, error) {
 	items := []T{}
 	owners := map[string]*upstream{}
-	for _, u := range g.offering(hasResources) {
+	for _, u := range g.offering(ctx, hasResources) {
 		cs, err := u.linkFor(ctx, ss)
 		if err != nil {
 			return nil, nil, u.forwardError(method, err)
@@ -250,15 +251,12 @@ func (g *Gateway) listTemplates(ctx context.Context, ss *mcp.ServerSession) (*mc
 }
 
 // resourceOwners lists the upstreams to ask for uri: the one that listed
-// it, or every upstream offering resources.
-func (g *Gateway) resourceOwners(uri string) []*upstream {
+// it, or every upstream offering resources; only those the caller in ctx
+// may use.
+func (g *Gateway) resourceOwners(ctx context.Context, uri string) []*upstream {
 	g.catalog.mu.Lock()
-	u := g.catalog.resources[uri]
-	g.catalog.mu.Unlock()
-	if u != nil {
-		return []*upstream{u}
-	}
-	return g.offering(hasResources)
+	defer g.catalog.mu.Unlock()
+	return g.resourceOwnersLocked(ctx, uri, hasResources)
 }
 
 // uncached are the cache fields of every list and read the gateway
@@ -270,7 +268,7 @@ var uncached = mcp.Cacheable{CacheScope: "private"}
 
 func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	var last error = &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found"}
-	for _, u := range g.resourceOwners(p.URI) {
+	for _, u := range g.resourceOwners(ctx, p.URI) {
 		cs, err := u.linkFor(ctx, ss)
 		if err != nil {
 			last = u.forwardError("resources/read", err)
@@ -289,7 +287,7 @@ func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mc
 func (g *Gateway) listPrompts(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListPromptsResult, error) {
 	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}, Cacheable: uncached}
 	owners := map[string]*upstream{}
-	for _, u := range g.offering(hasPrompts) {
+	for _, u := range g.offering(ctx, hasPrompts) {
 		cs, err := u.linkFor(ctx, ss)
 		if err != nil {
 			return nil, u.forwardError("prompts/list", err)
@@ -322,7 +320,7 @@ func (g *Gateway) promptOwner(ctx context.Context, ss *mcp.ServerSession, name s
 	g.catalog.mu.Lock()
 	u := g.catalog.prompts[name]
 	g.catalog.mu.Unlock()
-	if u != nil {
+	if u != nil && mayUse(ctx, u) {
 		return u
 	}
 	if _, err := g.listPrompts(ctx, ss); err != nil {
@@ -330,7 +328,10 @@ func (g *Gateway) promptOwner(ctx context.Context, ss *mcp.ServerSession, name s
 	}
 	g.catalog.mu.Lock()
 	defer g.catalog.mu.Unlock()
-	return g.catalog.prompts[name]
+	if u := g.catalog.prompts[name]; u != nil && mayUse(ctx, u) {
+		return u
+	}
+	return nil
 }
 
 func (g *Gateway) getPrompt(ctx context.Context, ss *mcp.ServerSession, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
@@ -367,8 +368,9 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		g.catalog.mu.Lock()
 		u = g.catalog.templates[ref.URI]
 		g.catalog.mu.Unlock()
-		if u == nil {
-			if all := g.offering(hasResources); len(all) > 0 {
+		if u == nil || !mayUse(ctx, u) {
+			u = nil
+			if all := g.offering(ctx, hasResources); len(all) > 0 {
 				u = all[0]
 			}
 		}
@@ -394,13 +396,15 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	uri := req.Params.URI
 	g.catalog.mu.Lock()
 	defer g.catalog.mu.Unlock()
+	// Owners first, so a caller joins another's subscription only to a
+	// resource their tenant may use.
+	owners := g.resourceOwnersLocked(ctx, uri, canSubscribe)
+	if len(owners) == 0 {
+		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found"}
+	}
 	if g.catalog.subscribers[uri] > 0 {
 		g.catalog.subscribers[uri]++
 		return nil
-	}
-	owners := g.resourceOwnersLocked(uri)
-	if len(owners) == 0 {
-		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found"}
 	}
 	var last error
 	for _, u := range owners {
@@ -420,13 +424,20 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	return last
 }
 
-// resourceOwnersLocked is resourceOwners for a caller holding catalog.mu.
-func (g *Gateway) resourceOwnersLocked(uri string) []*upstream {
+// resourceOwnersLocked lists the upstreams to ask for uri, of those whose
+// capabilities pass has, for a caller holding catalog.mu: the one that
+// listed it, or every one; only those the caller in ctx may use.
+func (g *Gateway) resourceOwnersLocked(ctx context.Context, uri string, has func(*mcp.ServerCapabilities) bool) []*upstream {
 	if u := g.catalog.resources[uri]; u != nil {
+		if !mayUse(ctx, u) {
+			return nil
+		}
 		return []*upstream{u}
 	}
-	return g.offering(func(c *mcp.ServerCapabilities) bool { return c.Resources != nil && c.Resources.Subscribe })
+	return g.offering(ctx, has)
 }
+
+func canSubscribe(c *mcp.ServerCapabilities) bool { return c.Resources != nil && c.Resources.Subscribe }
 
 // unsubscribe drops a client session's subscription, and the upstream's
 // when it was the last.
@@ -434,6 +445,11 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 	uri := req.Params.URI
 	g.catalog.mu.Lock()
 	defer g.catalog.mu.Unlock()
+	owners := g.resourceOwnersLocked(ctx, uri, canSubscribe)
+	if len(owners) == 0 {
+		// Nothing the caller may use: not theirs to drop.
+		return nil
+	}
 	if g.catalog.subscribers[uri] > 1 {
 		g.catalog.subscribers[uri]--
 		return nil
@@ -442,7 +458,7 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 		return nil
 	}
 	delete(g.catalog.subscribers, uri)
-	for _, u := range g.resourceOwnersLocked(uri) {
+	for _, u := range owners {
 		if cs, err := u.connect(ctx); err == nil {
 			_ = cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
 		}
@@ -455,7 +471,7 @@ func (g *Gateway) setLevel(ctx context.Context, ss *mcp.ServerSession, level mcp
 	if !ownsLink(ss) {
 		return
 	}
-	for _, u := range g.offering(func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
+	for _, u := range g.offering(ctx, func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
 		u.levelsMu.Lock()
 		if u.levels == nil {
 			u.levels = map[*mcp.ServerSession]mcp.LoggingLevel{}

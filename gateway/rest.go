@@ -84,7 +84,7 @@ func writeError(w http.ResponseWriter, err error) {
 func (g *Gateway) restHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tools", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"tools": g.advertisedTools()})
+		writeJSON(w, http.StatusOK, map[string]any{"tools": g.visibleTools(g.gate.Identify(r.Context(), restRequest(r)).Tenant)})
 	})
 	mux.HandleFunc("POST /v1/tools/{name}/call", g.restCall)
 	g.routeApprovals(mux)
@@ -164,8 +164,7 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req := &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}}
-	res := g.gate.Call(r.Context(), tool, g.gate.Identify(r.Context(), req), raw, run)
+	res := g.gate.Call(r.Context(), tool, g.gate.Identify(r.Context(), restRequest(r)), raw, run)
 	if !res.IsError {
 		writeJSON(w, http.StatusOK, res)
 		return
@@ -176,6 +175,12 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, statusOf(body.Code), body)
+}
+
+// restRequest is a REST request as the gate identifies its caller: by the
+// API key it carried.
+func restRequest(r *http.Request) *mcp.CallToolRequest {
+	return &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}}
 }
 
 // withMeta folds the REST body's confirm and confirm_token into the

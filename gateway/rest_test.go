@@ -34,6 +34,31 @@ func post(t *testing.T, url, key, body string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// toolList is the body of GET /v1/tools.
+type toolList struct {
+	Tools []struct {
+		Name        string         `json:"name"`
+		InputSchema map[string]any `json:"inputSchema"`
+	} `json:"tools"`
+}
+
+// getTools lists the tools at GET /v1/tools with an API key.
+func getTools(t *testing.T, url, key string) toolList {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/v1/tools", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list toolList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
 func TestREST(t *testing.T) {
 	f := config(t, fmt.Sprintf(`
 auth:
@@ -101,20 +126,7 @@ rules:
 		})
 	}
 
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/tools", nil)
-	req.Header.Set("Authorization", "Bearer ops-key")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list struct {
-		Tools []struct {
-			Name        string         `json:"name"`
-			InputSchema map[string]any `json:"inputSchema"`
-		} `json:"tools"`
-	}
-	json.NewDecoder(resp.Body).Decode(&list)
-	resp.Body.Close()
+	list := getTools(t, srv.URL, "ops-key")
 	if len(list.Tools) != fixtureTools || list.Tools[fixtureTools-1].Name != "wipe" {
 		t.Fatalf("GET /v1/tools = %+v", list)
 	}

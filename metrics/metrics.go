@@ -1,6 +1,7 @@
 // Package metrics exposes what interlock's gate decides in the Prometheus
 // text format: calls by tool, mode, decision and outcome, the confirmation
-// funnel, and latency histograms for the gate and for each upstream.
+// funnel, refusals by budget, and latency histograms for the gate and for
+// each upstream.
 package metrics
 
 import (
@@ -24,6 +25,7 @@ type Metrics struct {
 	upstreamUp    *prometheus.GaugeVec
 	breakerOpen   *prometheus.GaugeVec
 	events        *prometheus.CounterVec
+	budgets       *prometheus.CounterVec
 }
 
 var _ interlock.Meter = (*Metrics)(nil)
@@ -68,8 +70,12 @@ func New() *Metrics {
 			Name: "interlock_events_total",
 			Help: "Events around the gate: refused API keys, upstream restarts, hints an upstream tried to loosen.",
 		}, []string{"event"}),
+		budgets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_budget_refusals_total",
+			Help: "Gated calls refused because a budget was spent, by budget.",
+		}, []string{"budget"}),
 	}
-	m.registry.MustRegister(m.calls, m.confirmations, m.gate, m.upstream, m.upstreamUp, m.breakerOpen, m.events,
+	m.registry.MustRegister(m.calls, m.confirmations, m.gate, m.upstream, m.upstreamUp, m.breakerOpen, m.events, m.budgets,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -77,6 +83,9 @@ func New() *Metrics {
 // ObserveCall implements [interlock.Meter].
 func (m *Metrics) ObserveCall(s interlock.CallStats) {
 	m.calls.WithLabelValues(s.Tool, s.Mode, s.Decision, s.Outcome).Inc()
+	if s.Budget != "" {
+		m.budgets.WithLabelValues(s.Budget).Inc()
+	}
 	switch s.Decision {
 	case interlock.DecisionAsked, interlock.DecisionDeclined, interlock.DecisionCancelled, interlock.DecisionExpired:
 		m.confirmations.WithLabelValues(s.Decision, "").Inc()

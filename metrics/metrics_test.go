@@ -36,6 +36,8 @@ func TestMetricsOfRealCalls(t *testing.T) {
 	g.Call(context.Background(), read, id, json.RawMessage(`{}`), ok)
 	g.Call(context.Background(), write, id, json.RawMessage(`{}`), ok)
 	g.Call(context.Background(), write, id, json.RawMessage(`{"__confirm":true}`), ok)
+	m.ObserveCall(interlock.CallStats{Tool: "refund", Mode: "token", Decision: interlock.DecisionDenied,
+		Outcome: string(interlock.CodeRateLimited), Budget: "refunds-per-agent"})
 	m.Event("auth_refused")
 	m.UpstreamUp("billing", true)
 
@@ -50,6 +52,7 @@ func TestMetricsOfRealCalls(t *testing.T) {
 		`interlock_gate_seconds_count{mode="flag"} 2`,
 		`interlock_upstream_seconds_count{upstream="billing"} 2`,
 		`interlock_events_total{event="auth_refused"} 1`,
+		`interlock_budget_refusals_total{budget="refunds-per-agent"} 1`,
 		`interlock_upstream_up{upstream="billing"} 1`,
 		`go_goroutines`,
 	} {

@@ -24,9 +24,10 @@ type OfferedTool struct {
 	Arguments []string
 }
 
-// CheckTools reports what the rules expect of tools that the upstreams do
-// not offer, each at the line of the key it is about: a tool glob that
-// matches no offered tool (a typo silently matches nothing), a preview tool
+// CheckTools reports what the rules, shared and the tenants', expect of
+// tools that the upstreams do not offer, each at the line of the key it is
+// about: a tool glob, of a rule or a tenant's allowlist, that matches no
+// offered tool (a typo silently matches nothing), a preview tool
 // that is not offered or not read-only (its first call would be
 // INTERNAL_ERROR), and a preview argument, type_back or choice that names
 // an argument the tools it applies to do not take.
@@ -36,7 +37,15 @@ func (f *File) CheckTools(tools []OfferedTool) LoadErrors {
 		byName[t.Name] = t
 	}
 	var errs LoadErrors
-	for _, r := range f.Rules {
+	for _, t := range f.Tenants {
+		for i, re := range t.globs {
+			if !slices.ContainsFunc(tools, func(o OfferedTool) bool { return re.MatchString(o.Name) }) {
+				errs = append(errs, LoadError{File: f.Path, Line: t.at(fmt.Sprintf("tools[%d]", i)), Msg: fmt.Sprintf(
+					"tenant %q: tool glob %q matches no tool that the upstreams offer%s", t.Name, t.Tools[i], nearest(t.Tools[i], tools))})
+			}
+		}
+	}
+	for _, r := range slices.Concat(f.ruleLists()...) {
 		add := func(key, format string, args ...any) {
 			errs = append(errs, LoadError{File: f.Path, Line: r.at(key), Msg: fmt.Sprintf("rule %q: ", r.Name) + fmt.Sprintf(format, args...)})
 		}

@@ -56,6 +56,10 @@ type File struct {
 	// Notify lists webhooks told of every new pending approval.
 	Notify []*Webhook `yaml:"notify"`
 	Rules  []*Rule    `yaml:"rules"`
+	// Tenants are per-tenant overlays: allowlists and rules tried first.
+	Tenants []*Tenant `yaml:"tenants"`
+	// Budgets bound how many gated calls may run in a window.
+	Budgets []*Budget `yaml:"budgets"`
 
 	// Log receives warnings while deciding, such as a condition that could
 	// not be evaluated; nil discards them.
@@ -502,14 +506,24 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	add := func(line int, format string, args ...any) {
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
+	// addRuleErrors adds what compiling a rule found, which knows no file.
+	addRuleErrors := func(found []LoadError) {
+		for _, e := range found {
+			e.File = name
+			errs = append(errs, e)
+		}
+	}
 	keyLine := topLevelLines(data)
 	// An empty list item ("-" alone) decodes to nothing; it is an error
 	// the file can be told about, not a hole the rest would trip over.
-	if slices.Contains(f.Upstreams, nil) || slices.Contains(f.Auth.Keys, nil) || slices.Contains(f.Rules, nil) {
-		for _, section := range []struct {
-			key   string
-			empty bool
-		}{{"upstreams", slices.Contains(f.Upstreams, nil)}, {"auth", slices.Contains(f.Auth.Keys, nil)}, {"rules", slices.Contains(f.Rules, nil)}} {
+	type section struct {
+		key   string
+		empty bool
+	}
+	empty := []section{{"upstreams", slices.Contains(f.Upstreams, nil)}, {"auth", slices.Contains(f.Auth.Keys, nil)},
+		{"rules", slices.Contains(f.Rules, nil)}, {"tenants", slices.Contains(f.Tenants, nil)}, {"budgets", slices.Contains(f.Budgets, nil)}}
+	if slices.ContainsFunc(empty, func(s section) bool { return s.empty }) {
+		for _, section := range empty {
 			if section.empty {
 				add(keyLine[section.key], "%s has an empty entry (a lone \"-\"): remove it or fill it in", section.key)
 			}
@@ -667,14 +681,11 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			}
 			ruleNames[r.Name] = r.Line
 		}
-		if up := r.Match.Upstream; up != "" && len(f.Upstreams) > 0 && names[up] == 0 {
-			add(r.at("match.upstream"), "rule %q: match.upstream %q is not an upstream of this file: use one of %s", r.Name, up, strings.Join(upstreamNames(f), ", "))
-		}
-		for _, e := range r.compile(f.IsSecret) {
-			e.File = name
-			errs = append(errs, e)
-		}
+		checkRuleUpstream(f, r, names, add)
+		addRuleErrors(r.compile(f.IsSecret))
 	}
+	checkTenants(f, names, ruleNames, add, addRuleErrors)
+	checkBudgets(f, add)
 	if len(errs) > 0 {
 		// In file order: a rule's problems are found key by key, not line by line.
 		slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })

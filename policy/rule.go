@@ -591,9 +591,31 @@ func (f *File) defaultMode(h interlock.Hints) interlock.Mode {
 }
 
 // Decide implements interlock.Policy. The call's hints are expected to be
-// the ones [File.Hints] returns.
+// the ones [File.Hints] returns. A tenant's overlay rules are tried before
+// the shared ones, and a tool outside the tenant's allowlists is denied.
 func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision, error) {
-	for _, r := range f.Rules {
+	t := f.tenant(c.Tenant)
+	if !t.allows(c.Tool, c.Upstream) {
+		return interlock.Decision{Mode: interlock.ModeDeny,
+			Reason: fmt.Sprintf("tenant %q may not use this tool", c.Tenant)}, nil
+	}
+	var r *Rule
+	if t != nil {
+		r = f.firstMatch(t.Rules, c)
+	}
+	if r == nil {
+		r = f.firstMatch(f.Rules, c)
+	}
+	if r == nil {
+		return f.withBudgets(interlock.Decision{Mode: f.defaultMode(c.Hints)}), nil
+	}
+	d, err := r.decision(c, f.IsSecret)
+	return f.withBudgets(d), err
+}
+
+// firstMatch returns the first of rules that matches c, nil when none does.
+func (f *File) firstMatch(rules []*Rule, c *interlock.Call) *Rule {
+	for _, r := range rules {
 		if !r.matchesTool(c.Tool, c.Upstream, c.Hints) {
 			continue
 		}
@@ -601,20 +623,47 @@ func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision,
 		if err != nil && f.Log != nil {
 			f.Log.Warn("policy condition failed; the restrictive reading applies", "rule", r.Name, "tool", c.Tool, "error", err)
 		}
-		if !ok {
-			continue
+		if ok {
+			return r
 		}
-		return r.decision(c, f.IsSecret)
 	}
-	return interlock.Decision{Mode: f.defaultMode(c.Hints)}, nil
+	return nil
+}
+
+// ruleLists returns the lists of rules a call of some tenant may be decided
+// by: each tenant's overlay, then the shared rules. What a tool advertises
+// is the same for every caller, so it covers them all.
+func (f *File) ruleLists() [][]*Rule {
+	lists := make([][]*Rule, 0, len(f.Tenants)+1)
+	for _, t := range f.Tenants {
+		lists = append(lists, t.Rules)
+	}
+	return append(lists, f.Rules)
 }
 
 // ToolModes implements interlock.Policy: the modes of every rule that may
 // match the tool, up to the first that matches without a condition, or the
-// default.
+// default; in the shared rules and every tenant's.
 func (f *File) ToolModes(tool, upstream string, h interlock.Hints) []interlock.Mode {
 	var modes []interlock.Mode
-	for _, r := range f.Rules {
+	final := false
+	for _, rules := range f.ruleLists() {
+		var found []interlock.Mode
+		found, final = toolModes(rules, tool, upstream, h)
+		modes = append(modes, found...)
+	}
+	// The default is out of reach only when a shared rule (the last list)
+	// matches every call of the tool.
+	if final {
+		return modes
+	}
+	return append(modes, f.defaultMode(h))
+}
+
+// toolModes returns the modes of the rules that may match the tool, up to
+// the first that matches without a condition; final says one did.
+func toolModes(rules []*Rule, tool, upstream string, h interlock.Hints) (modes []interlock.Mode, final bool) {
+	for _, r := range rules {
 		if !r.matchesTool(tool, upstream, h) {
 			continue
 		}
@@ -627,27 +676,29 @@ func (f *File) ToolModes(tool, upstream string, h interlock.Hints) []interlock.M
 			modes = append(modes, fb)
 		}
 		if r.program == nil {
-			return modes
+			return modes, true
 		}
 	}
-	return append(modes, f.defaultMode(h))
+	return modes, false
 }
 
 // HumanArgs implements interlock.Policy: the choices of every elicit rule
-// that may match the tool.
+// that may match the tool, shared or a tenant's.
 func (f *File) HumanArgs(tool, upstream string, h interlock.Hints) []string {
 	var names []string
-	for _, r := range f.Rules {
-		if !r.matchesTool(tool, upstream, h) {
-			continue
-		}
-		for _, ch := range r.choices {
-			if !slices.Contains(names, ch.Arg) {
-				names = append(names, ch.Arg)
+	for _, rules := range f.ruleLists() {
+		for _, r := range rules {
+			if !r.matchesTool(tool, upstream, h) {
+				continue
 			}
-		}
-		if r.program == nil {
-			break
+			for _, ch := range r.choices {
+				if !slices.Contains(names, ch.Arg) {
+					names = append(names, ch.Arg)
+				}
+			}
+			if r.program == nil {
+				break
+			}
 		}
 	}
 	return names

@@ -1,7 +1,8 @@
 // Package redis keeps interlock's live confirm tokens in Redis, so that
 // several gateways sharing one Redis server and one INTERLOCK_SECRET honour
 // each token exactly once between them; approvals.go and grants.go keep
-// approvals and standing grants there likewise.
+// approvals and standing grants there likewise, and budget.go counts the
+// calls of each budget.
 //
 // Each binding {tenant, principal, tool} has one key holding the nonce of
 // its live token, with the token's TTL as the key's expiry. Issuing

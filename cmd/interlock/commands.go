@@ -86,6 +86,16 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return report(stderr, errs)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d rules, %d API keys", f.Path, len(f.Upstreams), len(f.Rules), len(f.Auth.Keys))
+	if len(f.Tenants) > 0 {
+		overlays := 0
+		for _, t := range f.Tenants {
+			overlays += len(t.Rules)
+		}
+		fmt.Fprintf(stdout, ", %d tenants with %d rules of their own", len(f.Tenants), overlays)
+	}
+	if len(f.Budgets) > 0 {
+		fmt.Fprintf(stdout, ", %d budgets", len(f.Budgets))
+	}
 	if *connect {
 		fmt.Fprintf(stdout, "; connected: %d tools", tools)
 	}

@@ -15,14 +15,15 @@ import (
 	"github.com/interlock-mcp/interlock/gateway"
 )
 
-// TestTokenExactlyOnceAcrossGateways runs two `interlock serve` processes
-// that share Redis, INTERLOCK_SECRET and the demo database, takes a confirm
-// token from one, and redeems it 1,000 times at once on both: the refund
-// must happen exactly once.
-func TestTokenExactlyOnceAcrossGateways(t *testing.T) {
+// twoGateways starts two `interlock serve` processes that front one demo
+// database and share Redis (under a prefix of their own) and
+// INTERLOCK_SECRET, with the configuration sections in extra; it returns
+// their base URLs.
+func twoGateways(t *testing.T, extra string) (a, b string) {
+	t.Helper()
 	dir := t.TempDir()
 	config := filepath.Join(dir, "interlock.yaml")
-	prefix := fmt.Sprintf("interlock-test:replicas:%d:", time.Now().UnixNano())
+	prefix := fmt.Sprintf("interlock-test:%s:%d:", t.Name(), time.Now().UnixNano())
 	err := os.WriteFile(config, []byte(fmt.Sprintf(`
 upstreams:
   - name: demo
@@ -30,18 +31,28 @@ upstreams:
 store:
   redis: redis://127.0.0.1:6379/0
   prefix: %q
+`, binary, filepath.Join(dir, "demo.db"), prefix)+extra), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("r", 40)}
+	a = strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+	b = strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+	return a, b
+}
+
+// TestTokenExactlyOnceAcrossGateways runs two `interlock serve` processes
+// that share Redis, INTERLOCK_SECRET and the demo database, takes a confirm
+// token from one, and redeems it 1,000 times at once on both: the refund
+// must happen exactly once.
+func TestTokenExactlyOnceAcrossGateways(t *testing.T) {
+	a, b := twoGateways(t, `
 rules:
   - name: refunds
     match: {tools: [refund_invoice]}
     mode: token
     summary: "Refund ${{.args.amount}} on {{.args.invoice_id}}."
-`, binary, filepath.Join(dir, "demo.db"), prefix)), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("r", 40)}
-	a := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
-	b := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+`)
 
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 32, MaxIdleConnsPerHost: 32}, Timeout: 60 * time.Second}
 	call := func(base, tool, body string) (int, map[string]any) {
@@ -105,16 +116,7 @@ rules:
 // one gateway, is approved on the other, and its re-call, sent 200 times
 // at once to both, runs once.
 func TestApprovalExactlyOnceAcrossGateways(t *testing.T) {
-	dir := t.TempDir()
-	config := filepath.Join(dir, "interlock.yaml")
-	prefix := fmt.Sprintf("interlock-test:approvals:%d:", time.Now().UnixNano())
-	err := os.WriteFile(config, []byte(fmt.Sprintf(`
-upstreams:
-  - name: demo
-    command: [%q, demo, --db, %q]
-store:
-  redis: redis://127.0.0.1:6379/0
-  prefix: %q
+	a, b := twoGateways(t, fmt.Sprintf(`
 auth:
   keys:
     - {sha256: %s, principal: agent}
@@ -124,13 +126,7 @@ rules:
     match: {tools: [refund_invoice]}
     mode: approval
     approvers: [bob]
-`, binary, filepath.Join(dir, "demo.db"), prefix, gateway.HashKey("agent-key"), gateway.HashKey("bob-key"))), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("r", 40)}
-	a := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
-	b := strings.TrimSuffix(servedHTTPWith(t, env, "--config", config), "/mcp")
+`, gateway.HashKey("agent-key"), gateway.HashKey("bob-key")))
 	const refund = `{"arguments":{"invoice_id":"inv_1003","amount":1}}`
 
 	status, body := restPost(t, a+"/v1/tools/refund_invoice/call", "agent-key", refund)
@@ -165,5 +161,56 @@ rules:
 	wg.Wait()
 	if ran.Load() != 1 {
 		t.Errorf("the approved refund ran %d times (and %d calls were told to wait)", ran.Load(), waiting.Load())
+	}
+}
+
+// TestBudgetExactAcrossGateways runs two `interlock serve` processes that
+// share Redis, and sends 200 confirmed reminders at once, from two agents
+// of one tenant, half to each: a per-tenant budget of 37 lets exactly 37
+// run, and refuses every other with RATE_LIMITED and retry_after_ms.
+func TestBudgetExactAcrossGateways(t *testing.T) {
+	a, b := twoGateways(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: agent-1, tenant: acme}
+    - {sha256: %s, principal: agent-2, tenant: acme}
+rules:
+  - name: reminders
+    match: {tools: [send_reminder]}
+    mode: flag
+budgets:
+  - {name: reminders-per-tenant, per: tenant, limit: 37, window: 1h, rules: [reminders]}
+`, gateway.HashKey("agent-1-key"), gateway.HashKey("agent-2-key")))
+	const remind = `{"arguments":{"customer_id":"acct_9931"},"confirm":true}`
+
+	var ran, limited atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 200 {
+		wg.Go(func() {
+			<-start
+			base, key := a, "agent-1-key"
+			if i%2 == 1 {
+				base = b
+			}
+			if i%4 >= 2 {
+				key = "agent-2-key"
+			}
+			status, body := restPost(t, base+"/v1/tools/send_reminder/call", key, remind)
+			wait, _ := body["retry_after_ms"].(float64)
+			switch {
+			case status == http.StatusOK:
+				ran.Add(1)
+			case status == http.StatusTooManyRequests && body["code"] == "RATE_LIMITED" && wait > 0:
+				limited.Add(1)
+			default:
+				t.Errorf("reminder: %d %v", status, body)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ran.Load() != 37 || limited.Load() != 163 {
+		t.Errorf("%d reminders ran and %d were RATE_LIMITED; want 37 and 163", ran.Load(), limited.Load())
 	}
 }

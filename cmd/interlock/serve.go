@@ -153,7 +153,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer tokens.Close()
-		opts.Tokens, opts.Approvals, opts.Grants = tokens, tokens.Approvals(), tokens.Grants()
+		opts.Tokens, opts.Approvals, opts.Grants, opts.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
 		// A binding no token is issued under: a round trip that changes nothing.
 		opts.Probes = append(opts.Probes, gateway.Probe{Name: "token store", Check: func(ctx context.Context) error {
 			_, err := tokens.Consume(ctx, "readiness-probe", "")
