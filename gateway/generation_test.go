@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestNewProtocol routes requests by the protocol generation they name,
@@ -39,5 +41,45 @@ func TestNewProtocol(t *testing.T) {
 				t.Errorf("served by %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestClientMetaStaysOnItsHop: a client of 2026-07-28 gets a prompt and a
+// completion from an upstream that speaks only 2025-11-25 with sessions.
+// The client's _meta names its own protocol, which the upstream would
+// refuse, so the gateway must not pass it on.
+func TestClientMetaStaysOnItsHop(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "old"}, &mcp.ServerOptions{
+		SupportedProtocolVersions: []string{"2025-11-25"},
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"world"}}}, nil
+		},
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello"}}}}, nil
+		})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+	gw := start(t, config(t, "upstreams:\n  - {name: old, url: "+up.URL+"}\n"), "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "new"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the client speaks %s, want 2026-07-28", v)
+	}
+	p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "x"}})
+	if err != nil || len(p.Messages) != 1 {
+		t.Errorf("prompts/get: %v, %+v", err, p)
+	}
+	c, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"},
+		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "w"}})
+	if err != nil || len(c.Completion.Values) != 1 || c.Completion.Values[0] != "world" {
+		t.Errorf("completion/complete: %v, %+v", err, c)
 	}
 }

@@ -345,6 +345,9 @@ func (g *Gateway) getPrompt(ctx context.Context, ss *mcp.ServerSession, p *mcp.G
 	}
 	fwd := *p
 	fwd.Name = strings.TrimPrefix(p.Name, u.cfg.Prefix)
+	// The client's _meta belongs to its hop: it may name a protocol the
+	// upstream link does not speak.
+	fwd.Meta = nil
 	res, err := cs.GetPrompt(ctx, &fwd)
 	if err != nil {
 		return nil, u.forwardError("prompts/get", err)
@@ -356,6 +359,7 @@ func (g *Gateway) getPrompt(ctx context.Context, ss *mcp.ServerSession, p *mcp.G
 // resource template it refers to.
 func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	p := *req.Params
+	p.Meta = nil // as for prompts/get
 	ref := *p.Ref
 	p.Ref = &ref
 	var u *upstream
