@@ -46,6 +46,7 @@ func run(args []string, w io.Writer) error {
 	clients := fs.String("clients", "1,8,32", "comma-separated numbers of concurrent clients for throughput")
 	interlockBin := fs.String("interlock", "", "interlock binary (default: built from ./cmd/interlock)")
 	only := fs.String("only", "", "comma-separated variants to run (default: all)")
+	pprof := fs.String("pprof", "", "address for the gateway's profiler (--pprof); run one variant with -only")
 	self := fs.String("self", "", "this program, to run as the echo server (default: the running executable)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,7 +80,7 @@ func run(args []string, w io.Writer) error {
 		}
 		counts = append(counts, n)
 	}
-	env := &setup{self: *self, interlock: bin, dir: dir}
+	env := &setup{self: *self, interlock: bin, dir: dir, pprof: *pprof}
 	variants := env.variants()
 	if *only != "" {
 		keep := strings.Split(*only, ",")

@@ -23,6 +23,9 @@ import (
 // interlock, and a scratch directory.
 type setup struct {
 	self, interlock, dir string
+	// pprof, when set, is passed to every gateway as --pprof, to profile
+	// one variant (run it alone with -only) while it is measured.
+	pprof string
 }
 
 // variant is one way of reaching the echo tool.
@@ -152,6 +155,9 @@ func (s *setup) variants() []*variant {
 func (s *setup) gateway(args ...string) *exec.Cmd {
 	data, err := os.MkdirTemp(s.dir, "data")
 	check(err)
+	if s.pprof != "" && args[0] == "serve" {
+		args = append(args, "--pprof", s.pprof)
+	}
 	cmd := exec.Command(s.interlock, append(args, "--data", data)...)
 	cmd.Env = append(os.Environ(), "MCP_DRY_RUN=false", "INTERLOCK_SECRET="+strings.Repeat("b", 43))
 	return cmd
