@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // echoUpstream serves, over streamable HTTP, one read-only tool that
@@ -59,14 +61,7 @@ func BenchmarkUpstreamLeg(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw, err := New(f, Options{Logger: quiet, Getenv: func(string) string { return "" }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gw.Close()
-	if err := gw.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
+	gw := startForBench(b, f, Options{})
 	u := gw.upstreams[0]
 	b.Run("upstream-call", func(b *testing.B) {
 		b.ReportAllocs()
@@ -79,7 +74,30 @@ func BenchmarkUpstreamLeg(b *testing.B) {
 	b.Run("gateway", func(b *testing.B) {
 		b.Run("in-memory", func(b *testing.B) { callEcho(b, inMemory(b, gw.Server()), args) })
 		b.Run("http", func(b *testing.B) { callEcho(b, overHTTP(b, gw.Handler(false)), args) })
+		b.Run("http-audited", func(b *testing.B) {
+			log, err := sqlite.OpenAudit(ctx, filepath.Join(b.TempDir(), "audit.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer log.Close()
+			audited := startForBench(b, f, Options{Audit: log})
+			callEcho(b, overHTTP(b, audited.Handler(false)), args)
+		})
 	})
+}
+
+// startForBench starts a gateway for f with dry run on.
+func startForBench(b *testing.B, f *policy.File, opts Options) *Gateway {
+	opts.Logger, opts.Getenv = quiet, func(string) string { return "" }
+	gw, err := New(f, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { gw.Close() })
+	if err := gw.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return gw
 }
 
 // inMemory connects a client to s in memory.
