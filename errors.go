@@ -246,8 +246,13 @@ func Result(err error) *mcp.CallToolResult {
 // empty Code.
 func BodyOfResult(res *mcp.CallToolResult) Body {
 	var body Body
-	if res.StructuredContent != nil {
-		if b, err := json.Marshal(res.StructuredContent); err == nil {
+	switch sc := res.StructuredContent.(type) {
+	case nil:
+	case json.RawMessage:
+		// The gate's own results carry their body as it was encoded.
+		_ = json.Unmarshal(sc, &body)
+	default:
+		if b, err := json.Marshal(sc); err == nil {
 			_ = json.Unmarshal(b, &body)
 		}
 	}

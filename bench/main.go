@@ -32,6 +32,10 @@ func main() {
 		serveEcho(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "sdkproxy" {
+		serveSDKProxy(os.Args[2:])
+		return
+	}
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -46,6 +50,10 @@ func run(args []string, w io.Writer) error {
 	clients := fs.String("clients", "1,8,32", "comma-separated numbers of concurrent clients for throughput")
 	interlockBin := fs.String("interlock", "", "interlock binary (default: built from ./cmd/interlock)")
 	only := fs.String("only", "", "comma-separated variants to run (default: all)")
+	pprof := fs.String("pprof", "", "address for the gateway's profiler (--pprof); run one variant with -only")
+	memory := fs.Bool("memory", false, "instead of the table, measure the gateway's memory: an idle session, and the heap over many calls")
+	idle := fs.Int("idle", 1000, "with -memory, idle sessions to open")
+	memCalls := fs.Int("memory-calls", 1_000_000, "with -memory, calls to make while the heap is watched")
 	self := fs.String("self", "", "this program, to run as the echo server (default: the running executable)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,10 +87,19 @@ func run(args []string, w io.Writer) error {
 		}
 		counts = append(counts, n)
 	}
-	env := &setup{self: *self, interlock: bin, dir: dir}
+	env := &setup{self: *self, interlock: bin, dir: dir, pprof: *pprof}
+	if *memory {
+		return measureMemory(context.Background(), env, w, *idle, *memCalls, 8)
+	}
 	variants := env.variants()
 	if *only != "" {
+		// Each variant's ratios need its direct variant, which runs too.
 		keep := strings.Split(*only, ",")
+		for _, v := range variants {
+			if slices.Contains(keep, v.name) {
+				keep = append(keep, v.base)
+			}
+		}
 		variants = slices.DeleteFunc(variants, func(v *variant) bool { return !slices.Contains(keep, v.name) })
 	}
 	results := map[string]*figures{}

@@ -22,9 +22,7 @@ func startAndWait(cmd *exec.Cmd, url string) (*httpServed, error) {
 		return nil, err
 	}
 	hs := &httpServed{url: url, served: &served{pids: []int{cmd.Process.Pid}, stop: func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }}}
-	hs.connect = func(ctx context.Context) (*mcp.ClientSession, error) {
-		return mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	}
+	hs.connect = connectHTTP(url, sessionProtocol)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if cs, err := hs.connect(context.Background()); err == nil {
 			cs.Close()
@@ -117,30 +115,13 @@ func measure(ctx context.Context, v *variant, calls int, clients []int, f *figur
 		}
 		cpu0 := cpuTime(sv.pids)
 		start := time.Now()
-		var wg sync.WaitGroup
-		errs := make(chan error, n)
-		for i, s := range sessions {
-			share := calls / n
-			if i < calls%n {
-				share++
-			}
-			wg.Go(func() {
-				for range share {
-					if err := call(ctx, s, v.token); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		err := callConcurrently(ctx, sessions, calls, v.token)
 		took := time.Since(start)
 		cpu := cpuTime(sv.pids) - cpu0
-		close(errs)
 		for _, s := range sessions {
 			s.Close()
 		}
-		if err := <-errs; err != nil {
+		if err != nil {
 			return fmt.Errorf("%s: %d clients: %w", v.name, n, err)
 		}
 		f.rate[n] = append(f.rate[n], float64(calls)/took.Seconds())
@@ -149,6 +130,30 @@ func measure(ctx context.Context, v *variant, calls int, clients []int, f *figur
 		}
 	}
 	return nil
+}
+
+// callConcurrently makes calls in all, shared among the sessions, each
+// session calling in a goroutine of its own.
+func callConcurrently(ctx context.Context, sessions []*mcp.ClientSession, calls int, token bool) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(sessions))
+	for i, s := range sessions {
+		share := calls / len(sessions)
+		if i < calls%len(sessions) {
+			share++
+		}
+		wg.Go(func() {
+			for range share {
+				if err := call(ctx, s, token); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // cpuTime is the user and system CPU time the processes have used, from

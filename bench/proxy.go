@@ -25,31 +25,20 @@ func proxyVariant(s *setup) *variant {
 		args = []string{"--config", "{config}"}
 	}
 	return &variant{name: "proxy:" + filepath.Base(bin), base: "direct-http", start: func() (*served, error) {
-		up, err := s.echoHTTP(false)
-		if err != nil {
-			return nil, err
-		}
-		cfg := filepath.Join(s.dir, "proxy-config")
-		out, err := exec.Command(adapter, up.url, cfg).Output()
-		if err != nil {
-			up.stop()
-			return nil, err
-		}
-		url := strings.TrimSpace(string(out))
-		var real []string
-		for _, a := range args {
-			real = append(real, strings.ReplaceAll(a, "{config}", cfg))
-		}
-		cmd := exec.Command(bin, real...)
-		// The proxy says nothing we can rely on: wait until its port
-		// answers by connecting, through the URL the adapter gave.
-		p, err := startAndWait(cmd, url)
-		if err != nil {
-			up.stop()
-			return nil, err
-		}
-		stop := p.stop
-		p.stop = func() { stop(); up.stop() }
-		return p.served, nil
+		return s.beforeEcho(func(upstream string) (*httpServed, error) {
+			cfg := filepath.Join(s.dir, "proxy-config")
+			out, err := exec.Command(adapter, upstream, cfg).Output()
+			if err != nil {
+				return nil, err
+			}
+			url := strings.TrimSpace(string(out))
+			var real []string
+			for _, a := range args {
+				real = append(real, strings.ReplaceAll(a, "{config}", cfg))
+			}
+			// The proxy says nothing we can rely on: wait until its port
+			// answers by connecting, through the URL the adapter gave.
+			return startAndWait(exec.Command(bin, real...), url)
+		})
 	}}
 }

@@ -23,6 +23,9 @@ import (
 // interlock, and a scratch directory.
 type setup struct {
 	self, interlock, dir string
+	// pprof, when set, is passed to every gateway as --pprof, to profile
+	// one variant (run it alone with -only) while it is measured.
+	pprof string
 }
 
 // variant is one way of reaching the echo tool.
@@ -108,22 +111,24 @@ func (s *setup) variants() []*variant {
 		{name: "interlock-http", base: "direct-http", start: func() (*served, error) {
 			return servedOf(s.gatewayHTTP(s.stdioUpstream()))
 		}},
-		{name: "interlock-stateless", base: "direct-http", start: func() (*served, error) {
-			return servedOf(s.gatewayHTTP(s.stdioUpstream(), "--stateless"))
+		{name: "direct-2026", base: "direct-2026", start: func() (*served, error) {
+			return latest(s.echoHTTP(true))
+		}},
+		{name: "interlock-2026", base: "direct-2026", start: func() (*served, error) {
+			return latest(s.gatewayHTTP(s.stdioUpstream()))
 		}},
 		{name: "interlock-http-upstream", base: "direct-http", start: func() (*served, error) {
-			up, err := s.echoHTTP(false)
-			if err != nil {
-				return nil, err
-			}
-			g, err := s.gatewayHTTP("url: " + up.url)
-			if err != nil {
-				up.stop()
-				return nil, err
-			}
-			stop := g.stop
-			g.stop = func() { stop(); up.stop() }
-			return g.served, nil
+			return s.beforeEcho(func(url string) (*httpServed, error) { return s.gatewayHTTP("url: " + url) })
+		}},
+		{name: "sdk-proxy-http-upstream", base: "direct-http", start: func() (*served, error) {
+			return s.beforeEcho(func(url string) (*httpServed, error) {
+				cmd := exec.Command(s.self, "sdkproxy", "-upstream", url)
+				out, err := cmd.StdoutPipe()
+				if err != nil {
+					return nil, err
+				}
+				return listening(cmd, out, regexp.MustCompile(`^(http://\S+)$`))
+			})
 		}},
 		{name: "token-http", base: "direct-http", token: true, start: func() (*served, error) {
 			// Each client is a principal of its own: a new confirm token
@@ -136,7 +141,8 @@ func (s *setup) variants() []*variant {
 			h.connect = func(ctx context.Context) (*mcp.ClientSession, error) {
 				key := benchKey(int(next.Add(1)) % maxKeys)
 				client := &http.Client{Transport: bearer{key}}
-				return mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: client}, nil)
+				return mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: client},
+					&mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
 			}
 			return h.served, nil
 		}},
@@ -147,11 +153,31 @@ func (s *setup) variants() []*variant {
 	return vs
 }
 
+// beforeEcho starts the echo server on HTTP and, in front of it, what
+// front starts given the echo server's URL; stopping the front stops both.
+func (s *setup) beforeEcho(front func(url string) (*httpServed, error)) (*served, error) {
+	up, err := s.echoHTTP(false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := front(up.url)
+	if err != nil {
+		up.stop()
+		return nil, err
+	}
+	stop := f.stop
+	f.stop = func() { stop(); up.stop() }
+	return f.served, nil
+}
+
 // gateway prepares `interlock ARGS` with dry run off and its own data
 // directory.
 func (s *setup) gateway(args ...string) *exec.Cmd {
 	data, err := os.MkdirTemp(s.dir, "data")
 	check(err)
+	if s.pprof != "" && args[0] == "serve" {
+		args = append(args, "--pprof", s.pprof)
+	}
 	cmd := exec.Command(s.interlock, append(args, "--data", data)...)
 	cmd.Env = append(os.Environ(), "MCP_DRY_RUN=false", "INTERLOCK_SECRET="+strings.Repeat("b", 43))
 	return cmd
@@ -211,14 +237,42 @@ func listening(cmd *exec.Cmd, out io.Reader, re *regexp.Regexp) (*httpServed, er
 	select {
 	case url := <-urlc:
 		hs := &httpServed{url: url, served: &served{pids: []int{cmd.Process.Pid}, stop: stop}}
-		hs.connect = func(ctx context.Context) (*mcp.ClientSession, error) {
-			return mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-		}
+		hs.connect = connectHTTP(url, sessionProtocol)
 		return hs, nil
 	case <-time.After(30 * time.Second):
 		stop()
 		return nil, fmt.Errorf("%s did not say where it listens", cmd.Path)
 	}
+}
+
+// sessionProtocol is the protocol the HTTP variants' clients speak unless
+// a variant says otherwise: the last one with sessions, which every server
+// here serves, so that a direct call and a call through a proxy take the
+// same path through the SDK. (A client left to choose speaks 2026-07-28
+// to a server that offers it, as interlock does, and 2025-11-25 to one
+// that does not, as a stateful SDK server: the two would not compare.)
+const sessionProtocol = "2025-11-25"
+
+// connectHTTP opens client sessions with the MCP endpoint at url, in
+// protocol (or the latest both sides speak, when empty).
+func connectHTTP(url, protocol string) func(context.Context) (*mcp.ClientSession, error) {
+	var opts *mcp.ClientSessionOptions
+	if protocol != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: protocol}
+	}
+	return func(ctx context.Context) (*mcp.ClientSession, error) {
+		return mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, opts)
+	}
+}
+
+// latest has h's clients speak the latest protocol, 2026-07-28, without
+// sessions.
+func latest(h *httpServed, err error) (*served, error) {
+	if err != nil {
+		return nil, err
+	}
+	h.connect = connectHTTP(h.url, "")
+	return h.served, nil
 }
 
 func (s *setup) echoHTTP(stateless bool) (*httpServed, error) {

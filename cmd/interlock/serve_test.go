@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"runtime/debug"
+	"testing"
+)
 
 func TestRedactURL(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -13,5 +16,31 @@ func TestRedactURL(t *testing.T) {
 		if got := redactURL(tt.in); got != tt.want {
 			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestTuneGC(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	for _, tc := range []struct {
+		gogc string
+		want int
+	}{
+		{"", gatewayGCPercent},
+		{"100", 100},
+		{"off", 100},
+	} {
+		t.Run("GOGC="+tc.gogc, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			tuneGC(func(k string) string {
+				if k == "GOGC" {
+					return tc.gogc
+				}
+				return ""
+			})
+			if got := debug.SetGCPercent(100); got != tc.want {
+				t.Errorf("GC percent = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
