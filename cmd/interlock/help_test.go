@@ -17,6 +17,7 @@ func TestHonestHelp(t *testing.T) {
 		"demo":         {"--db", "--reset"},
 		"check":        {"--config"},
 		"test":         {"--config", "--connect"},
+		"replay":       {"--policy", "--config", "--data", "--since", "--connect"},
 		"key":          {"--principal", "--tenant"},
 		"secret":       nil,
 		"audit verify": {"--data", "--config", "--checkpoints", "--public-key"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,11 +19,7 @@ func demoConfig(t *testing.T, dir, name, extra string) string {
 	t.Helper()
 	cfg := strings.Replace(string(builtinConfig), "command: [interlock, demo]",
 		fmt.Sprintf("command: [%s, demo, --db, %s]", binary, filepath.Join(dir, "demo.db")), 1)
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(extra+cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeFile(t, dir, name, extra+cfg)
 }
 
 // demoCall is a call of a demo tool.
@@ -89,7 +84,7 @@ var shadowCalls = []demoCall{
 // an audit event with both decisions.
 func TestShadowPolicy(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "candidate.yaml"), []byte(`default_mode: deny
+	writeFile(t, dir, "candidate.yaml", `default_mode: deny
 rules:
   - name: reminders
     match: {tools: [send_reminder]}
@@ -97,9 +92,7 @@ rules:
   - name: no-refunds
     match: {tools: [refund_invoice]}
     mode: deny
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	plain, withShadow := t.TempDir(), t.TempDir()
 	want := callsThroughServe(t, demoConfig(t, plain, "config.yaml", ""), plain, shadowCalls)
 	config := demoConfig(t, dir, "config.yaml", "shadow: candidate.yaml\n")
@@ -144,9 +137,7 @@ func TestShadowPolicyLoadErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tc.shadow != "" {
-				if err := os.WriteFile(filepath.Join(dir, "candidate.yaml"), []byte(tc.shadow), 0o600); err != nil {
-					t.Fatal(err)
-				}
+				writeFile(t, dir, "candidate.yaml", tc.shadow)
 			}
 			config := demoConfig(t, dir, "config.yaml", "shadow: candidate.yaml\n")
 			code, _, errText := runCLI(t, "check", "--config", config)

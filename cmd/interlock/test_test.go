@@ -12,14 +12,7 @@ import (
 // decision it got, and a bad cases file or config is exit 2 at its line.
 func TestPolicyTest(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		t.Helper()
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	demoCases, err := filepath.Abs(filepath.Join("..", "..", "examples", "demo-cases.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -105,4 +98,14 @@ rules:
 			}
 		})
 	}
+}
+
+// writeFile writes body to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
