@@ -633,10 +633,11 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			errs = append(errs, e)
 		}
 	}
+	// In file order: a rule's problems are found key by key, not line by
+	// line. The shadow file's come after this file's, in their own order.
+	slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
 	errs = append(errs, loadShadow(f, keyLine, lookupEnv)...)
 	if len(errs) > 0 {
-		// In file order: a rule's problems are found key by key, not line by line.
-		slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
 		return nil, errs
 	}
 	return f, nil
