@@ -256,11 +256,16 @@ func ParseCases(name string, data []byte) (*Cases, error) {
 	return cs, nil
 }
 
-// CheckRules reports every case whose expect.rule names no rule of f: a
-// misspelt name would otherwise only ever fail.
-func (cs *Cases) CheckRules(f *File) LoadErrors {
+// CheckAgainst reports every case whose expect.rule names no rule of f,
+// or whose upstream is none of f's: a misspelt name would otherwise only
+// ever fail, or silently match nothing.
+func (cs *Cases) CheckAgainst(f *File) LoadErrors {
 	var errs LoadErrors
 	for _, c := range cs.Cases {
+		if u := c.Upstream; u != "" && !slices.ContainsFunc(f.Upstreams, func(up *Upstream) bool { return up.Name == u }) {
+			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.at("upstream", c.Line),
+				Msg: fmt.Sprintf("case %q: upstream %q is not an upstream of %s: use one of %s", c.Name, u, f.Path, strings.Join(upstreamNames(f), ", "))})
+		}
 		if r := c.Expect.Rule; r != "" && r != DefaultRule && !slices.ContainsFunc(f.Rules, func(rule *Rule) bool { return rule.Name == r }) {
 			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.at("expect.rule", c.Line),
 				Msg: fmt.Sprintf("case %q: expect.rule %q is not a rule of %s (use %q for no rule)", c.Name, r, f.Path, DefaultRule)})

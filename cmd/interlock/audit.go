@@ -357,11 +357,7 @@ func printRecord(w io.Writer, r *interlock.AuditRecord, asJSON bool) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	who := r.Principal
-	if r.Tenant != "" {
-		who = r.Tenant + "/" + r.Principal
-	}
-	line := fmt.Sprintf("%6d %s %-8s %-18s %s", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Event, who, r.Tool)
+	line := fmt.Sprintf("%6d %s %-8s %-18s %s", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Event, who(r), r.Tool)
 	for _, kv := range [][2]string{{"rule", r.Rule}, {"mode", r.Mode}, {"decision", r.Decision}, {"by", r.ConfirmedBy}, {"outcome", r.Outcome}, {"detail", r.Detail}} {
 		if kv[1] != "" {
 			line += " " + kv[0] + "=" + kv[1]

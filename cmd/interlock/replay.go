@@ -130,6 +130,7 @@ func decisionOf(rule, mode string) string {
 	return fmt.Sprintf("%s (rule %q)", mode, rule)
 }
 
+// who names a record's caller as tenant/principal.
 func who(r *interlock.AuditRecord) string {
 	if r.Tenant == "" {
 		return r.Principal

@@ -155,7 +155,7 @@ func loadTestInputs(config, casesFile string) (*policy.File, *policy.Cases, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	if errs := cases.CheckRules(f); len(errs) > 0 {
+	if errs := cases.CheckAgainst(f); len(errs) > 0 {
 		return nil, nil, errs
 	}
 	return f, cases, nil
