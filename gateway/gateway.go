@@ -117,6 +117,8 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	var decider interlock.Policy = f
 	if f.ShadowPolicy != nil {
 		decider = &shadowed{File: f, shadow: f.ShadowPolicy, differ: g.shadowDiffers}
+		log.Info("a shadow policy decides every call beside the rules, enforcing nothing; its differences are audited as shadow_differs",
+			"shadow", f.ShadowPolicy.Path)
 	}
 	gate, err := interlock.NewGate(decider, &interlock.GateOptions{
 		Getenv:           opts.Getenv,

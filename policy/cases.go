@@ -134,14 +134,15 @@ func (c *Case) HasHints() bool { return c.Hints != nil }
 
 // ToolHints returns the hints the case gives, over the specification's
 // defaults: a tool is destructive and open-world unless it says
-// otherwise, and a read-only tool is not destructive.
+// otherwise, and a read-only tool is never destructive (as
+// [interlock.HintsOf] reads a tool's annotations).
 func (c *Case) ToolHints() interlock.Hints {
 	h := interlock.Hints{Destructive: true, OpenWorld: true}
-	if c.Hints["readOnly"] {
-		h.Destructive = false
-	}
 	for name, v := range c.Hints {
 		*caseHints[name](&h) = v
+	}
+	if h.ReadOnly {
+		h.Destructive = false
 	}
 	return h
 }

@@ -86,6 +86,9 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return report(stderr, errs)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d rules, %d API keys", f.Path, len(f.Upstreams), len(f.Rules), len(f.Auth.Keys))
+	if s := f.ShadowPolicy; s != nil {
+		fmt.Fprintf(stdout, "; shadow policy %s: %d rules", s.Path, len(s.Rules))
+	}
 	if *connect {
 		fmt.Fprintf(stdout, "; connected: %d tools", tools)
 	}

@@ -123,6 +123,17 @@ rules:
 	}
 }
 
+// TestShadowPolicyChecks: check names a shadow policy that loads.
+func TestShadowPolicyChecks(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "candidate.yaml", "default_mode: deny\nrules:\n  - name: r\n    mode: flag\n")
+	config := demoConfig(t, dir, "config.yaml", "shadow: candidate.yaml\n")
+	code, out, errText := runCLI(t, "check", "--config", config)
+	if code != 0 || !strings.Contains(out, "; shadow policy "+filepath.Join(dir, "candidate.yaml")+": 1 rules)") {
+		t.Errorf("check: exit %d\n%s%s", code, out, errText)
+	}
+}
+
 // TestShadowPolicyLoadErrors: a shadow policy that does not load is the
 // config's load error, at the shadow file's line.
 func TestShadowPolicyLoadErrors(t *testing.T) {
