@@ -2,11 +2,18 @@ package gateway
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 const liveRules = `rules:
@@ -67,6 +74,58 @@ func TestShadowedDecidesWithTheLivePolicy(t *testing.T) {
 				t.Errorf("reported %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestShadowDifferencesAreAuditedAndCounted: through the gateway, a call
+// the shadow policy would deny runs, and the difference is one audit record
+// and one count at /metrics.
+func TestShadowDifferencesAreAuditedAndCounted(t *testing.T) {
+	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	m := metrics.New()
+	f := config(t, "", "fx")
+	f.ShadowPolicy = parsePolicy(t, "rules:\n  - name: no-echo\n    match: {tools: [echo]}\n    mode: deny\n")
+	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Metrics: m, Getenv: func(k string) string {
+		if k == interlock.SecretEnv {
+			return testSecret
+		}
+		return ""
+	}})
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cs := client(t, gw, nil)
+	if res := call(t, cs, "echo", map[string]any{"x": 1}); res.IsError {
+		t.Fatalf("echo did not run: %+v", res)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	eventually(t, "the difference counted", func() bool {
+		res, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(b), `interlock_events_total{event="shadow_differs"} 1`)
+	})
+	gw.Close() // waits for the record
+	var differs []string
+	for r, err := range log.Records(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Event == "shadow_differs" {
+			differs = append(differs, r.Upstream+" "+r.Tool+" "+r.Rule+"/"+r.Mode+" -> "+r.ShadowRule+"/"+r.ShadowMode)
+		}
+	}
+	if strings.Join(differs, "\n") != "fx echo /allow -> no-echo/deny" {
+		t.Errorf("shadow_differs records: %q", differs)
 	}
 }
 
