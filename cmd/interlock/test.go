@@ -68,7 +68,14 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "interlock test: give the cases file: interlock test [--config FILE] CASES.yaml")
 		return errUsage
 	}
-	f, cases, err := loadTestInputs(*config, file)
+	// The built-in demo upstream, started only with --connect, keeps its
+	// database where nothing outlives the test.
+	dir, err := os.MkdirTemp("", "interlock-test")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	f, cases, err := loadTestInputs(*config, file, dir)
 	if err != nil {
 		return badInputs(stderr, err)
 	}
@@ -138,16 +145,10 @@ func badInputs(stderr io.Writer, err error) error {
 	return &exitStatus{badInput, err}
 }
 
-// loadTestInputs loads the config (the built-in one when name is empty)
-// and the cases file.
-func loadTestInputs(config, casesFile string) (*policy.File, *policy.Cases, error) {
-	dir, err := os.MkdirTemp("", "interlock-test")
-	if err != nil {
-		return nil, nil, err
-	}
-	// Only the built-in demo upstream writes there, and only with --connect.
-	defer os.RemoveAll(dir)
-	f, err := loadConfig(config, dir)
+// loadTestInputs loads the config (the built-in one, with its demo
+// database in dataDir, when config is empty) and the cases file.
+func loadTestInputs(config, casesFile, dataDir string) (*policy.File, *policy.Cases, error) {
+	f, err := loadConfig(config, dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
