@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // TestReplay records real calls through the gateway, then replays the
@@ -102,4 +107,44 @@ func TestReplay(t *testing.T) {
 			t.Errorf("exit %d, stderr:\n%s", code, stderr)
 		}
 	})
+}
+
+// TestReplayRecordsWithoutHints: calls recorded before records kept their
+// hints are decided for an unannotated tool, and the count says how many;
+// with --connect they take the hints the upstream advertises.
+func TestReplayRecordsWithoutHints(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	config := demoConfig(t, dir, "config.yaml", "")
+	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(data, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	if err := log.Append(context.Background(), false,
+		&interlock.AuditRecord{Time: at, Event: "call", Tenant: "local", Principal: "alice", Tool: "get_customer", Upstream: "demo",
+			Mode: "allow", Args: map[string]any{"id": "acct_9931"}, Decision: interlock.DecisionAllowed, Outcome: interlock.OutcomeOK},
+		&interlock.AuditRecord{Time: at, Event: "call", Tenant: "local", Principal: "alice", Tool: "refund_invoice", Upstream: "demo",
+			Rule: "refunds", Mode: "token", Args: map[string]any{"invoice_id": "inv_1003", "amount": 20.0},
+			Decision: interlock.DecisionAsked, Outcome: string(interlock.CodeConfirmationRequired)}); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		output string
+	}{
+		{"decided for an unannotated tool", nil, 2, `~ get_customer (local/alice, record 1, 2026-11-01T09:00:00Z): allow (default) -> flag (default)
+1 of 2 calls would be decided differently; 2 recorded without hints were decided for an unannotated tool (destructive, open-world)
+`},
+		{"with the hints the demo advertises", []string{"--connect"}, 0, "0 of 2 calls would be decided differently\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"replay", "--config", config, "--data", data, "--policy", config}, tc.args...)...)
+			if code != tc.code || !strings.HasSuffix(stdout, tc.output) {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nwant it to end with:\n%s\nstderr:\n%s", code, tc.code, stdout, tc.output, stderr)
+			}
+		})
+	}
 }
