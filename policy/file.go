@@ -661,6 +661,10 @@ func loadShadow(f *File, keyLine lines, lookupEnv func(string) (string, bool)) L
 	if err != nil {
 		return LoadErrors{{File: f.Path, Line: keyLine.at("shadow", 0), Msg: fmt.Sprintf("shadow policy: %v", err)}}
 	}
+	if line, ok := topLevelLines(data)["shadow"]; ok {
+		// Checked before parsing it, which would follow it.
+		return LoadErrors{{File: name, Line: line, Msg: "shadow: a shadow policy cannot name a shadow policy of its own"}}
+	}
 	shadow, err := Parse(name, data, lookupEnv)
 	if err != nil {
 		if les, ok := err.(LoadErrors); ok {

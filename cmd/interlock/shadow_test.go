@@ -144,6 +144,7 @@ func TestShadowPolicyLoadErrors(t *testing.T) {
 		{"an unknown field", "rules: []\ndefualt_mode: deny\n", "candidate.yaml:2: unknown field \"defualt_mode\""},
 		{"a live section", "upstreams:\n  - name: x\n    command: [x]\n", "candidate.yaml:1: upstreams: a shadow policy holds only rules and default_mode"},
 		{"a missing file", "", "config.yaml:1: shadow policy: open"},
+		{"a shadow of its own", "rules: []\nshadow: candidate.yaml\n", "candidate.yaml:2: shadow: a shadow policy cannot name a shadow policy of its own"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
