@@ -63,6 +63,14 @@ type AuditRecord struct {
 	LatencyMS float64 `json:"latency_ms,omitempty"`
 	// Detail describes an event in words.
 	Detail string `json:"detail,omitempty"`
+	// Hints are the tool's hints the policy decided on, so that a call can
+	// be decided again (interlock replay); absent from records written
+	// before they were kept.
+	Hints *Hints `json:"hints,omitempty"`
+	// ShadowRule and ShadowMode are what the shadow policy decided, on a
+	// "shadow_differs" event; Rule and Mode are the live decision.
+	ShadowRule string `json:"shadow_rule,omitempty"`
+	ShadowMode string `json:"shadow_mode,omitempty"`
 
 	Prev string `json:"prev"`
 	Hash string `json:"hash"`
@@ -170,7 +178,7 @@ func (r *AuditRecord) fields() (v map[string]any, ok bool) {
 	for _, f := range [...]struct{ k, s string }{{"tenant", r.Tenant}, {"principal", r.Principal}, {"client", r.Client},
 		{"session", r.Session}, {"tool", r.Tool}, {"upstream", r.Upstream}, {"rule", r.Rule}, {"mode", r.Mode},
 		{"args_digest", r.ArgsDigest}, {"summary", r.Summary}, {"decision", r.Decision}, {"confirmed_by", r.ConfirmedBy},
-		{"grant", r.Grant}, {"outcome", r.Outcome}, {"detail", r.Detail}} {
+		{"grant", r.Grant}, {"outcome", r.Outcome}, {"detail", r.Detail}, {"shadow_rule", r.ShadowRule}, {"shadow_mode", r.ShadowMode}} {
 		if f.s != "" {
 			v[f.k] = f.s
 		}
@@ -196,6 +204,9 @@ func (r *AuditRecord) fields() (v map[string]any, ok bool) {
 	}
 	if r.LatencyMS != 0 {
 		v["latency_ms"] = r.LatencyMS
+	}
+	if h := r.Hints; h != nil {
+		v["hints"] = map[string]any{"readOnly": h.ReadOnly, "destructive": h.Destructive, "idempotent": h.Idempotent, "openWorld": h.OpenWorld}
 	}
 	return v, true
 }
@@ -543,8 +554,9 @@ func outcomeOf(res *mcp.CallToolResult, err error) string {
 // callRecord returns the record of c with what every record of a call
 // carries.
 func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision) *AuditRecord {
+	hints := t.Hints
 	rec := &AuditRecord{Time: time.Now(), Event: "call", Tenant: id.Tenant, Principal: id.Principal,
-		Tool: t.Name, Upstream: t.Upstream, Rule: d.Rule, Mode: string(d.Mode)}
+		Tool: t.Name, Upstream: t.Upstream, Rule: d.Rule, Mode: string(d.Mode), Hints: &hints}
 	if req := ex.req; req != nil && req.Session != nil {
 		rec.Session = req.Session.ID()
 		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {

@@ -200,7 +200,11 @@ func TestAuditFailsClosed(t *testing.T) {
 func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
 	log := &memoryAudit{}
 	for i := range 5 {
-		if err := log.Append(context.Background(), false, &AuditRecord{Event: "call", Tool: "t", LatencyMS: float64(i)}); err != nil {
+		rec := &AuditRecord{Event: "call", Tool: "t", LatencyMS: float64(i), Hints: &Hints{Destructive: true}}
+		if i == 4 {
+			rec = &AuditRecord{Event: "shadow_differs", Tool: "t", Rule: "r", Mode: "token", ShadowMode: "deny"}
+		}
+		if err := log.Append(context.Background(), false, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -222,6 +226,9 @@ func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
 		{"deleted", drop, 3},
 		{"reordered", swap, 2},
 		{"not JSON", edit(0, `{`, `[`), 1},
+		{"hints edited", edit(2, `"readOnly":false`, `"readOnly":true`), 3},
+		{"hints removed", edit(1, `"hints":{"destructive":true,"idempotent":false,"openWorld":false,"readOnly":false},`, ``), 2},
+		{"shadow decision edited", edit(4, `"shadow_mode":"deny"`, `"shadow_mode":"allow"`), 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,6 +241,17 @@ func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
 	}
 	if n, err := VerifyChain(log.Records(context.Background(), 1)); n != 5 || err != nil {
 		t.Errorf("intact log: %d, %v", n, err)
+	}
+	// A record written before records kept hints (its hash computed then)
+	// verifies still, and a chain goes on from it.
+	old := &memoryAudit{stored: [][]byte{[]byte(`{"args":{"amount":20,"invoice_id":"inv_1"},"event":"call",` +
+		`"hash":"8b51dcaccfad1bc839c0210558e2e7ea326671ddc3da0e2d4124e6cd8af9a105","mode":"token","prev":"","rule":"refunds",` +
+		`"seq":1,"time":"2026-11-23T03:04:05Z","tool":"refund_invoice"}`)}, prev: "8b51dcaccfad1bc839c0210558e2e7ea326671ddc3da0e2d4124e6cd8af9a105"}
+	if err := old.Append(context.Background(), false, &AuditRecord{Event: "call", Tool: "t", Hints: &Hints{ReadOnly: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := VerifyChain(old.Records(context.Background(), 1)); n != 2 || err != nil {
+		t.Errorf("a log begun before hints were kept: %d, %v", n, err)
 	}
 }
 
@@ -249,7 +267,8 @@ func TestRecordFieldsMatchTheirJSON(t *testing.T) {
 			Upstream: "u", Rule: "r", Mode: "token", Args: map[string]any{"a": 1.5, "b": []any{"x", nil, true, map[string]any{"c": -0.0}}},
 			ArgsDigest: "d", Summary: "Refund <b>&</b> \\u2028", Decision: DecisionConfirmed, ConfirmedBy: "approval",
 			Approvers: []string{"bob", "group:finance"}, Grant: "grt_1", Replaced: map[string]any{"env": "production"},
-			Outcome: OutcomeOK, LatencyMS: 0.001, Detail: "x", Prev: "abc"},
+			Outcome: OutcomeOK, LatencyMS: 0.001, Detail: "x", Prev: "abc", Hints: &Hints{ReadOnly: true, OpenWorld: true}},
+		{Seq: 2, Event: "shadow_differs", Time: at, Tool: "t", Rule: "r", Mode: "token", ShadowRule: "s", ShadowMode: "deny", Hints: &Hints{}},
 		{Seq: 1, Event: "auth_refused", Time: at, LatencyMS: 1e21, Detail: "GET /metrics from 127.0.0.1:1 with no API key"},
 	}
 	for i, r := range records {

@@ -34,10 +34,10 @@ type Identity struct {
 // defaults made explicit: a tool that says nothing is destructive and
 // open-world, neither read-only nor idempotent.
 type Hints struct {
-	ReadOnly    bool
-	Destructive bool
-	Idempotent  bool
-	OpenWorld   bool
+	ReadOnly    bool `json:"readOnly"`
+	Destructive bool `json:"destructive"`
+	Idempotent  bool `json:"idempotent"`
+	OpenWorld   bool `json:"openWorld"`
 }
 
 // HintsOf reads the annotations of an MCP tool, applying the specification's

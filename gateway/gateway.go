@@ -101,6 +101,9 @@ type Gateway struct {
 	pinned map[upstreamTool]interlock.Hints
 
 	catalog catalog
+
+	// shadowing writes the differences of the shadow policy, if any.
+	shadowing shadowRecorder
 }
 
 // upstreamTool names a tool as its upstream does.
@@ -117,8 +120,14 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		f.Log = log
 	}
 	g := &Gateway{file: f, log: log, owner: map[string]*upstream{}, advertised: map[string]*mcp.Tool{},
-		pinned: map[upstreamTool]interlock.Hints{}}
-	gate, err := interlock.NewGate(f, &interlock.GateOptions{
+		pinned: map[upstreamTool]interlock.Hints{}, shadowing: shadowRecorder{slots: make(chan struct{}, maxShadowRecords)}}
+	var decider interlock.Policy = f
+	if f.ShadowPolicy != nil {
+		decider = &shadowed{File: f, shadow: f.ShadowPolicy, differ: g.shadowDiffers}
+		log.Info("a shadow policy decides every call beside the rules, enforcing nothing; its differences are audited as shadow_differs",
+			"shadow", f.ShadowPolicy.Path)
+	}
+	gate, err := interlock.NewGate(decider, &interlock.GateOptions{
 		Getenv:           opts.Getenv,
 		MaxArgumentBytes: f.MaxArgumentBytes,
 		Logger:           log,
@@ -447,6 +456,7 @@ func (g *Gateway) advertisedTools() []*mcp.Tool {
 func (g *Gateway) Close() error {
 	g.console.Close()
 	g.stop()
+	g.shadowing.pending.Wait()
 	var errs []error
 	for _, u := range g.upstreams {
 		if err := u.close(); err != nil {

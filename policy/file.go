@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -60,6 +61,11 @@ type File struct {
 	Tenants []*Tenant `yaml:"tenants"`
 	// Budgets bound how many gated calls may run in a window.
 	Budgets []*Budget `yaml:"budgets"`
+	// Shadow names a candidate policy file (rules and default_mode only),
+	// relative to this one, that decides every call beside the rules
+	// without enforcing anything; ShadowPolicy is that file, loaded.
+	Shadow       string `yaml:"shadow"`
+	ShadowPolicy *File  `yaml:"-"`
 
 	// Log receives warnings while deciding, such as a condition that could
 	// not be evaluated; nil discards them.
@@ -686,12 +692,62 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	}
 	checkTenants(f, names, ruleNames, add, addRuleErrors)
 	checkBudgets(f, add)
+	// In file order: a rule's problems are found key by key, not line by
+	// line. The shadow file's come after this file's, in their own order.
+	slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
+	errs = append(errs, loadShadow(f, keyLine, lookupEnv)...)
 	if len(errs) > 0 {
-		// In file order: a rule's problems are found key by key, not line by line.
-		slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
 		return nil, errs
 	}
 	return f, nil
+}
+
+// shadowKeys are the only top-level keys a shadow policy may have: what
+// decides, not what runs.
+var shadowKeys = []string{"rules", "default_mode"}
+
+// loadShadow loads the shadow policy f names, if any. Its problems carry
+// its own name and lines; a key of the live config in it is one.
+func loadShadow(f *File, keyLine lines, lookupEnv func(string) (string, bool)) LoadErrors {
+	if f.Shadow == "" {
+		return nil
+	}
+	name := f.Shadow
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(filepath.Dir(f.Path), name)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return LoadErrors{{File: f.Path, Line: keyLine.at("shadow", 0), Msg: fmt.Sprintf("shadow policy: %v", err)}}
+	}
+	if line, ok := topLevelLines(data)["shadow"]; ok {
+		// Checked before parsing it, which would follow it.
+		return LoadErrors{{File: name, Line: line, Msg: "shadow: a shadow policy cannot name a shadow policy of its own"}}
+	}
+	shadow, err := Parse(name, data, lookupEnv)
+	if err != nil {
+		if les, ok := err.(LoadErrors); ok {
+			return les
+		}
+		return LoadErrors{{File: name, Msg: err.Error()}}
+	}
+	var errs LoadErrors
+	for key, line := range topLevelLines(data) {
+		if !strings.ContainsAny(key, ".[") && !slices.Contains(shadowKeys, key) {
+			errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(
+				"%s: a shadow policy holds only rules and default_mode; %s belongs in the live config %s", key, key, f.Path)})
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
+		return errs
+	}
+	// Which tools a tenant may use is the live config's to say: a shadow
+	// decides with the same allowlists and overlays, so that it differs
+	// only where its own rules do.
+	shadow.Tenants = f.Tenants
+	f.ShadowPolicy = shadow
+	return nil
 }
 
 // upstreamNames lists the names of f's upstreams, for messages.

@@ -64,8 +64,12 @@ type Rule struct {
 	Line  int `yaml:"-"`
 	lines lines
 
-	globs       []*regexp.Regexp
-	program     cel.Program
+	globs   []*regexp.Regexp
+	program cel.Program
+	// reads are the arguments the condition reads by name; readsAll is
+	// set when it reads args otherwise (whole, or at a computed key).
+	reads       []string
+	readsAll    bool
 	summary     *template.Template
 	override    func(interlock.Hints) interlock.Hints
 	ttl         time.Duration
@@ -202,6 +206,7 @@ func (r *Rule) compile(isSecret func(string) bool) []LoadError {
 			fail("when", "when: %v", err)
 		} else {
 			r.program = prg
+			r.reads, r.readsAll = argsRead(ast)
 		}
 	}
 	if r.TTL != "" {

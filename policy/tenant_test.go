@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -179,5 +181,40 @@ func TestCheckToolsCoversTenants(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("CheckTools =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestShadowDecidesWithTheLiveTenants: a shadow policy with the same rules
+// as the live config makes the same decisions for every tenant, the calls
+// a tenant may not make included.
+func TestShadowDecidesWithTheLiveTenants(t *testing.T) {
+	dir := t.TempDir()
+	shared := tenantPolicy[strings.Index(tenantPolicy, "rules:"):strings.Index(tenantPolicy, "tenants:")]
+	if err := os.WriteFile(filepath.Join(dir, "shadow.yaml"), []byte(shared), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(filepath.Join(dir, "live.yaml"), []byte(tenantPolicy+"shadow: shadow.yaml\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	destructive := interlock.HintsOf(nil)
+	for _, c := range []interlock.Call{
+		{Tool: "restart", Upstream: "ops", Hints: destructive, Identity: interlock.Identity{Tenant: "acme"}},
+		{Tool: "billing_delete_customer", Upstream: "billing", Hints: destructive, Identity: interlock.Identity{Tenant: "acme"}},
+		{Tool: "billing_delete_customer", Upstream: "billing", Hints: destructive, Identity: interlock.Identity{Tenant: "globex"}},
+	} {
+		t.Run(c.Tenant+"/"+c.Tool, func(t *testing.T) {
+			live, err := f.Decide(context.Background(), &c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shadow, err := f.ShadowPolicy.Decide(context.Background(), &c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if live.Rule != shadow.Rule || live.Mode != shadow.Mode {
+				t.Errorf("live %q/%s, shadow %q/%s", live.Rule, live.Mode, shadow.Rule, shadow.Mode)
+			}
+		})
 	}
 }

@@ -49,6 +49,28 @@ func openAudit(ctx context.Context, f *policy.File, dataDir string) (auditStore,
 	return a, "sqlite " + path, nil
 }
 
+// openAuditToRead loads the config (the built-in one when config is
+// empty) and opens the audit log it names, in the data directory data,
+// which must exist already: reading must not create an empty log where
+// there was none.
+func openAuditToRead(ctx context.Context, config, data string) (*policy.File, auditStore, string, error) {
+	dataDir, err := filepath.Abs(data)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	f, err := loadConfig(config, "")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if f.Audit.Postgres == "" {
+		if path := sqlitePath(f, dataDir); !fileExists(path) {
+			return nil, nil, "", fmt.Errorf("no audit log at %s: give --data (the gateway's data directory) or --config", path)
+		}
+	}
+	store, where, err := openAudit(ctx, f, dataDir)
+	return f, store, where, err
+}
+
 // sqlitePath is where the SQLite audit log is: audit.db, or the
 // configured file, in the data directory unless absolute.
 func sqlitePath(f *policy.File, dataDir string) string {
@@ -255,21 +277,7 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	dataDir, err := filepath.Abs(*data)
-	if err != nil {
-		return err
-	}
-	f, err := loadConfig(*config, "")
-	if err != nil {
-		return err
-	}
-	if f.Audit.Postgres == "" {
-		// Reading must not create an empty log where there was none.
-		if path := sqlitePath(f, dataDir); !fileExists(path) {
-			return fmt.Errorf("no audit log at %s: give --data (the gateway's data directory) or --config", path)
-		}
-	}
-	store, where, err := openAudit(ctx, f, dataDir)
+	f, store, where, err := openAuditToRead(ctx, *config, *data)
 	if err != nil {
 		return err
 	}
@@ -349,11 +357,7 @@ func printRecord(w io.Writer, r *interlock.AuditRecord, asJSON bool) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	who := r.Principal
-	if r.Tenant != "" {
-		who = r.Tenant + "/" + r.Principal
-	}
-	line := fmt.Sprintf("%6d %s %-8s %-18s %s", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Event, who, r.Tool)
+	line := fmt.Sprintf("%6d %s %-8s %-18s %s", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"), r.Event, who(r), r.Tool)
 	for _, kv := range [][2]string{{"rule", r.Rule}, {"mode", r.Mode}, {"decision", r.Decision}, {"by", r.ConfirmedBy}, {"outcome", r.Outcome}, {"detail", r.Detail}} {
 		if kv[1] != "" {
 			line += " " + kv[0] + "=" + kv[1]
@@ -388,13 +392,9 @@ func tailAudit(ctx context.Context, store auditStore, n int, follow, asJSON bool
 }
 
 func exportAudit(ctx context.Context, store auditStore, since string, stdout io.Writer) error {
-	var from time.Time
-	if since != "" {
-		t, err := time.Parse(time.RFC3339, since)
-		if err != nil {
-			return fmt.Errorf("--since %q: use RFC 3339, such as 2026-11-23T00:00:00Z", since)
-		}
-		from = t
+	from, err := parseSince(since)
+	if err != nil {
+		return err
 	}
 	for r, err := range store.Records(ctx, 1) {
 		if err != nil {
@@ -405,4 +405,16 @@ func exportAudit(ctx context.Context, store auditStore, since string, stdout io.
 		}
 	}
 	return nil
+}
+
+// parseSince reads a --since flag; the zero time when it is empty.
+func parseSince(since string) (time.Time, error) {
+	if since == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, since)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q: use RFC 3339, such as 2026-11-23T00:00:00Z", since)
+	}
+	return t, nil
 }

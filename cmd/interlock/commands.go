@@ -96,6 +96,9 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(f.Budgets) > 0 {
 		fmt.Fprintf(stdout, ", %d budgets", len(f.Budgets))
 	}
+	if s := f.ShadowPolicy; s != nil {
+		fmt.Fprintf(stdout, "; shadow policy %s: %d rules", s.Path, len(s.Rules))
+	}
 	if *connect {
 		fmt.Fprintf(stdout, "; connected: %d tools", tools)
 	}

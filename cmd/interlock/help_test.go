@@ -16,6 +16,8 @@ func TestHonestHelp(t *testing.T) {
 		"serve":        {"--config", "--listen", "--stdio", "--stateless", "--data"},
 		"demo":         {"--db", "--reset"},
 		"check":        {"--config"},
+		"test":         {"--config", "--connect"},
+		"replay":       {"--policy", "--config", "--data", "--since", "--connect"},
 		"key":          {"--principal", "--tenant"},
 		"secret":       nil,
 		"audit verify": {"--data", "--config", "--checkpoints", "--public-key"},

@@ -1,6 +1,8 @@
 // Command interlock is the gateway and its tools: serve puts the gate in
 // front of MCP servers, demo runs the built-in demo back office, check
-// validates a configuration file, key and secret make an API key and a
+// validates a configuration file, test runs cases of calls against expected
+// decisions, replay decides the calls in the audit log again with a
+// candidate policy, key and secret make an API key and a
 // sealing key, audit verifies and reads the audit log, and approvals
 // decides approvals on a running gateway.
 package main
@@ -25,6 +27,8 @@ Usage:
   interlock serve [--config FILE] [--listen ADDR | --stdio] [--stateless] [--data DIR]
   interlock demo  [--db FILE] [--reset]
   interlock check [--config FILE] [--connect]
+  interlock test  [--config FILE] [--connect] CASES.yaml
+  interlock replay --policy NEW.yaml [--config FILE] [--data DIR] [--since TIME] [--connect]
   interlock key   [--principal NAME] [--tenant NAME]
   interlock audit verify [--data DIR | --config FILE] [--checkpoints] [--public-key FILE]
   interlock audit tail   [--data DIR | --config FILE] [-n N] [-f] [--json]
@@ -72,6 +76,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runDemo(ctx, args[1:], stdin, stdout, stderr)
 	case "check":
 		err = check(ctx, args[1:], stdout, stderr)
+	case "test":
+		err = runTest(ctx, args[1:], stdout, stderr)
+	case "replay":
+		err = replay(ctx, args[1:], stdout, stderr)
 	case "key":
 		err = makeKey(args[1:], stdout, stderr)
 	case "audit":
@@ -97,6 +105,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	default:
 		fmt.Fprintf(stderr, "interlock %s: %v\n", args[0], err)
+		if status, ok := errors.AsType[*exitStatus](err); ok {
+			return status.code
+		}
 		return 1
 	}
 }

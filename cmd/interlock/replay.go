@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+// changesFound is replay's exit status when a decision would change, as
+// `terraform plan -detailed-exitcode` reports a plan with changes.
+const changesFound = 2
+
+// replay decides the calls recorded in the audit log again with a
+// candidate policy and prints every decision that would change: exit 0
+// when none would, 2 when one would or cannot be told, 1 on an error.
+func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("replay", stderr)
+	candidate := fs.String("policy", "", "the candidate configuration or policy `file` to decide with (required)")
+	config := fs.String("config", "", "configuration `file` whose audit section names the log (default: the built-in config)")
+	data := fs.String("data", ".interlock", "data `directory` holding audit.db")
+	since := fs.String("since", "", "only calls recorded at or after this `time` (RFC 3339, such as 2026-11-23T00:00:00Z)")
+	connect := fs.Bool("connect", false, "take the hints of calls recorded without them from what the config's upstreams advertise")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *candidate == "" {
+		fmt.Fprintln(stderr, "interlock replay: give the candidate policy: interlock replay --policy NEW.yaml")
+		return errUsage
+	}
+	from, err := parseSince(*since)
+	if err != nil {
+		return err
+	}
+	next, err := policy.Load(*candidate)
+	if err != nil {
+		var errs policy.LoadErrors
+		if errors.As(err, &errs) {
+			return report(stderr, errs)
+		}
+		return err
+	}
+	f, store, where, err := openAuditToRead(ctx, *config, *data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	offered := map[string]policy.OfferedTool{}
+	if *connect {
+		if offered, err = advertisedTools(ctx, f); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(stdout, "replaying the calls recorded in %s against %s\n", where, next.Path)
+	var calls, changed, unfaithful, hintless int
+	for r, err := range store.Records(ctx, 1) {
+		if err != nil {
+			return err
+		}
+		// Each call through the gate ends with one record that has its
+		// outcome; a call refused before any decision has no mode.
+		if r.Event != "call" || r.Outcome == "" || r.Mode == "" || r.Time.Before(from) {
+			continue
+		}
+		calls++
+		hints, known := recordedHints(r, offered)
+		if !known {
+			hintless++
+		}
+		c := &interlock.Call{Tool: r.Tool, Upstream: r.Upstream, Hints: hints,
+			Identity: interlock.Identity{Principal: r.Principal, Tenant: r.Tenant}, Args: r.Args}
+		if c.Args == nil {
+			c.Args = map[string]any{}
+		}
+		v := next.Judge(ctx, c)
+		guessed := next.Unfaithful(c)
+		differs := v.Rule != r.Rule || string(v.Mode) != r.Mode
+		if !differs && len(guessed) == 0 {
+			continue
+		}
+		// ~ marks a decision that changes, ? one that cannot be told.
+		mark, note := "~", ""
+		if differs {
+			changed++
+		}
+		if len(guessed) > 0 {
+			unfaithful++
+			mark, note = "?", fmt.Sprintf(" (cannot be told: %s reads an argument the log holds redacted)", ruleList(guessed))
+		}
+		fmt.Fprintf(stdout, "%s %s (%s, record %d, %s): %s -> %s%s\n", mark, r.Tool, who(r), r.Seq,
+			r.Time.UTC().Format("2006-01-02T15:04:05Z"), decisionOf(r.Rule, r.Mode), decisionOf(v.Rule, string(v.Mode)), note)
+	}
+	fmt.Fprintf(stdout, "%d of %d calls would be decided differently", changed, calls)
+	if unfaithful > 0 {
+		fmt.Fprintf(stdout, "; %d cannot be replayed faithfully", unfaithful)
+	}
+	if hintless > 0 {
+		fmt.Fprintf(stdout, "; %d recorded without hints were decided for an unannotated tool (destructive, open-world)", hintless)
+	}
+	fmt.Fprintln(stdout)
+	if changed > 0 || unfaithful > 0 {
+		return &exitStatus{changesFound, fmt.Errorf("%d decisions would change, %d cannot be told", changed, unfaithful)}
+	}
+	return nil
+}
+
+// recordedHints returns the hints a recorded call was decided on; for a
+// record that predates them, what the upstream advertises, if known, or
+// none (unannotated). known is false in that last case.
+func recordedHints(r *interlock.AuditRecord, offered map[string]policy.OfferedTool) (h interlock.Hints, known bool) {
+	if r.Hints != nil {
+		return *r.Hints, true
+	}
+	if t, ok := offered[r.Tool]; ok && t.Upstream == r.Upstream {
+		return t.Hints, true
+	}
+	return interlock.HintsOf(nil), false
+}
+
+// decisionOf shows a rule and mode as `token (rule "refunds")`.
+func decisionOf(rule, mode string) string {
+	if rule == "" {
+		return mode + " (default)"
+	}
+	return fmt.Sprintf("%s (rule %q)", mode, rule)
+}
+
+// who names a record's caller as tenant/principal.
+func who(r *interlock.AuditRecord) string {
+	if r.Tenant == "" {
+		return r.Principal
+	}
+	return r.Tenant + "/" + r.Principal
+}
+
+func ruleList(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = fmt.Sprintf("rule %q", n)
+	}
+	return strings.Join(quoted, ", ")
+}
