@@ -554,7 +554,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 		rec.ConfirmedBy = c.confirmedBy
 		rec.Approvers, rec.Grant = c.approvers, c.grant
 		if len(c.replaced) > 0 {
-			rec.Replaced = Redact(c.replaced, g.policy.IsSecret)
+			rec.Replaced = Redact(c.replaced, c.policy.IsSecret)
 		}
 	}
 	return rec
