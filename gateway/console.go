@@ -19,10 +19,9 @@ const Operator = "operator"
 // API keys and its audit log.
 func (g *Gateway) newConsole(audit interlock.AuditLog) *console.Console {
 	opts := console.Options{Gate: g.gate, Logger: g.log}
-	if len(g.file.Auth.Keys) > 0 {
-		verify := keyVerifier(g.file.Auth.Keys)
+	if len(g.config().Auth.Keys) > 0 {
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Approver, error) {
-			ti, err := verify(ctx, key, nil)
+			ti, err := g.verifyKey(ctx, key, nil)
 			if err != nil {
 				return interlock.Approver{}, err
 			}
@@ -42,7 +41,7 @@ func (g *Gateway) Console() *console.Console { return g.console }
 // console once, under base (such as http://127.0.0.1:8740); empty when API
 // keys are configured, since approvers then sign in with theirs.
 func (g *Gateway) OperatorLoginLink(base string) string {
-	if len(g.file.Auth.Keys) > 0 {
+	if len(g.config().Auth.Keys) > 0 {
 		return ""
 	}
 	once := g.console.OneTimeLogin(interlock.Approver{Principal: Operator, Tenant: interlock.TenantLocal})
@@ -54,7 +53,7 @@ func (g *Gateway) OperatorLoginLink(base string) string {
 func (g *Gateway) consoleHandler() http.Handler {
 	h := g.console.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(g.file.Auth.Keys) == 0 && !loopbackHost(r.Host) {
+		if len(g.config().Auth.Keys) == 0 && !loopbackHost(r.Host) {
 			http.Error(w, "Without API keys this gateway's console answers only loopback names such as 127.0.0.1.", http.StatusForbidden)
 			return
 		}

@@ -60,7 +60,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	// Room for the largest arguments the gate accepts and the envelope
 	// around them, so an oversized call gets the gate's VALIDATION_FAILED,
 	// not a bare 413.
-	maxBody := max(int64(g.file.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
+	maxBody := max(int64(g.config().MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
 	streamable := func(stateless bool) http.Handler {
 		return mcp.NewStreamableHTTPHandler(
 			func(*http.Request) *mcp.Server { return g.server },
@@ -69,13 +69,13 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 				Logger:                       g.log,
 				MaxRequestBodyBytes:          maxBody,
 				PropagateRequestCancellation: true,
-				SessionTimeout:               g.file.HTTP.SessionIdleTimeout,
+				SessionTimeout:               g.config().HTTP.SessionIdleTimeout,
 			},
 		)
 	}
 	mcpHandler := streamable(true)
 	if !stateless {
-		sessions := newSessionCap(g.file.HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false))
+		sessions := newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false))
 		mcpHandler = byGeneration(sessions, mcpHandler)
 	}
 	mcpHandler = mcpEnvelope(maxBody, mcpHandler)
@@ -84,8 +84,8 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	if g.metrics != nil {
 		metricsHandler = g.metrics.Handler()
 	}
-	if len(g.file.Auth.Keys) > 0 {
-		requireKey := auth.RequireBearerToken(keyVerifier(g.file.Auth.Keys), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	if len(g.config().Auth.Keys) > 0 {
+		requireKey := auth.RequireBearerToken(g.verifyKey, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 		guard := func(h http.Handler) http.Handler { return g.recordRefusals(requireKey(h)) }
 		mcpHandler, rest = guard(mcpHandler), guard(rest)
 		if metricsHandler != nil {
@@ -102,15 +102,14 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	}))
 	mux.Handle("/v1/", rest)
 	mux.Handle(console.Path, g.consoleHandler())
-	verify := keyVerifier(g.file.Auth.Keys)
 	// With keys configured, only a caller holding one learns what is
 	// behind the gateway; a health check without one gets the status.
 	holdsKey := func(r *http.Request) bool {
-		if len(g.file.Auth.Keys) == 0 {
+		if len(g.config().Auth.Keys) == 0 {
 			return true
 		}
 		key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		_, err := verify(r.Context(), key, r)
+		_, err := g.verifyKey(r.Context(), key, r)
 		return err == nil
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
