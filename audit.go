@@ -28,7 +28,7 @@ type AuditRecord struct {
 	Time time.Time `json:"time"`
 	// Event is "call" for decisions and outcomes of tool calls, or the
 	// name of an event: "auth_refused", "upstream_restarted",
-	// "hints_loosened".
+	// "hints_loosened", "config_reloaded", "config_rejected".
 	Event     string `json:"event"`
 	Tenant    string `json:"tenant,omitempty"`
 	Principal string `json:"principal,omitempty"`
