@@ -122,6 +122,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return err
 	}
+	// SIGHUP is caught from the start: its default action would end a
+	// gateway still starting. One that came early reloads once started.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	dataDir, err := filepath.Abs(*data)
 	if err != nil {
 		return err
@@ -255,9 +260,6 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	// SIGHUP, and with --watch a change of the file, reload the
 	// configuration; reloading ends before the gateway closes.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	rctx, stopReloads := context.WithCancel(ctx)
 	reloads := make(chan struct{})
 	go func() {
