@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,4 +210,49 @@ func TestWatchNeedsAFile(t *testing.T) {
 	if rc != 2 || !strings.Contains(stderr, "--watch needs --config") {
 		t.Errorf("exit %d, stderr %q", rc, stderr)
 	}
+}
+
+// TestReloadAddsWebhooks: a webhook added by a reload is told of the next
+// pending approval.
+func TestReloadAddsWebhooks(t *testing.T) {
+	hook, got := webhookReceiver(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "interlock.yaml")
+	approval := demoConfig(t, dir, "approval\n    approvers: [operator]", false)
+	if err := os.WriteFile(config, approval, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, logs, cmd := serveLogged(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", filepath.Join(dir, "data"))
+	if err := os.WriteFile(config, fmt.Appendf(approval, "notify:\n  - url: %s/hook\n", hook.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "configuration reloaded") })
+	status, body := restPost(t, base+"/v1/tools/send_reminder/call", "", `{"arguments":{"customer_id":"acct_9931"}}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("send_reminder: %d %v", status, body)
+	}
+	select {
+	case m := <-got:
+		if m["approval_id"] != body["approval_id"] {
+			t.Errorf("notification %v for %v", m, body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the webhook added by the reload heard nothing")
+	}
+}
+
+// webhookReceiver is a webhook that passes on each JSON body it receives.
+func webhookReceiver(t *testing.T) (*httptest.Server, <-chan map[string]any) {
+	t.Helper()
+	got := make(chan map[string]any, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		json.NewDecoder(r.Body).Decode(&m)
+		got <- m
+	}))
+	t.Cleanup(hook.Close)
+	return hook, got
 }
