@@ -72,8 +72,10 @@ type Options struct {
 
 // Gateway mirrors upstream tools behind the gate.
 type Gateway struct {
-	// running is the configuration in force; [Gateway.Reload] swaps it.
+	// running is the configuration in force; [Gateway.Reload] swaps it,
+	// one reload at a time.
 	running   atomic.Pointer[running]
+	reloading sync.Mutex
 	gate      *interlock.Gate
 	server    *mcp.Server
 	log       *slog.Logger
@@ -95,8 +97,6 @@ type Gateway struct {
 	// since the gateway started or last reloaded, so a later listing can
 	// only tighten them.
 	pinned map[upstreamTool]interlock.Hints
-	// reloading lets one reload run at a time.
-	reloading sync.Mutex
 
 	catalog catalog
 }
