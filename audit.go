@@ -28,7 +28,7 @@ type AuditRecord struct {
 	Time time.Time `json:"time"`
 	// Event is "call" for decisions and outcomes of tool calls, or the
 	// name of an event: "auth_refused", "upstream_restarted",
-	// "hints_loosened".
+	// "hints_loosened", "config_reloaded", "config_rejected".
 	Event     string `json:"event"`
 	Tenant    string `json:"tenant,omitempty"`
 	Principal string `json:"principal,omitempty"`
@@ -571,7 +571,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 		rec.ConfirmedBy = c.confirmedBy
 		rec.Approvers, rec.Grant = c.approvers, c.grant
 		if len(c.replaced) > 0 {
-			rec.Replaced = Redact(c.replaced, g.policy.IsSecret)
+			rec.Replaced = Redact(c.replaced, c.policy.IsSecret)
 		}
 	}
 	return rec

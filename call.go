@@ -99,6 +99,9 @@ type Call struct {
 	sentDigest *[32]byte
 	// definition is the digest of the tool's definition as advertised.
 	definition [32]byte
+	// policy is the policy the call started under: every decision about
+	// it, and every redaction of its arguments, comes from this one.
+	policy Policy
 	// confirmedBy names the key that confirmed the call, once one did;
 	// replaced holds the values a human's choices replaced. Both are for
 	// the audit log.

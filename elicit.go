@@ -259,7 +259,7 @@ func (g *Gate) readForm(ctx context.Context, c *Call, d Decision, ex Exchange) e
 // the model proposed. A stricter answer than the one the human confirmed
 // applies instead.
 func (g *Gate) redecide(ctx context.Context, c *Call, confirmed Decision, ex Exchange) (*mcp.CallToolResult, error) {
-	d, err := g.policy.Decide(ctx, c)
+	d, err := c.policy.Decide(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("deciding %s on the final arguments: %w", c.Tool, err)
 	}

@@ -86,9 +86,10 @@ type GateOptions struct {
 // Gate is the one decision path every tool call takes, in the library and in
 // the gateway alike.
 type Gate struct {
-	policy   Policy
+	// current is the policy and argument bound calls start under; a
+	// reload swaps it whole, and a call keeps the one it started with.
+	current  atomic.Pointer[policyBound]
 	dryRun   bool
-	maxBytes int
 	log      *slog.Logger
 	identify func(context.Context, *mcp.CallToolRequest) Identity
 	sealer   *seal.Sealer
@@ -117,6 +118,13 @@ type Gate struct {
 	tools map[string]registered
 }
 
+// policyBound is a policy with the bound on one call's raw arguments that
+// comes with it.
+type policyBound struct {
+	policy   Policy
+	maxBytes int
+}
+
 type registered struct {
 	tool *Tool
 	run  Runner
@@ -137,9 +145,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		getenv = os.Getenv
 	}
 	g := &Gate{
-		policy:   p,
 		dryRun:   DryRunFromEnv(getenv),
-		maxBytes: opts.MaxArgumentBytes,
 		log:      opts.Logger,
 		identify: opts.Identify,
 		sealer:   opts.Sealer,
@@ -158,9 +164,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		grants:  opts.Grants,
 		budgets: opts.Budgets,
 	}
-	if g.maxBytes <= 0 {
-		g.maxBytes = DefaultMaxArgumentBytes
-	}
+	g.SetPolicy(p, opts.MaxArgumentBytes)
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -201,7 +205,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 // Register records a guarded tool and how to run it, so that decisions can
 // name it as a preview. [Gate.Guard] registers the tools it wraps.
 func (g *Gate) Register(t *Tool, run Runner) {
-	if err := t.setHumanArgs(g.policy.HumanArgs(t.Name, t.Upstream, t.Hints)); err != nil {
+	if err := t.setHumanArgs(g.Policy().HumanArgs(t.Name, t.Upstream, t.Hints)); err != nil {
 		// The schema compiled once already; without the relaxed copy the
 		// model's arguments are checked in full, which only fails closed.
 		g.log.Warn("cannot relax input schema for human-picked arguments", "tool", t.Name, "error", err)
@@ -230,7 +234,20 @@ func (g *Gate) Forget(name string) {
 func (g *Gate) DryRun() bool { return g.dryRun }
 
 // Policy returns the policy the gate decides with.
-func (g *Gate) Policy() Policy { return g.policy }
+func (g *Gate) Policy() Policy { return g.current.Load().policy }
+
+// SetPolicy makes p, with maxArgumentBytes as the bound on one call's raw
+// arguments ([DefaultMaxArgumentBytes] when not positive), the policy of
+// every call that starts from now on. A call already under way finishes
+// under the policy it started with. Tools registered before keep the
+// arguments the earlier policy had a human pick until they are registered
+// again.
+func (g *Gate) SetPolicy(p Policy, maxArgumentBytes int) {
+	if maxArgumentBytes <= 0 {
+		maxArgumentBytes = DefaultMaxArgumentBytes
+	}
+	g.current.Store(&policyBound{policy: p, maxBytes: maxArgumentBytes})
+}
 
 // Identify says who makes the call in req.
 func (g *Gate) Identify(ctx context.Context, req *mcp.CallToolRequest) Identity {
@@ -485,10 +502,11 @@ func (g *Gate) safeCall(ctx context.Context, t *Tool, id Identity, raw json.RawM
 
 func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner, tr *trail) (*mcp.CallToolResult, Decision, error) {
 	var d Decision
-	if len(raw) > g.maxBytes {
+	cur := g.current.Load()
+	if len(raw) > cur.maxBytes {
 		return nil, d, &Error{
 			Code:             CodeValidationFailed,
-			Message:          fmt.Sprintf("The arguments are %d bytes; this gateway accepts at most %d.", len(raw), g.maxBytes),
+			Message:          fmt.Sprintf("The arguments are %d bytes; this gateway accepts at most %d.", len(raw), cur.maxBytes),
 			Hint:             "Send smaller arguments, for example by splitting the work into several calls.",
 			ValidationIssues: []ValidationIssue{{Path: "", Message: "arguments too large", Code: "too_large"}},
 		}
@@ -501,9 +519,9 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		return nil, d, err
 	}
 	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args,
-		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human, sent: p.args, definition: t.Definition}
+		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human, sent: p.args, definition: t.Definition, policy: cur.policy}
 	tr.call = c
-	d, err = g.policy.Decide(ctx, c)
+	d, err = c.policy.Decide(ctx, c)
 	if err != nil {
 		return nil, d, fmt.Errorf("deciding %s: %w", t.Name, err)
 	}
@@ -622,5 +640,5 @@ func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *
 
 // redactedArgs returns the call's arguments as a client may see them.
 func (g *Gate) redactedArgs(c *Call) map[string]any {
-	return Redact(c.Args, g.policy.IsSecret)
+	return Redact(c.Args, c.policy.IsSecret)
 }

@@ -277,3 +277,89 @@ func TestGateSurvivesAPanickingPolicy(t *testing.T) {
 		t.Errorf("body = %+v", b)
 	}
 }
+
+// secretNote is fixedPolicy that also keeps the argument "note" secret,
+// and may hold each decision until released.
+type secretNote struct {
+	fixedPolicy
+	entered, release chan struct{}
+}
+
+func (p secretNote) Decide(ctx context.Context, c *Call) (Decision, error) {
+	if p.entered != nil {
+		p.entered <- struct{}{}
+		<-p.release
+	}
+	return p.fixedPolicy.Decide(ctx, c)
+}
+
+func (p secretNote) IsSecret(name string) bool { return name == "note" || p.fixedPolicy.IsSecret(name) }
+
+func TestSetPolicy(t *testing.T) {
+	ran := func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+	}
+	tests := []struct {
+		name     string
+		next     Policy
+		maxBytes int
+		raw      string
+		wantCode Code // "" means the tool ran
+	}{
+		{"a looser policy lets the next call run", fixedPolicy{d: Decision{Mode: ModeAllow}}, 0, `{"customer_id":"a"}`, ""},
+		{"a stricter policy refuses the next call", fixedPolicy{d: Decision{Mode: ModeDeny}}, 0, `{"customer_id":"a"}`, CodeToolNotAllowed},
+		{"the argument bound comes with the policy", fixedPolicy{d: Decision{Mode: ModeAllow}}, 10, `{"customer_id":"a"}`, CodeValidationFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGate(t, fixedPolicy{d: Decision{Mode: ModeFlag}}, &GateOptions{Getenv: env("false"), Logger: quiet})
+			tool := testTool(t)
+			if b := decodeBody(t, g.Call(context.Background(), tool, Identity{}, json.RawMessage(tt.raw), ran)); b.Code != CodeDryRunPreview {
+				t.Fatalf("before: code %q, want %q", b.Code, CodeDryRunPreview)
+			}
+			g.SetPolicy(tt.next, tt.maxBytes)
+			if got := g.Policy().ToolModes(tool.Name, "", tool.Hints); got[0] != tt.next.ToolModes(tool.Name, "", tool.Hints)[0] {
+				t.Errorf("Policy() has modes %v, want the new policy's", got)
+			}
+			res := g.Call(context.Background(), tool, Identity{}, json.RawMessage(tt.raw), ran)
+			if tt.wantCode == "" {
+				if res.IsError {
+					t.Fatalf("after: %+v, want the tool to run", decodeBody(t, res))
+				}
+				return
+			}
+			if b := decodeBody(t, res); b.Code != tt.wantCode {
+				t.Errorf("after: code %q, want %q", b.Code, tt.wantCode)
+			}
+		})
+	}
+}
+
+// A call decides, describes and redacts under the policy it started with,
+// whatever replaced it in the meantime.
+func TestSetPolicyDuringACall(t *testing.T) {
+	held := secretNote{fixedPolicy: fixedPolicy{d: Decision{Mode: ModeToken}}, entered: make(chan struct{}), release: make(chan struct{})}
+	g := newGate(t, held, &GateOptions{Getenv: env("false"), Logger: quiet})
+	tool, err := NewTool("send_reminder", "", Hints{OpenWorld: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *mcp.CallToolResult)
+	go func() {
+		done <- g.Call(context.Background(), tool, Identity{Principal: "p", Tenant: "t"}, json.RawMessage(`{"note":"private"}`),
+			func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+				t.Error("the tool ran under the policy set after the call started")
+				return nil, nil
+			})
+	}()
+	<-held.entered
+	g.SetPolicy(fixedPolicy{d: Decision{Mode: ModeAllow}}, 0)
+	close(held.release)
+	b := decodeBody(t, <-done)
+	if b.Code != CodeConfirmationRequired {
+		t.Fatalf("code %q, want %q from the policy the call started under", b.Code, CodeConfirmationRequired)
+	}
+	if b.Preview["note"] != Redacted {
+		t.Errorf("preview = %v, want note redacted as the starting policy says", b.Preview)
+	}
+}

@@ -54,7 +54,7 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 	default:
 		return nil, fmt.Errorf("tool %q: input schema has type %v; MCP requires \"object\"", t.Name, typ)
 	}
-	if human := g.policy.HumanArgs(t.Name, upstream, h); len(human) > 0 {
+	if human := g.Policy().HumanArgs(t.Name, upstream, h); len(human) > 0 {
 		// What a human picks is not the model's to require; it stays listed
 		// so an agent can relay the user's choice where no form can be shown.
 		dropRequired(schema, human)
@@ -73,7 +73,7 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 		}
 		out.OutputSchema = wide
 	}
-	modes := g.policy.ToolModes(t.Name, upstream, h)
+	modes := g.Policy().ToolModes(t.Name, upstream, h)
 	meta := map[string]any{}
 	if slices.Contains(modes, ModeFlag) {
 		meta[MetaConfirm] = confirmSchema

@@ -19,10 +19,9 @@ const Operator = "operator"
 // API keys, its OAuth issuer and its audit log.
 func (g *Gateway) newConsole(audit interlock.AuditLog, public string) *console.Console {
 	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public)}
-	if len(g.file.Auth.Keys) > 0 {
-		verify := keyVerifier(g.file.Auth.Keys)
+	if len(g.config().Auth.Keys) > 0 {
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Approver, error) {
-			ti, err := verify(ctx, key, nil)
+			ti, err := g.verifyKey(ctx, key, nil)
 			if err != nil {
 				return interlock.Approver{}, err
 			}
@@ -43,7 +42,7 @@ func (g *Gateway) Console() *console.Console { return g.console }
 // keys or an OAuth issuer are configured, since approvers then sign in
 // with those.
 func (g *Gateway) OperatorLoginLink(base string) string {
-	if g.file.Auth.Configured() {
+	if g.config().Auth.Configured() {
 		return ""
 	}
 	once := g.console.OneTimeLogin(interlock.Approver{Principal: Operator, Tenant: interlock.TenantLocal})
@@ -55,7 +54,7 @@ func (g *Gateway) OperatorLoginLink(base string) string {
 func (g *Gateway) consoleHandler() http.Handler {
 	h := g.console.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.file.Auth.Configured() && !loopbackHost(r.Host) {
+		if !g.config().Auth.Configured() && !loopbackHost(r.Host) {
 			http.Error(w, "Without API keys this gateway's console answers only loopback names such as 127.0.0.1.", http.StatusForbidden)
 			return
 		}

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
@@ -77,7 +78,10 @@ type Options struct {
 
 // Gateway mirrors upstream tools behind the gate.
 type Gateway struct {
-	file      *policy.File
+	// running is the configuration in force; [Gateway.Reload] swaps it,
+	// one reload at a time.
+	running   atomic.Pointer[running]
+	reloading sync.Mutex
 	gate      *interlock.Gate
 	server    *mcp.Server
 	log       *slog.Logger
@@ -97,7 +101,8 @@ type Gateway struct {
 	// advertised holds each mirrored tool as clients see it.
 	advertised map[string]*mcp.Tool
 	// pinned holds the strictest hints each upstream tool has claimed
-	// since the gateway started, so a later listing can only tighten them.
+	// since the gateway started or last reloaded, so a later listing can
+	// only tighten them.
 	pinned map[upstreamTool]interlock.Hints
 
 	catalog catalog
@@ -119,15 +124,10 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	if f.Log == nil {
 		f.Log = log
 	}
-	g := &Gateway{file: f, log: log, owner: map[string]*upstream{}, advertised: map[string]*mcp.Tool{},
+	g := &Gateway{log: log, owner: map[string]*upstream{}, advertised: map[string]*mcp.Tool{},
 		pinned: map[upstreamTool]interlock.Hints{}, shadowing: shadowRecorder{slots: make(chan struct{}, maxShadowRecords)}}
-	var decider interlock.Policy = f
-	if f.ShadowPolicy != nil {
-		decider = &shadowed{File: f, shadow: f.ShadowPolicy, differ: g.shadowDiffers}
-		log.Info("a shadow policy decides every call beside the rules, enforcing nothing; its differences are audited as shadow_differs",
-			"shadow", f.ShadowPolicy.Path)
-	}
-	gate, err := interlock.NewGate(decider, &interlock.GateOptions{
+	g.running.Store(runningOf(f))
+	gate, err := interlock.NewGate(g.decider(f), &interlock.GateOptions{
 		Getenv:           opts.Getenv,
 		MaxArgumentBytes: f.MaxArgumentBytes,
 		Logger:           log,
@@ -154,7 +154,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.gate = gate
-	if g.authn, err = newAuthenticator(f, opts.PublicURL); err != nil {
+	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
 	g.console = g.newConsole(opts.Audit, opts.PublicURL)
@@ -354,7 +354,7 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	if u.cfg.TrustsHints() {
 		claimed = g.pin(u, t.Name, interlock.HintsOf(t.Annotations))
 	}
-	hints := g.file.Hints(name, u.cfg.Name, claimed)
+	hints := g.config().Hints(name, u.cfg.Name, claimed)
 	gt, err := interlock.NewTool(name, u.cfg.Name, hints, t.InputSchema)
 	if err != nil {
 		// The upstream still validates its own input; the gate cannot.
@@ -370,6 +370,11 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 	// A confirmation binds the tool as clients were shown it, so a tool
 	// re-announced between ask and redeem cannot inherit the answer.
 	gt.Definition = interlock.DefinitionDigest(adv)
+	if old, ok := g.advertised[name]; ok && g.owner[name] == u && interlock.DefinitionDigest(old) == gt.Definition {
+		// Shown as before, so decided as before: clients are not told of a
+		// change, and confirmations given for it stay good.
+		return nil
+	}
 	upstreamName := t.Name
 	// Only a call that may be made twice is retried: a read-only or
 	// idempotent tool, as the gate sees its hints.
@@ -394,7 +399,7 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 // they loosen since the tool was first listed: an upstream must not be able
 // to turn a gated tool into one that runs without a key by re-announcing
 // it (a rug pull). Tightening is taken at once and kept. Pins last until
-// the gateway restarts. The caller holds g.mu.
+// the gateway restarts or reloads. The caller holds g.mu.
 func (g *Gateway) pin(u *upstream, tool string, claimed interlock.Hints) interlock.Hints {
 	key := upstreamTool{u.cfg.Name, tool}
 	first, seen := g.pinned[key]
@@ -409,7 +414,7 @@ func (g *Gateway) pin(u *upstream, tool string, claimed interlock.Hints) interlo
 		OpenWorld:   first.OpenWorld || claimed.OpenWorld,
 	}
 	if loosened := loosenedHints(strict, claimed); len(loosened) > 0 {
-		g.log.Warn("upstream loosened a tool's hints; the stricter ones stay until the gateway restarts",
+		g.log.Warn("upstream loosened a tool's hints; the stricter ones stay until the gateway restarts or reloads",
 			"upstream", u.cfg.Name, "tool", tool, "hints", strings.Join(loosened, ","))
 		g.event(context.Background(), "hints_loosened", &interlock.AuditRecord{Upstream: u.cfg.Name, Tool: tool,
 			Detail: "kept the stricter value of " + strings.Join(loosened, ", ")})

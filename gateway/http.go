@@ -61,7 +61,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	// Room for the largest arguments the gate accepts and the envelope
 	// around them, so an oversized call gets the gate's VALIDATION_FAILED,
 	// not a bare 413.
-	maxBody := max(int64(g.file.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
+	maxBody := max(int64(g.config().MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
 	streamable := func(stateless bool) http.Handler {
 		return mcp.NewStreamableHTTPHandler(
 			func(*http.Request) *mcp.Server { return g.server },
@@ -70,13 +70,13 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 				Logger:                       g.log,
 				MaxRequestBodyBytes:          maxBody,
 				PropagateRequestCancellation: true,
-				SessionTimeout:               g.file.HTTP.SessionIdleTimeout,
+				SessionTimeout:               g.config().HTTP.SessionIdleTimeout,
 			},
 		)
 	}
 	mcpHandler := streamable(true)
 	if !stateless {
-		sessions := newSessionCap(g.file.HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false))
+		sessions := newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false))
 		mcpHandler = byGeneration(sessions, mcpHandler)
 	}
 	mcpHandler = mcpEnvelope(maxBody, mcpHandler)
@@ -85,7 +85,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	if g.metrics != nil {
 		metricsHandler = g.metrics.Handler()
 	}
-	if g.file.Auth.Configured() {
+	if g.config().Auth.Configured() {
 		mcpHandler, rest = g.requireAuth(mcpHandler), g.requireAuth(rest)
 		if metricsHandler != nil {
 			metricsHandler = g.requireAuth(metricsHandler)
@@ -110,7 +110,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	// valid access token learns what is behind the gateway; a health
 	// check without one gets the status.
 	holdsKey := func(r *http.Request) bool {
-		if !g.file.Auth.Configured() {
+		if !g.config().Auth.Configured() {
 			return true
 		}
 		credential, _ := bearerCredential(r)

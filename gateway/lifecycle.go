@@ -126,11 +126,19 @@ type NotReady struct {
 	Reason string `json:"reason"`
 }
 
-// Ready reports what keeps the gateway from serving every call: each
-// upstream without a link, and each probe of [Options.Probes] that fails.
+// Ready reports what keeps the gateway from serving every call: draining
+// for shutdown, each upstream without a link, and each probe of
+// [Options.Probes] that fails.
 // Nothing when all is ready. The probes' errors go to the log.
 func (g *Gateway) Ready(ctx context.Context) []NotReady {
 	var out []NotReady
+	g.inFlight.mu.Lock()
+	draining := g.inFlight.draining
+	g.inFlight.mu.Unlock()
+	if draining {
+		// A load balancer stops sending calls that would be refused.
+		out = append(out, NotReady{Name: "gateway", Reason: "shutting down"})
+	}
 	for _, u := range g.upstreams {
 		if !u.connected() {
 			out = append(out, NotReady{Name: "upstream " + u.cfg.Name, Reason: "not connected; retrying in the background"})

@@ -253,6 +253,9 @@ func TestDrain(t *testing.T) {
 			if b := body(t, call(t, cs, "echo", map[string]any{})); b.Code != interlock.CodeUpstreamUnavailable || !b.Retriable {
 				t.Errorf("a call while draining: %+v", b)
 			}
+			if got := gw.Ready(context.Background()); len(got) != 1 || got[0].Name != "gateway" {
+				t.Errorf("Ready while draining = %+v, want the gateway not ready", got)
+			}
 			if err := <-drained; (err == nil) != tt.drained {
 				t.Errorf("Drain = %v", err)
 			}

@@ -43,8 +43,8 @@ type authenticator struct {
 
 // newAuthenticator prepares the authentication of f for a gateway reached
 // at public.
-func newAuthenticator(f *policy.File, public string) (*authenticator, error) {
-	a := &authenticator{keys: keyVerifier(f.Auth.Keys), oauth: f.Auth.OAuth}
+func newAuthenticator(f *policy.File, public string, keys auth.TokenVerifier) (*authenticator, error) {
+	a := &authenticator{keys: keys, oauth: f.Auth.OAuth}
 	o := f.Auth.OAuth
 	if o == nil {
 		return a, nil
@@ -233,7 +233,7 @@ func (o oidcSignIn) Exchange(ctx context.Context, code, verifier, nonce string) 
 // auth.oauth.console is not configured or the gateway has no public URL
 // to be called back at.
 func (g *Gateway) consoleSignIn(public string) console.IdentityProvider {
-	o := g.file.Auth.OAuth
+	o := g.config().Auth.OAuth
 	if o == nil || o.Console == nil || g.authn.tokens == nil || public == "" {
 		return nil
 	}

@@ -92,7 +92,7 @@ func (g *Gateway) restHandler() http.Handler {
 		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied, Message: crossOriginMessage, Hint: crossOriginHint})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.file.Auth.Configured() && !loopbackHost(r.Host) {
+		if !g.config().Auth.Configured() && !loopbackHost(r.Host) {
 			writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
 				Message: fmt.Sprintf("Host %q is not a loopback name; without API keys this gateway answers only loopback names.", r.Host),
 				Hint:    "Call http://127.0.0.1:<port>/ or http://localhost:<port>/, or ask the operator to configure API keys."})
@@ -145,7 +145,7 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 	// The envelope is checked whole before it is decoded: a duplicate
 	// "confirm" or "arguments" must not be settled by whichever reader
 	// keeps the last one.
-	data, err := readBody(w, r, int64(g.file.MaxArgumentBytes)+64<<10)
+	data, err := readBody(w, r, int64(g.config().MaxArgumentBytes)+64<<10)
 	if err != nil {
 		writeError(w, err)
 		return

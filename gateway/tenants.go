@@ -16,11 +16,11 @@ import (
 // gate's, in the decision path, like every other.
 func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if len(g.file.Tenants) == 0 {
+		if len(g.config().Tenants) == 0 {
 			return next(ctx, method, req)
 		}
 		tenant := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()}).Tenant
-		if names, limited := g.file.TenantUpstreams(tenant); limited {
+		if names, limited := g.config().TenantUpstreams(tenant); limited {
 			ctx = context.WithValue(ctx, upstreamsKey{}, names)
 		}
 		res, err := next(ctx, method, req)
@@ -52,7 +52,7 @@ func (g *Gateway) toolAllowed(tenant, name string) bool {
 	if u != nil {
 		upstream = u.cfg.Name
 	}
-	return g.file.ToolAllowed(tenant, name, upstream)
+	return g.config().ToolAllowed(tenant, name, upstream)
 }
 
 // visibleTools returns the mirrored tools callers of tenant may see.

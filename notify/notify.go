@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/interlock-mcp/interlock"
@@ -45,7 +46,8 @@ type Event struct {
 
 // Notifier delivers notifications.
 type Notifier struct {
-	hooks   []Webhook
+	// hooks are replaced whole when the configuration is reloaded.
+	hooks   atomic.Pointer[[]Webhook]
 	url     func(id string) string
 	client  *http.Client
 	log     *slog.Logger
@@ -60,10 +62,16 @@ const queueLength = 256
 // New returns a notifier for hooks; url gives an approval's link. Call
 // Run to deliver.
 func New(hooks []Webhook, url func(id string) string, log *slog.Logger) *Notifier {
-	return &Notifier{hooks: hooks, url: url, log: log, queue: make(chan Event, queueLength),
+	n := &Notifier{url: url, log: log, queue: make(chan Event, queueLength),
 		client:  &http.Client{Timeout: 10 * time.Second},
 		backoff: []time.Duration{time.Second, 4 * time.Second, 15 * time.Second}}
+	n.SetHooks(hooks)
+	return n
 }
+
+// SetHooks makes hooks the webhooks of every notification delivered from
+// now on, such as after the configuration was reloaded.
+func (n *Notifier) SetHooks(hooks []Webhook) { n.hooks.Store(&hooks) }
 
 // Pending queues the notification of a new pending approval; it never
 // blocks. It fits [interlock.GateOptions.OnApproval].
@@ -87,7 +95,7 @@ func (n *Notifier) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case e := <-n.queue:
-			for _, h := range n.hooks {
+			for _, h := range *n.hooks.Load() {
 				n.deliver(ctx, h, e)
 			}
 		}

@@ -81,3 +81,23 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("redact = %q", redact("https://hooks.slack.com/services/T0/B0/secret"))
 	}
 }
+
+// TestSetHooks: a notification queued after the webhooks were replaced
+// goes to the new ones only.
+func TestSetHooks(t *testing.T) {
+	paths := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { paths <- r.URL.Path }))
+	defer srv.Close()
+	n := New([]Webhook{{URL: srv.URL + "/old"}}, nil, slog.New(slog.DiscardHandler))
+	n.SetHooks([]Webhook{{URL: srv.URL + "/new"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	n.Pending(ctx, &interlock.Approval{ID: "apr_1"})
+	n.Pending(ctx, &interlock.Approval{ID: "apr_2"})
+	for range 2 {
+		if p := <-paths; p != "/new" {
+			t.Errorf("delivered to %s, want /new", p)
+		}
+	}
+}

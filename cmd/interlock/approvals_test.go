@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,13 +97,7 @@ func restPost(t *testing.T, url, key, body string) (int, map[string]any) {
 // TestApproversAreNotified: a new pending approval reaches the configured
 // webhook with its link.
 func TestApproversAreNotified(t *testing.T) {
-	got := make(chan map[string]any, 4)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m map[string]any
-		json.NewDecoder(r.Body).Decode(&m)
-		got <- m
-	}))
-	defer hook.Close()
+	hook, got := webhookReceiver(t)
 	data := t.TempDir()
 	cfg := strings.Replace(string(builtinConfig), "rules:", fmt.Sprintf(`auth:
   keys:

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -13,11 +15,13 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,15 +50,25 @@ const builtinName = "built-in config"
 // loadConfig reads the file named by --config, or the built-in one, whose
 // demo upstream runs this binary with its database in dataDir.
 func loadConfig(name, dataDir string) (*policy.File, error) {
-	var f *policy.File
-	var err error
+	f, _, err := readConfig(name, dataDir)
+	return f, err
+}
+
+// readConfig is loadConfig that also returns the hex SHA-256 of the bytes
+// it read, which name this version of the file in the audit log.
+func readConfig(name, dataDir string) (*policy.File, string, error) {
+	data, shown := builtinConfig, builtinName
 	if name != "" {
-		f, err = policy.Load(name)
-	} else {
-		f, err = policy.Parse(builtinName, builtinConfig, os.LookupEnv)
+		var err error
+		if data, err = os.ReadFile(name); err != nil {
+			return nil, "", fmt.Errorf("reading configuration: %w", err)
+		}
+		shown = name
 	}
+	sum := sha256.Sum256(data)
+	f, err := policy.Parse(shown, data, os.LookupEnv)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// An upstream command "interlock" is this program, wherever it is
 	// installed, so the built-in config works when copied as it is.
@@ -62,7 +76,7 @@ func loadConfig(name, dataDir string) (*policy.File, error) {
 		if len(u.Command) > 0 && u.Command[0] == "interlock" {
 			exe, err := os.Executable()
 			if err != nil {
-				return nil, fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
+				return nil, "", fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
 			}
 			u.Command[0] = exe
 		}
@@ -70,7 +84,7 @@ func loadConfig(name, dataDir string) (*policy.File, error) {
 	if name == "" && dataDir != "" {
 		f.Upstreams[0].Command = append(f.Upstreams[0].Command, "--db", filepath.Join(dataDir, "demo.db"))
 	}
-	return f, nil
+	return f, hex.EncodeToString(sum[:]), nil
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -84,6 +98,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
 	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this loopback `address`, for performance work")
+	watch := fs.Bool("watch", false, "reload the --config file whenever it changes (SIGHUP reloads it in any case)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -95,6 +110,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return errUsage
 		}
 	}
+	if *watch && *config == "" {
+		fmt.Fprintln(stderr, "interlock serve: --watch needs --config: the built-in config does not change")
+		return errUsage
+	}
 	// Before anything else: from here on, processes of the same user
 	// cannot read this one's memory or its environment, where the sealing
 	// keys may have arrived.
@@ -105,6 +124,11 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return err
 	}
+	// SIGHUP is caught from the start: its default action would end a
+	// gateway still starting. One that came early reloads once started.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	dataDir, err := filepath.Abs(*data)
 	if err != nil {
 		return err
@@ -112,7 +136,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
-	f, err := loadConfig(*config, dataDir)
+	f, digest, err := readConfig(*config, dataDir)
 	if err != nil {
 		return err
 	}
@@ -216,24 +240,19 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			opts.PublicURL = publicURLOf(ln.Addr())
 		}
 	}
-	// Approvers are told of new approvals with a link to them.
-	if len(f.Notify) > 0 {
-		hooks := make([]notify.Webhook, len(f.Notify))
-		for i, h := range f.Notify {
-			hooks[i] = notify.Webhook{URL: h.URL, Format: h.Format}
+	// Approvers are told of new approvals with a link to them, by the
+	// webhooks configured now or after a reload.
+	base := strings.TrimSuffix(opts.PublicURL, "/")
+	notifier := notify.New(webhooks(f), func(id string) string {
+		if base == "" {
+			return ""
 		}
-		base := strings.TrimSuffix(opts.PublicURL, "/")
-		n := notify.New(hooks, func(id string) string {
-			if base == "" {
-				return ""
-			}
-			return base + "/console/approvals/" + id
-		}, log)
-		nctx, stopNotify := context.WithCancel(ctx)
-		defer stopNotify()
-		go n.Run(nctx)
-		opts.OnApproval = n.Pending
-	}
+		return base + "/console/approvals/" + id
+	}, log)
+	nctx, stopNotify := context.WithCancel(ctx)
+	defer stopNotify()
+	go notifier.Run(nctx)
+	opts.OnApproval = notifier.Pending
 	gw, err := gateway.New(f, opts)
 	if err != nil {
 		return err
@@ -242,6 +261,16 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := gw.Start(ctx); err != nil {
 		return err
 	}
+	// SIGHUP, and with --watch a change of the file, reload the
+	// configuration; reloading ends before the gateway closes.
+	rctx, stopReloads := context.WithCancel(ctx)
+	reloads := make(chan struct{})
+	go func() {
+		defer close(reloads)
+		r := &reloader{name: *config, dataDir: dataDir, gw: gw, notifier: notifier, log: log, digest: digest}
+		r.run(rctx, hup, *watch)
+	}()
+	defer func() { stopReloads(); <-reloads }()
 
 	where, consoleAt := "stdio", ""
 	if !*stdio {

@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+// running is the configuration in force and what is derived from it once,
+// so that no call pays for deriving it again.
+type running struct {
+	file   *policy.File
+	verify auth.TokenVerifier
+}
+
+func runningOf(f *policy.File) *running {
+	return &running{file: f, verify: keyVerifier(f.Auth.Keys)}
+}
+
+// config returns the configuration in force.
+func (g *Gateway) config() *policy.File { return g.running.Load().file }
+
+// decider is what decides the calls under f: f itself, or f with its
+// shadow policy beside it.
+func (g *Gateway) decider(f *policy.File) interlock.Policy {
+	if f.ShadowPolicy == nil {
+		return f
+	}
+	g.log.Info("a shadow policy decides every call beside the rules, enforcing nothing; its differences are audited as shadow_differs",
+		"shadow", f.ShadowPolicy.Path)
+	return &shadowed{File: f, shadow: f.ShadowPolicy, differ: g.shadowDiffers}
+}
+
+// verifyKey checks an API key against the keys in force.
+func (g *Gateway) verifyKey(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+	return g.running.Load().verify(ctx, token, r)
+}
+
+// Reload makes f the configuration of every call that starts from now on;
+// a call already under way finishes under the configuration it started
+// with. Sections that take effect only at start (see
+// [policy.File.KeepRunning]) stay as they are, and each one that changed
+// is logged. Tools are listed again and advertised under the new policy:
+// clients hear of the tools whose advertised form changed, and a tool that
+// is shown as before keeps its pending confirmations. Hints an upstream
+// loosened, which the gateway kept at their stricter value, are taken as
+// the upstream now states them. digest identifies the file's contents in
+// the audit record of the reload. Confirm tokens, approvals, grants and
+// client sessions are left alone.
+//
+// An error means some upstream could not be listed: its tools stay
+// advertised as they were, and the new policy decides their calls.
+func (g *Gateway) Reload(ctx context.Context, f *policy.File, digest string) error {
+	g.reloading.Lock()
+	defer g.reloading.Unlock()
+	for _, section := range f.KeepRunning(g.config()) {
+		g.log.Warn("configuration section changed; the change takes effect on restart", "section", section, "file", f.Path)
+	}
+	if f.Log == nil {
+		f.Log = g.log
+	}
+	g.running.Store(runningOf(f))
+	g.gate.SetPolicy(g.decider(f), f.MaxArgumentBytes)
+	g.mu.Lock()
+	clear(g.pinned)
+	g.mu.Unlock()
+	var errs []error
+	for _, u := range g.upstreams {
+		if err := g.refresh(ctx, u, nil, false); err != nil {
+			errs = append(errs, fmt.Errorf("listing the tools of upstream %q again: %w", u.cfg.Name, err))
+		}
+	}
+	g.event(ctx, "config_reloaded", &interlock.AuditRecord{Detail: f.Path + " sha256:" + digest})
+	g.log.Info("configuration reloaded", "file", f.Path, "sha256", digest, "rules", len(f.Rules))
+	return errors.Join(errs...)
+}
+
+// RejectConfig records in the audit log that a changed configuration file
+// was refused for the problems found in it: the configuration in force
+// stays.
+func (g *Gateway) RejectConfig(ctx context.Context, file string, problems int) {
+	g.event(ctx, "config_rejected", &interlock.AuditRecord{Detail: fmt.Sprintf("%s: %d problem(s)", file, problems)})
+}
