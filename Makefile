@@ -4,7 +4,7 @@
 # beyond its seed corpus.
 .PHONY: test bench fuzz
 
-FUZZ_TARGETS = .:FuzzSplitArgs .:FuzzDecodeJSON ./seal:FuzzCanonical ./seal:FuzzOpen ./policy:FuzzParse
+FUZZ_TARGETS = .:FuzzSplitArgs .:FuzzDecodeJSON ./seal:FuzzCanonical ./seal:FuzzWriteString ./seal:FuzzOpen ./policy:FuzzParse
 FUZZTIME ?= 3s
 
 test:

@@ -81,8 +81,29 @@ func sortedKeys(m map[string]any) []string {
 }
 
 func writeString(b *bytes.Buffer, s string) {
+	if plain(s) {
+		// What encoding/json writes for such a string, without its
+		// reflection and allocation: most keys and values are plain.
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
 	e, _ := json.Marshal(s) // a string always encodes
 	b.Write(e)
+}
+
+// plain reports whether encoding/json writes s between quotes as it is:
+// printable ASCII that it neither escapes nor, as it does for <, > and &,
+// spells as \u sequences.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 func writeCanonical(b *bytes.Buffer, v any) error {

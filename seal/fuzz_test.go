@@ -1,6 +1,7 @@
 package seal
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -57,6 +58,23 @@ func FuzzOpen(f *testing.F) {
 		}
 		if again := s.Seal(c); again != token {
 			t.Fatalf("%q opened, but its claims seal as %q", token, again)
+		}
+	})
+}
+
+// FuzzWriteString: every string is written exactly as encoding/json writes
+// it, so canonical forms (and the audit chain's hashes) stay what they were
+// before plain strings took a shorter path.
+func FuzzWriteString(f *testing.F) {
+	for _, s := range []string{"", "refund_invoice", "a\"b", `c:\dir`, "<script>&", "\u2028", "\x7f", "\xff", "naïve"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b bytes.Buffer
+		writeString(&b, s)
+		want, _ := json.Marshal(s)
+		if b.String() != string(want) {
+			t.Fatalf("writeString(%q) = %s, encoding/json writes %s", s, b.String(), want)
 		}
 	})
 }
