@@ -56,7 +56,7 @@ func newAuthenticator(f *policy.File, public string, keys auth.TokenVerifier) (*
 	if audience == "" {
 		return a, nil
 	}
-	p, err := oauth.New(oauth.Config{Issuer: o.Issuer, Audience: audience, JWKSURL: o.JWKSURL,
+	p, err := oauth.New(oauth.Config{Issuer: o.Issuer, Audience: audience, JWKSURL: o.JWKSURL, Profile: o.TokenProfile,
 		Claims: oauth.Claims{Principal: o.Claims.Principal, Tenant: o.Claims.Tenant, Groups: o.Claims.Groups,
 			DefaultTenant: policy.DefaultTenant}})
 	if err != nil {

@@ -58,6 +58,19 @@ const (
 	DefaultGroupsClaim = "groups"
 )
 
+// The profiles of access tokens a [Provider] accepts.
+const (
+	// ProfileRFC9068 accepts JWT access tokens as RFC 9068 profiles them:
+	// header typ at+jwt, and the claims iss, exp, aud, sub, client_id, iat
+	// and jti.
+	ProfileRFC9068 = "rfc9068"
+	// ProfileJWT accepts the plain JWT access tokens many identity
+	// providers issue by default (typ JWT or none, no client_id or jti):
+	// iss, exp, aud and sub are required, and the audience check alone
+	// keeps another JWT of the issuer, such as an ID token, from passing.
+	ProfileJWT = "jwt"
+)
+
 // ErrInvalidToken is wrapped by every refusal of a token.
 var ErrInvalidToken = errors.New("invalid token")
 
@@ -92,6 +105,9 @@ type Config struct {
 	Client *http.Client
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Profile is what an access token must look like: ProfileRFC9068 (when
+	// empty) or ProfileJWT.
+	Profile string
 	// Leeway and RefreshInterval default to DefaultLeeway and
 	// DefaultRefreshInterval.
 	Leeway          time.Duration
@@ -141,6 +157,13 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = DefaultRefreshInterval
+	}
+	switch cfg.Profile {
+	case "":
+		cfg.Profile = ProfileRFC9068
+	case ProfileRFC9068, ProfileJWT:
+	default:
+		return nil, fmt.Errorf("oauth: profile %q: use %s or %s", cfg.Profile, ProfileRFC9068, ProfileJWT)
 	}
 	if cfg.Claims.Principal == "" {
 		cfg.Claims.Principal = DefaultPrincipalClaim
@@ -203,10 +226,8 @@ func (p *Provider) Verify(ctx context.Context, token string) (*Identity, error) 
 	if !slices.Contains(Algorithms, h.Alg) {
 		return nil, fmt.Errorf("%w: algorithm %q is not accepted", ErrInvalidToken, h.Alg)
 	}
-	// RFC 9068 section 4: the type keeps an ID token or another JWT of
-	// the same issuer from passing as an access token.
-	if typ := strings.ToLower(h.Typ); typ != "at+jwt" && typ != "application/at+jwt" {
-		return nil, fmt.Errorf("%w: typ %q is not at+jwt", ErrInvalidToken, h.Typ)
+	if !p.typeAccepted(h.Typ) {
+		return nil, fmt.Errorf("%w: typ %q is not accepted (%s profile)", ErrInvalidToken, h.Typ, p.cfg.Profile)
 	}
 	verified, err := p.access.Verify(oidc.ClientContext(ctx, p.cfg.Client), token)
 	if err != nil {
@@ -216,7 +237,11 @@ func (p *Provider) Verify(ctx context.Context, token string) (*Identity, error) 
 	if err := verified.Claims(&claims); err != nil {
 		return nil, fmt.Errorf("%w: claims: %w", ErrInvalidToken, err)
 	}
-	for _, name := range []string{"iss", "exp", "aud", "sub", "client_id", "iat", "jti"} {
+	required := []string{"iss", "exp", "aud", "sub", "client_id", "iat", "jti"}
+	if p.cfg.Profile == ProfileJWT {
+		required = required[:4]
+	}
+	for _, name := range required {
 		if _, ok := claims[name]; !ok {
 			return nil, fmt.Errorf("%w: claim %s is missing", ErrInvalidToken, name)
 		}
@@ -230,6 +255,20 @@ func (p *Provider) Verify(ctx context.Context, token string) (*Identity, error) 
 	}
 	id.Scopes = scopes(claims)
 	return id, nil
+}
+
+// typeAccepted reports whether a token's typ header fits the profile. RFC
+// 9068 section 4: at+jwt keeps an ID token or another JWT of the same
+// issuer from passing as an access token. Plain JWT access tokens say JWT,
+// or nothing; an explicit type of something else is refused either way.
+func (p *Provider) typeAccepted(typ string) bool {
+	switch strings.ToLower(typ) {
+	case "at+jwt", "application/at+jwt":
+		return true
+	case "jwt", "":
+		return p.cfg.Profile == ProfileJWT
+	}
+	return false
 }
 
 // checkLifetime checks exp, nbf and iat against the clock, with the

@@ -262,3 +262,56 @@ func TestSignIn(t *testing.T) {
 		t.Errorf("identity = %+v", id)
 	}
 }
+
+// TestJWTProfile: with the jwt profile, the plain JWT access tokens many
+// identity providers issue pass (typ JWT or none, no client_id, iat or
+// jti), and everything that makes a token unsafe is refused as before.
+func TestJWTProfile(t *testing.T) {
+	iss := oauthtest.Start(t)
+	rsaKey := iss.Keys()[0]
+	plain := func(change func(map[string]any)) map[string]any {
+		c := iss.AccessClaims(audience, "alice")
+		delete(c, "client_id")
+		delete(c, "jti")
+		delete(c, "iat")
+		change(c)
+		return c
+	}
+	same := func(map[string]any) {}
+	p, err := oauth.New(oauth.Config{Issuer: iss.URL, Audience: audience, Profile: oauth.ProfileJWT})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		token string
+		want  string // in the error; empty when valid
+	}{
+		{"typ JWT without client_id, iat or jti", iss.Sign(rsaKey, plain(same), map[string]any{"typ": "JWT"}), ""},
+		{"no typ", iss.Sign(rsaKey, plain(same), map[string]any{"typ": nil}), ""},
+		{"typ at+jwt", iss.Sign(rsaKey, plain(same), nil), ""},
+		{"another type", iss.Sign(rsaKey, plain(same), map[string]any{"typ": "logout+jwt"}), "typ"},
+		{"an ID token: the audience is the client", iss.Sign(rsaKey, plain(func(c map[string]any) { c["aud"] = "interlock-console" }), map[string]any{"typ": "JWT"}), "audience"},
+		{"missing sub", iss.Sign(rsaKey, plain(func(c map[string]any) { delete(c, "sub") }), nil), "sub"},
+		{"missing exp", iss.Sign(rsaKey, plain(func(c map[string]any) { delete(c, "exp") }), nil), "exp"},
+		{"expired", iss.Sign(rsaKey, plain(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Minute).Unix() }), nil), "expired"},
+		{"alg none", oauthtest.Unsigned(plain(same)), `algorithm "none"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, err := p.Verify(context.Background(), tt.token)
+			if tt.want == "" {
+				if err != nil || id.Principal != "alice" {
+					t.Fatalf("Verify = %+v, %v", id, err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, oauth.ErrInvalidToken) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Verify = %v, want an invalid token error saying %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := oauth.New(oauth.Config{Issuer: iss.URL, Audience: audience, Profile: "lenient"}); err == nil {
+		t.Error("an unknown profile was accepted")
+	}
+}

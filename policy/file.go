@@ -389,6 +389,10 @@ type OAuth struct {
 	Claims  OAuthClaims `yaml:"claims"`
 	// Scopes must all be granted to a token; none when empty.
 	Scopes []string `yaml:"scopes"`
+	// TokenProfile is what an access token must look like: rfc9068 (when
+	// absent: typ at+jwt, with client_id, iat and jti) or jwt (the plain
+	// JWT access tokens many identity providers issue by default).
+	TokenProfile string `yaml:"token_profile"`
 	// Console, when set, lets approvers sign in to the console with the
 	// same issuer.
 	Console *OAuthConsole `yaml:"console"`
@@ -825,6 +829,9 @@ func checkOAuth(f *File, keyLine lines, expand func(line int, what, value string
 		if u, err := url.Parse(o.Audience); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
 			add(at("audience"), "auth.oauth.audience %q must be this gateway's resource URL, such as https://interlock.example.com/mcp", o.Audience)
 		}
+	}
+	if o.TokenProfile != "" && o.TokenProfile != "rfc9068" && o.TokenProfile != "jwt" {
+		add(at("token_profile"), "auth.oauth.token_profile %q: use rfc9068 (access tokens with typ at+jwt, the default) or jwt (plain JWT access tokens)", o.TokenProfile)
 	}
 	for i, s := range o.Scopes {
 		if s == "" || strings.ContainsAny(s, " \t\n\"\\") {
