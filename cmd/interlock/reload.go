@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"os"
@@ -25,21 +27,62 @@ type reloader struct {
 	gw            *gateway.Gateway
 	notifier      *notify.Notifier
 	log           *slog.Logger
-	// digest is the SHA-256 of the file in force, so that --watch reloads
-	// only a file whose contents changed.
+	// digest is the SHA-256 of the file in force, and of its shadow
+	// policy's file when it names one, so that --watch reloads only
+	// when contents changed.
 	digest string
+	// shadow is the shadow policy's file of the configuration in force,
+	// which --watch looks at too; empty when it names none.
+	shadow string
+}
+
+// withShadow returns the digest of a configuration whose own file has the
+// given digest: the same when f names no shadow policy, otherwise one
+// that also covers the shadow policy's file, so that a change of either
+// is a change. It returns the shadow policy's file, or "".
+func withShadow(f *policy.File, digest string) (string, string) {
+	if f.ShadowPolicy == nil {
+		return digest, ""
+	}
+	h := sha256.New()
+	h.Write([]byte(digest))
+	if data, err := os.ReadFile(f.ShadowPolicy.Path); err == nil {
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), f.ShadowPolicy.Path
+}
+
+// unchanged reports whether a file --watch looked at before (was) is still
+// the same one (now): not replaced, rewritten or resized.
+func unchanged(was, now os.FileInfo) bool {
+	if was == nil || now == nil {
+		return was == nil && now == nil
+	}
+	return os.SameFile(was, now) && now.ModTime().Equal(was.ModTime()) && now.Size() == was.Size()
+}
+
+// statOf is name's file information, nil when name is empty or missing.
+func statOf(name string) os.FileInfo {
+	if name == "" {
+		return nil
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil
+	}
+	return fi
 }
 
 // run reloads on every signal on hup and, when watch is set, on every
 // change of the file, until ctx ends.
 func (r *reloader) run(ctx context.Context, hup <-chan os.Signal, watch bool) {
 	var tick <-chan time.Time
-	var last os.FileInfo
+	var lastConfig, lastShadow os.FileInfo
 	if watch {
 		t := time.NewTicker(watchInterval)
 		defer t.Stop()
 		tick = t.C
-		last, _ = os.Stat(r.name)
+		lastConfig, lastShadow = statOf(r.name), statOf(r.shadow)
 	}
 	for {
 		select {
@@ -51,11 +94,11 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal, watch bool) {
 		case <-tick:
 			// A file being replaced may be missing for a moment: the
 			// next tick sees the new one.
-			now, err := os.Stat(r.name)
-			if err != nil || (last != nil && os.SameFile(last, now) && now.ModTime().Equal(last.ModTime()) && now.Size() == last.Size()) {
+			config, shadow := statOf(r.name), statOf(r.shadow)
+			if config == nil || (r.shadow != "" && shadow == nil) || (unchanged(lastConfig, config) && unchanged(lastShadow, shadow)) {
 				continue
 			}
-			last = now
+			lastConfig, lastShadow = config, shadow
 			r.reload(ctx, false)
 		}
 	}
@@ -81,10 +124,11 @@ func (r *reloader) reload(ctx context.Context, always bool) {
 		r.gw.RejectConfig(ctx, r.shownName(), 1)
 		return
 	}
-	if digest == r.digest && !always {
+	key, shadow := withShadow(f, digest)
+	if key == r.digest && !always {
 		return
 	}
-	r.digest = digest
+	r.digest, r.shadow = key, shadow
 	if err := r.gw.Reload(ctx, f, digest); err != nil {
 		r.log.Warn("configuration reloaded, but an upstream's tools could not be listed again", "error", err)
 	}

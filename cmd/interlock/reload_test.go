@@ -256,3 +256,36 @@ func webhookReceiver(t *testing.T) (*httptest.Server, <-chan map[string]any) {
 	t.Cleanup(hook.Close)
 	return hook, got
 }
+
+// TestWatchPicksUpAChangedShadowPolicy: with --watch, a change of the
+// shadow policy's file alone is reloaded, as a change of the configuration
+// is: the new shadow's differences are audited.
+func TestWatchPicksUpAChangedShadowPolicy(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "interlock.yaml")
+	shadow := filepath.Join(dir, "candidate.yaml")
+	if err := os.WriteFile(shadow, []byte("default_mode: flag\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, append([]byte("shadow: candidate.yaml\n"), reminderConfig(t, dir, "flag", false)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	base, logs, _ := serveLogged(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", data, "--watch")
+	next := filepath.Join(dir, ".candidate.yaml.swp")
+	if err := os.WriteFile(next, []byte("rules:\n  - name: no-reminders\n    match: {tools: [send_reminder]}\n    mode: deny\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, shadow); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the changed shadow policy to be reloaded", func() bool { return strings.Contains(logs.String(), "configuration reloaded") })
+	const remind = `{"arguments":{"customer_id":"acct_9931","__confirm":true}}`
+	if status, body := restPost(t, base+"/v1/tools/send_reminder/call", "", remind); status != http.StatusOK {
+		t.Fatalf("send_reminder under the live policy: %d %v", status, body)
+	}
+	waitFor(t, "the new shadow's difference in the audit log", func() bool {
+		_, out, _ := runBinary(t, "audit", "export", "--data", data)
+		return strings.Contains(out, `"shadow_rule":"no-reminders"`)
+	})
+}

@@ -267,7 +267,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	reloads := make(chan struct{})
 	go func() {
 		defer close(reloads)
-		r := &reloader{name: *config, dataDir: dataDir, gw: gw, notifier: notifier, log: log, digest: digest}
+		r := &reloader{name: *config, dataDir: dataDir, gw: gw, notifier: notifier, log: log}
+		r.digest, r.shadow = withShadow(f, digest)
 		r.run(rctx, hup, *watch)
 	}()
 	defer func() { stopReloads(); <-reloads }()
