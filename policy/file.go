@@ -720,6 +720,10 @@ func loadShadow(f *File, keyLine lines, lookupEnv func(string) (string, bool)) L
 	if !filepath.IsAbs(name) {
 		name = filepath.Join(filepath.Dir(f.Path), name)
 	}
+	// A device or a pipe would be read for ever.
+	if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() {
+		return LoadErrors{{File: f.Path, Line: keyLine.at("shadow", 0), Msg: fmt.Sprintf("shadow policy: %s is not a regular file", name)}}
+	}
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return LoadErrors{{File: f.Path, Line: keyLine.at("shadow", 0), Msg: fmt.Sprintf("shadow policy: %v", err)}}
