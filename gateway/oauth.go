@@ -238,5 +238,5 @@ func (g *Gateway) consoleSignIn(public string) console.IdentityProvider {
 		return nil
 	}
 	redirect := strings.TrimSuffix(public, "/") + console.CallbackPath
-	return oidcSignIn{g.authn.tokens.SignIn(o.Console.ClientID, o.Console.ClientSecret, redirect)}
+	return oidcSignIn{g.authn.tokens.SignIn(o.Console.ClientID, o.Console.ClientSecret, redirect, o.Console.Scopes...)}
 }

@@ -224,7 +224,7 @@ func TestSignIn(t *testing.T) {
 	iss.Register(oauthtest.Client{ID: "console", Secret: "s", RedirectURI: redirect})
 	iss.SignInAs(map[string]any{"sub": "u-1", "email": "ann@example.com", "groups": []any{"finance"}}, audience)
 	p := newProvider(t, iss, &clock{now: time.Now()}, oauth.Claims{Principal: "email", DefaultTenant: "default"})
-	s := p.SignIn("console", "s", redirect)
+	s := p.SignIn("console", "s", redirect, "groups", "email")
 	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	code := func(verifier string) string {
 		t.Helper()
@@ -233,7 +233,7 @@ func TestSignIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		q, _ := url.Parse(u)
-		if q.Query().Get("code_challenge_method") != "S256" || q.Query().Get("nonce") != "nonce-1" {
+		if q.Query().Get("code_challenge_method") != "S256" || q.Query().Get("nonce") != "nonce-1" || q.Query().Get("scope") != "openid profile email groups" {
 			t.Fatalf("authorization URL %s", u)
 		}
 		res, err := noRedirects.Get(u)

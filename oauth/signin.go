@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -17,13 +18,25 @@ type SignIn struct {
 	clientID string
 	secret   string
 	redirect string
+	scopes   []string
 	idTokens *oidc.IDTokenVerifier
 }
 
+// SignInScopes are the scopes every sign-in asks for.
+var SignInScopes = []string{oidc.ScopeOpenID, "profile", "email"}
+
 // SignIn returns the sign-in of the client clientID (secret may be empty
-// for a public client), whose redirect URI is redirect.
-func (p *Provider) SignIn(clientID, secret, redirect string) *SignIn {
-	return &SignIn{p: p, clientID: clientID, secret: secret, redirect: redirect,
+// for a public client), whose redirect URI is redirect. It asks for
+// SignInScopes and the extra ones given, such as groups for a provider
+// that puts the groups claim in ID tokens only when asked.
+func (p *Provider) SignIn(clientID, secret, redirect string, extra ...string) *SignIn {
+	scopes := slices.Clone(SignInScopes)
+	for _, s := range extra {
+		if !slices.Contains(scopes, s) {
+			scopes = append(scopes, s)
+		}
+	}
+	return &SignIn{p: p, clientID: clientID, secret: secret, redirect: redirect, scopes: scopes,
 		idTokens: oidc.NewVerifier(p.cfg.Issuer, p.keys, &oidc.Config{ClientID: clientID,
 			SupportedSigningAlgs: Algorithms, Now: p.cfg.Now})}
 }
@@ -34,7 +47,7 @@ func (s *SignIn) config(ctx context.Context) (*oauth2.Config, error) {
 		return nil, err
 	}
 	return &oauth2.Config{ClientID: s.clientID, ClientSecret: s.secret, Endpoint: d.Endpoint(),
-		RedirectURL: s.redirect, Scopes: []string{oidc.ScopeOpenID, "profile", "email"}}, nil
+		RedirectURL: s.redirect, Scopes: s.scopes}, nil
 }
 
 // AuthURL returns where to send the browser: the issuer's authorization

@@ -414,6 +414,10 @@ type OAuthConsole struct {
 	// ClientSecret is empty for a public client; ${VAR} is read from the
 	// gateway's environment at load.
 	ClientSecret string `yaml:"client_secret"`
+	// Scopes are asked for beside openid, profile and email, such as
+	// groups for a provider that puts the groups claim in ID tokens only
+	// when asked.
+	Scopes []string `yaml:"scopes"`
 }
 
 // Key is a static API key, sent as "Authorization: Bearer <key>". Only its
@@ -837,11 +841,7 @@ func checkOAuth(f *File, keyLine lines, expand func(line int, what, value string
 	if o.TokenProfile != "" && o.TokenProfile != "rfc9068" && o.TokenProfile != "jwt" {
 		add(at("token_profile"), "auth.oauth.token_profile %q: use rfc9068 (access tokens with typ at+jwt, the default) or jwt (plain JWT access tokens)", o.TokenProfile)
 	}
-	for i, s := range o.Scopes {
-		if s == "" || strings.ContainsAny(s, " \t\n\"\\") {
-			add(keyLine.at(fmt.Sprintf("auth.oauth.scopes[%d]", i), at("scopes")), "auth.oauth.scopes: %q is not a scope: no spaces, quotes or backslashes", s)
-		}
-	}
+	checkScopes("auth.oauth.scopes", o.Scopes, keyLine, at("scopes"), add)
 	for key, name := range map[string]string{"principal": o.Claims.Principal, "tenant": o.Claims.Tenant, "groups": o.Claims.Groups} {
 		if _, written := keyLine["auth.oauth.claims."+key]; written && strings.TrimSpace(name) == "" {
 			add(at("claims."+key), "auth.oauth.claims.%s is empty: name a claim of the tokens, or leave the key out", key)
@@ -852,6 +852,17 @@ func checkOAuth(f *File, keyLine lines, expand func(line int, what, value string
 			add(at("console"), "auth.oauth.console needs client_id: the console's client id at the issuer")
 		}
 		c.ClientSecret = expand(at("console.client_secret"), "auth.oauth.console.client_secret", c.ClientSecret)
+		checkScopes("auth.oauth.console.scopes", c.Scopes, keyLine, at("console.scopes"), add)
+	}
+}
+
+// checkScopes reports each entry of the list at key that is not an OAuth
+// scope; line is the list's own line, for an entry without one.
+func checkScopes(key string, scopes []string, keyLine lines, line int, add func(int, string, ...any)) {
+	for i, s := range scopes {
+		if s == "" || strings.ContainsAny(s, " \t\n\"\\") {
+			add(keyLine.at(fmt.Sprintf("%s[%d]", key, i), line), "%s: %q is not a scope: no spaces, quotes or backslashes", key, s)
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ auth:
     claims: {principal: email, tenant: org, groups: roles}
     scopes: [mcp:tools]
     token_profile: jwt
-    console: {client_id: interlock-console, client_secret: '${CONSOLE_SECRET}'}
+    console: {client_id: interlock-console, client_secret: '${CONSOLE_SECRET}', scopes: [groups]}
 `), env)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ auth:
 	o := f.Auth.OAuth
 	if !f.Auth.Configured() || o.Issuer != "https://login.example.com/realms/acme" || o.Claims.Principal != "email" ||
 		o.Claims.Tenant != "org" || o.Claims.Groups != "roles" || !slices.Equal(o.Scopes, []string{"mcp:tools"}) ||
-		o.TokenProfile != "jwt" || o.Console.ClientID != "interlock-console" || o.Console.ClientSecret != "s3cr3t" {
+		o.TokenProfile != "jwt" || !slices.Equal(o.Console.Scopes, []string{"groups"}) || o.Console.ClientID != "interlock-console" || o.Console.ClientSecret != "s3cr3t" {
 		t.Errorf("auth.oauth = %+v, console %+v", o, o.Console)
 	}
 	if f, err := Parse("p.yaml", []byte("auth:\n  oauth: {issuer: 'http://127.0.0.1:9000'}\n"), env); err != nil || f.Auth.OAuth.JWKSURL != "" {
@@ -49,6 +49,7 @@ auth:
 		{"console without client", "auth:\n  oauth:\n    issuer: https://a.example\n    console:\n      client_secret: x\n", "p.yaml:4: auth.oauth.console needs client_id"},
 		{"secret not set", "auth:\n  oauth:\n    issuer: https://a.example\n    console:\n      client_id: c\n      client_secret: '${NOPE}'\n", "p.yaml:6: auth.oauth.console.client_secret refers to ${NOPE}"},
 		{"secret from the sealing keys", "auth:\n  oauth:\n    issuer: https://a.example\n    console: {client_id: c, client_secret: '${INTERLOCK_SECRET}'}\n", "sealing keys stay inside the gateway"},
+		{"console scope with a quote", "auth:\n  oauth:\n    issuer: https://a.example\n    console:\n      client_id: c\n      scopes: ['gr\"oups']\n", `p.yaml:6: auth.oauth.console.scopes: "gr\"oups" is not a scope`},
 		{"unknown token profile", "auth:\n  oauth:\n    issuer: https://a.example\n    token_profile: lenient\n", `p.yaml:4: auth.oauth.token_profile "lenient": use rfc9068`},
 		{"unknown field", "auth:\n  oauth:\n    issuer: https://a.example\n    jwks_uri: https://a.example/k\n", `p.yaml:4: unknown field "jwks_uri"`},
 		{"unknown claims field", "auth:\n  oauth:\n    issuer: https://a.example\n    claims: {name: x}\n", `p.yaml:4: unknown field "name"`},
