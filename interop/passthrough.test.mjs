@@ -97,12 +97,28 @@ for (const conn of CONNECTIONS) {
       const params = { name: 'work', arguments: {} };
       if (conn.sdk === SDK1) await gw.client.setLoggingLevel('info');
       else params._meta = { 'io.modelcontextprotocol/logLevel': 'info' };
-      const progress = [];
-      const onprogress = (p) => progress.push(p.progress);
-      const res =
-        conn.sdk === SDK1 ? await gw.client.callTool(params, undefined, { onprogress }) : await gw.client.callTool(params, { onprogress });
+      // What the gateway must do is send the progress before the result, and
+      // that is checked on the wire: both SDKs hand a notification to its
+      // handler a microtask later but settle a response at once, so when
+      // they arrive in one read the client itself drops the progress.
+      const wire = [];
+      const transport = gw.client.transport;
+      const deliver = transport.onmessage;
+      transport.onmessage = (message, extra) => {
+        if (message.method === 'notifications/progress') wire.push(message.params.progress);
+        else if (message.result?.content?.[0]?.text === 'done') wire.push('result');
+        deliver.call(transport, message, extra);
+      };
+      const onprogress = () => {};
+      let res;
+      try {
+        res =
+          conn.sdk === SDK1 ? await gw.client.callTool(params, undefined, { onprogress }) : await gw.client.callTool(params, { onprogress });
+      } finally {
+        transport.onmessage = deliver;
+      }
       assert.equal(res.content[0].text, 'done');
-      assert.deepEqual(progress, [1, 2]);
+      assert.deepEqual(wire, [1, 2, 'result']);
       assert.ok(
         logs.some((l) => l.data === 'working'),
         `no log message came back: ${JSON.stringify(logs)}`,
