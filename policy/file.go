@@ -20,6 +20,8 @@ package policy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +44,9 @@ import (
 type File struct {
 	// Path is where the file came from, for messages.
 	Path string `yaml:"-"`
+	// Digest is the hex SHA-256 of the bytes the file was parsed from,
+	// which names this version of it (in the audit log of a reload, say).
+	Digest string `yaml:"-"`
 	// DefaultMode applies to every tool that is not read-only when no rule
 	// matches: flag (when absent) or deny.
 	DefaultMode interlock.Mode `yaml:"default_mode"`
@@ -510,7 +515,8 @@ var (
 // messages and lookupEnv expands ${VAR} in upstream environments and
 // headers, and in store and audit URLs.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
-	f := &File{Path: name}
+	sum := sha256.Sum256(data)
+	f := &File{Path: name, Digest: hex.EncodeToString(sum[:])}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := yaml.Load(data, f, yaml.WithKnownFields()); err != nil {
 			return nil, yamlErrors(name, err)

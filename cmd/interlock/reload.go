@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"os"
@@ -27,29 +25,23 @@ type reloader struct {
 	gw            *gateway.Gateway
 	notifier      *notify.Notifier
 	log           *slog.Logger
-	// digest is the SHA-256 of the file in force, and of its shadow
-	// policy's file when it names one, so that --watch reloads only
-	// when contents changed.
+	// digest is the version of the configuration in force (see
+	// versionOf), so that --watch reloads only when contents changed.
 	digest string
 	// shadow is the shadow policy's file of the configuration in force,
 	// which --watch looks at too; empty when it names none.
 	shadow string
 }
 
-// withShadow returns the digest of a configuration whose own file has the
-// given digest: the same when f names no shadow policy, otherwise one
-// that also covers the shadow policy's file, so that a change of either
-// is a change. It returns the shadow policy's file, or "".
-func withShadow(f *policy.File, digest string) (string, string) {
+// versionOf names the version of a configuration in force: the SHA-256
+// of its file, and of its shadow policy's file when it names one, so that
+// a change of either is a change. It also returns the shadow policy's
+// file, or "".
+func versionOf(f *policy.File) (string, string) {
 	if f.ShadowPolicy == nil {
-		return digest, ""
+		return f.Digest, ""
 	}
-	h := sha256.New()
-	h.Write([]byte(digest))
-	if data, err := os.ReadFile(f.ShadowPolicy.Path); err == nil {
-		h.Write(data)
-	}
-	return hex.EncodeToString(h.Sum(nil)), f.ShadowPolicy.Path
+	return f.Digest + "+" + f.ShadowPolicy.Digest, f.ShadowPolicy.Path
 }
 
 // unchanged reports whether a file --watch looked at before (was) is still
@@ -109,7 +101,7 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal, watch bool) {
 // logs each problem as `interlock check` prints it. Unless always is set,
 // a file whose contents have not changed is left alone.
 func (r *reloader) reload(ctx context.Context, always bool) {
-	f, digest, err := readConfig(r.name, r.dataDir)
+	f, err := loadConfig(r.name, r.dataDir)
 	var problems policy.LoadErrors
 	switch {
 	case errors.As(err, &problems):
@@ -124,12 +116,12 @@ func (r *reloader) reload(ctx context.Context, always bool) {
 		r.gw.RejectConfig(ctx, r.shownName(), 1)
 		return
 	}
-	key, shadow := withShadow(f, digest)
-	if key == r.digest && !always {
+	version, shadow := versionOf(f)
+	if version == r.digest && !always {
 		return
 	}
-	r.digest, r.shadow = key, shadow
-	if err := r.gw.Reload(ctx, f, digest); err != nil {
+	r.digest, r.shadow = version, shadow
+	if err := r.gw.Reload(ctx, f, f.Digest); err != nil {
 		r.log.Warn("configuration reloaded, but an upstream's tools could not be listed again", "error", err)
 	}
 	if r.notifier != nil {

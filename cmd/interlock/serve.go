@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -50,25 +48,17 @@ const builtinName = "built-in config"
 // loadConfig reads the file named by --config, or the built-in one, whose
 // demo upstream runs this binary with its database in dataDir.
 func loadConfig(name, dataDir string) (*policy.File, error) {
-	f, _, err := readConfig(name, dataDir)
-	return f, err
-}
-
-// readConfig is loadConfig that also returns the hex SHA-256 of the bytes
-// it read, which name this version of the file in the audit log.
-func readConfig(name, dataDir string) (*policy.File, string, error) {
 	data, shown := builtinConfig, builtinName
 	if name != "" {
 		var err error
 		if data, err = os.ReadFile(name); err != nil {
-			return nil, "", fmt.Errorf("reading configuration: %w", err)
+			return nil, fmt.Errorf("reading configuration: %w", err)
 		}
 		shown = name
 	}
-	sum := sha256.Sum256(data)
 	f, err := policy.Parse(shown, data, os.LookupEnv)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	// An upstream command "interlock" is this program, wherever it is
 	// installed, so the built-in config works when copied as it is.
@@ -76,7 +66,7 @@ func readConfig(name, dataDir string) (*policy.File, string, error) {
 		if len(u.Command) > 0 && u.Command[0] == "interlock" {
 			exe, err := os.Executable()
 			if err != nil {
-				return nil, "", fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
+				return nil, fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
 			}
 			u.Command[0] = exe
 		}
@@ -84,7 +74,7 @@ func readConfig(name, dataDir string) (*policy.File, string, error) {
 	if name == "" && dataDir != "" {
 		f.Upstreams[0].Command = append(f.Upstreams[0].Command, "--db", filepath.Join(dataDir, "demo.db"))
 	}
-	return f, hex.EncodeToString(sum[:]), nil
+	return f, nil
 }
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -136,7 +126,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
-	f, digest, err := readConfig(*config, dataDir)
+	f, err := loadConfig(*config, dataDir)
 	if err != nil {
 		return err
 	}
@@ -268,7 +258,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	go func() {
 		defer close(reloads)
 		r := &reloader{name: *config, dataDir: dataDir, gw: gw, notifier: notifier, log: log}
-		r.digest, r.shadow = withShadow(f, digest)
+		r.digest, r.shadow = versionOf(f)
 		r.run(rctx, hup, *watch)
 	}()
 	defer func() { stopReloads(); <-reloads }()
