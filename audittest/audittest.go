@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -202,5 +203,29 @@ func Run(t *testing.T, b Backend) {
 				t.Errorf("verified %d records before the break, want %d", n, tt.seq-1)
 			}
 		})
+	}
+}
+
+// BenchmarkAppend measures one record's append to the store open makes:
+// committed (an allowed call's outcome) or flushed (a confirmation), from
+// one writer or eight.
+func BenchmarkAppend(b *testing.B, open func(b *testing.B) interlock.AuditLog) {
+	for _, durable := range []bool{false, true} {
+		for _, writers := range []int{1, 8} {
+			b.Run(fmt.Sprintf("durable=%v/writers=%d", durable, writers), func(b *testing.B) {
+				a := open(b)
+				// RunParallel starts parallelism × GOMAXPROCS goroutines.
+				b.SetParallelism(max(writers/runtime.GOMAXPROCS(0), 1))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						r := &interlock.AuditRecord{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",
+							Args: map[string]any{"id": "acct_9931"}}
+						if err := a.Append(context.Background(), durable, r); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
 	}
 }

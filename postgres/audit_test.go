@@ -4,12 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -79,27 +76,13 @@ func TestAuditConformance(t *testing.T) {
 // for the server's flush (an allowed call's outcome) or flushed (a
 // confirmation), from one writer or eight.
 func BenchmarkAppend(b *testing.B) {
-	for _, durable := range []bool{false, true} {
-		for _, writers := range []int{1, 8} {
-			b.Run(fmt.Sprintf("durable=%v/writers=%d", durable, writers), func(b *testing.B) {
-				url, _ := schemaURL(b)
-				a, err := OpenAudit(context.Background(), url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer a.Close()
-				// RunParallel starts parallelism × GOMAXPROCS goroutines.
-				b.SetParallelism(max(writers/runtime.GOMAXPROCS(0), 1))
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						r := &interlock.AuditRecord{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",
-							Args: map[string]any{"id": "acct_9931"}}
-						if err := a.Append(context.Background(), durable, r); err != nil {
-							b.Fatal(err)
-						}
-					}
-				})
-			})
+	audittest.BenchmarkAppend(b, func(b *testing.B) interlock.AuditLog {
+		url, _ := schemaURL(b)
+		a, err := OpenAudit(context.Background(), url)
+		if err != nil {
+			b.Fatal(err)
 		}
-	}
+		b.Cleanup(func() { a.Close() })
+		return a
+	})
 }
