@@ -81,26 +81,9 @@ func Run(t *testing.T, open Open) {
 		s, other := open(t)
 		s.Request(ctx, approval("apr_c", "kc", 1, time.Minute))
 		s.Decide(ctx, "apr_c", vote("bob"), true)
-		var won atomic.Int64
-		var wg sync.WaitGroup
-		for i := range 40 {
-			h := s
-			if i%2 == 1 {
-				h = other
-			}
-			wg.Go(func() {
-				ok, err := h.Consume(ctx, "apr_c")
-				if err != nil {
-					t.Error(err)
-				}
-				if ok {
-					won.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if won.Load() != 1 {
-			t.Errorf("%d consumers won", won.Load())
+		won := atOnce(t, s, other, func(h interlock.ApprovalStore) (bool, error) { return h.Consume(ctx, "apr_c") })
+		if won != 1 {
+			t.Errorf("%d consumers won", won)
 		}
 		if b, _ := other.Request(ctx, approval("apr_c2", "kc", 1, time.Minute)); b.ID != "apr_c2" {
 			t.Errorf("after consumption a new approval is made: %s", b.ID)
@@ -143,24 +126,8 @@ func RunGrants(t *testing.T, open OpenGrants) {
 			t.Fatal(err)
 		}
 	}
-	var used atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 40 {
-		h := s
-		if i%2 == 1 {
-			h = other
-		}
-		wg.Go(func() {
-			if ok, err := h.UseGrant(ctx, "grt_uses"); err != nil {
-				t.Error(err)
-			} else if ok {
-				used.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if used.Load() != 5 {
-		t.Errorf("%d uses succeeded, want 5", used.Load())
+	if used := atOnce(t, s, other, func(h interlock.GrantStore) (bool, error) { return h.UseGrant(ctx, "grt_uses") }); used != 5 {
+		t.Errorf("%d uses succeeded, want 5", used)
 	}
 	if r, err := other.RevokeGrant(ctx, "grt_revoked"); err != nil || !r.Revoked {
 		t.Errorf("revoke: %+v %v", r, err)
@@ -178,4 +145,28 @@ func RunGrants(t *testing.T, open OpenGrants) {
 	if _, err := s.RevokeGrant(ctx, "grt_none"); !errors.Is(err, interlock.ErrGrantUnknown) {
 		t.Errorf("revoking an unknown grant: %v", err)
 	}
+}
+
+// atOnce tries 40 times at once, alternately on two handles of one store,
+// and returns how many tries succeeded.
+func atOnce[S any](t *testing.T, one, other S, try func(S) (bool, error)) int64 {
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 40 {
+		h := one
+		if i%2 == 1 {
+			h = other
+		}
+		wg.Go(func() {
+			ok, err := try(h)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return won.Load()
 }
