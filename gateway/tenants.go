@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/policy"
 )
 
 // tenantView hides from each caller what their tenant may not use (the
@@ -16,11 +18,12 @@ import (
 // gate's, in the decision path, like every other.
 func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if len(g.config().Tenants) == 0 {
+		cfg := g.config()
+		if len(cfg.Tenants) == 0 {
 			return next(ctx, method, req)
 		}
 		tenant := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()}).Tenant
-		if names, limited := g.config().TenantUpstreams(tenant); limited {
+		if names, limited := cfg.TenantUpstreams(tenant); limited {
 			ctx = context.WithValue(ctx, upstreamsKey{}, names)
 		}
 		res, err := next(ctx, method, req)
@@ -31,40 +34,32 @@ func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return res, err
 		}
-		visible := make([]*mcp.Tool, 0, len(list.Tools))
-		for _, t := range list.Tools {
-			if g.toolAllowed(tenant, t.Name) {
-				visible = append(visible, t)
-			}
-		}
-		list.Tools = visible
+		list.Tools = g.allowed(cfg, tenant, list.Tools)
 		return list, nil
 	}
 }
 
-// toolAllowed reports whether callers of tenant may see and call the
-// mirrored tool name.
-func (g *Gateway) toolAllowed(tenant, name string) bool {
+// allowed keeps, of the mirrored tools given, those callers of tenant may
+// see and call under cfg.
+func (g *Gateway) allowed(cfg *policy.File, tenant string, tools []*mcp.Tool) []*mcp.Tool {
+	visible := make([]*mcp.Tool, 0, len(tools))
 	g.mu.Lock()
-	u := g.owner[name]
-	g.mu.Unlock()
-	upstream := ""
-	if u != nil {
-		upstream = u.cfg.Name
-	}
-	return g.config().ToolAllowed(tenant, name, upstream)
-}
-
-// visibleTools returns the mirrored tools callers of tenant may see.
-func (g *Gateway) visibleTools(tenant string) []*mcp.Tool {
-	tools := g.advertisedTools()
-	visible := tools[:0]
+	defer g.mu.Unlock()
 	for _, t := range tools {
-		if g.toolAllowed(tenant, t.Name) {
+		upstream := ""
+		if u := g.owner[t.Name]; u != nil {
+			upstream = u.cfg.Name
+		}
+		if cfg.ToolAllowed(tenant, t.Name, upstream) {
 			visible = append(visible, t)
 		}
 	}
 	return visible
+}
+
+// visibleTools returns the mirrored tools callers of tenant may see.
+func (g *Gateway) visibleTools(tenant string) []*mcp.Tool {
+	return g.allowed(g.config(), tenant, g.advertisedTools())
 }
 
 // upstreamsKey keys, in a request's context, the names of the upstreams
