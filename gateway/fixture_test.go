@@ -88,6 +88,14 @@ func serveFixture() {
 				Meta:              mcp.Meta{"fixture": "untouched"},
 			}, nil
 		})
+	s.AddTool(&mcp.Tool{Name: "exact", InputSchema: object, Annotations: readOnly},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// Numbers a float64 does not hold as written.
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: "exact"}},
+				StructuredContent: json.RawMessage(exactStructure),
+			}, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "wipe", InputSchema: map[string]any{
 		"type":       "object",
 		"properties": map[string]any{"target": map[string]any{"type": "string"}},
@@ -179,8 +187,11 @@ func serveFixture() {
 	}
 }
 
+// exactStructure is the structured content of the fixture's exact tool.
+const exactStructure = `{"id":12345678901234567891,"price":1.50}`
+
 // fixtureCommand is the command line that starts the fixture.
-func fixtureCommand(t *testing.T) []string {
+func fixtureCommand(t testing.TB) []string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -171,6 +171,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	})
 	g.server.AddReceivingMiddleware(g.passThrough)
 	g.server.AddReceivingMiddleware(g.tenantView)
+	g.server.AddReceivingMiddleware(g.verbatimResults)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	life, stop := context.WithCancel(context.Background())
 	g.stop = stop

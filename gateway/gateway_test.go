@@ -21,10 +21,10 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 10
+const fixtureTools = 11
 
 // config builds a configuration whose upstreams all run the fixture.
-func config(t *testing.T, yaml string, upstreams ...string) *policy.File {
+func config(t testing.TB, yaml string, upstreams ...string) *policy.File {
 	t.Helper()
 	f, err := policy.Parse("gateway.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {

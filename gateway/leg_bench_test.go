@@ -86,6 +86,29 @@ func BenchmarkUpstreamLeg(b *testing.B) {
 	})
 }
 
+// BenchmarkChildUpstream is a client's call through the gateway to a
+// child over stdio, as interlock serve runs most upstreams: in memory, and
+// over HTTP for each protocol generation. A client of 2025-11-25 gets the
+// child's result verbatim; a client of 2026-07-28 gets it decoded and
+// encoded again (see verbatim.go).
+func BenchmarkChildUpstream(b *testing.B) {
+	gw := startForBench(b, config(b, "", "fx"), Options{})
+	args := json.RawMessage(`{"text":"hello"}`)
+	srv := httptest.NewServer(gw.Handler(false))
+	b.Cleanup(srv.Close)
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		b.Run("http-"+version, func(b *testing.B) {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+				&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cs.Close() })
+			callEcho(b, cs, args)
+		})
+	}
+}
+
 // startForBench starts a gateway for f with dry run on.
 func startForBench(b *testing.B, f *policy.File, opts Options) *Gateway {
 	opts.Logger, opts.Getenv = quiet, func(string) string { return "" }

@@ -103,7 +103,7 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession) (*mcp.Clie
 	transport, what := u.transport()
 	pending := new(atomic.Int64)
 	if child, _ := u.describe(); child {
-		transport = countingTransport{Transport: transport, pending: pending}
+		transport = childTransport{Transport: transport, pending: pending}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
 	client.AddReceivingMiddleware(u.questions(peer))
@@ -374,39 +374,6 @@ func canCarry(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
 // maxNotificationWait bounds how long a finished call waits for the
 // notifications the upstream sent before its result to be passed on.
 const maxNotificationWait = time.Second
-
-// countingTransport counts the log and progress notifications read from a
-// child until its handlers have passed them on. The SDK reads a result
-// and hands it to the caller at once, but runs notification handlers on
-// another goroutine, so a call's last notifications could otherwise reach
-// the gateway after its result went to the client, and be lost.
-type countingTransport struct {
-	mcp.Transport
-	pending *atomic.Int64
-}
-
-func (t countingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{Connection: conn, pending: t.pending}, nil
-}
-
-// countingConn is a child's connection that counts the notifications
-// countingTransport waits for.
-type countingConn struct {
-	mcp.Connection
-	pending *atomic.Int64
-}
-
-func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && (r.Method == "notifications/message" || r.Method == "notifications/progress") {
-		c.pending.Add(1)
-	}
-	return msg, err
-}
 
 // handled marks one counted notification of link as passed on.
 func (u *upstream) handled(link *mcp.ClientSession) {

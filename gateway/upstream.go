@@ -83,7 +83,7 @@ type upstream struct {
 	progressMu sync.Mutex
 	progress   map[string]progressEntry
 	// pending counts, per link to a child, the notifications read and not
-	// yet passed on (see countingTransport).
+	// yet passed on (see childTransport).
 	pending map[*mcp.ClientSession]*atomic.Int64
 
 	// hooks hear what the shared link announces for every client.
@@ -438,7 +438,22 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
 	fl, done := u.track(ctx, req, cs)
-	res, err := cs.CallTool(ctx, params)
+	var v *verbatim
+	if req != nil {
+		// The client's own call; a preview's result is read by the gate.
+		v = verbatimFor(ctx, cs)
+	}
+	callCtx := ctx
+	if v != nil {
+		v.begin()
+		callCtx = context.WithValue(ctx, wireKey{}, v)
+	}
+	res, err := cs.CallTool(callCtx, params)
+	if v != nil {
+		if raw := v.end(); raw != nil && errors.Is(err, errVerbatim) {
+			res, err = plainResult(raw)
+		}
+	}
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	if err == nil {
 		u.settle(cs)
