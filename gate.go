@@ -359,6 +359,10 @@ type Exchange struct {
 	// protocol that declared it.
 	ShowURL func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
+	// ask, when set, replaces the session's Elicit in Ask and ShowURL
+	// (see [WithAsk]).
+	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+
 	// req, when set, is read for Form, Native and Ask only when a mode
 	// needs them (see resolved), so calls that run at once pay nothing for
 	// decoding the client's capabilities.
@@ -371,7 +375,27 @@ func (ex Exchange) resolved() Exchange {
 	if ex.req == nil {
 		return ex
 	}
-	return ExchangeOf(ex.req)
+	out := ExchangeOf(ex.req)
+	if ex.ask != nil {
+		if out.Ask != nil {
+			out.Ask = ex.ask
+		}
+		if out.ShowURL != nil {
+			out.ShowURL = ex.ask
+		}
+	}
+	return out
+}
+
+// askKey keys the function that carries a call's questions to its client.
+type askKey struct{}
+
+// WithAsk returns a context in which [Gate.CallRequest] sends the forms of
+// a client of an earlier protocol through ask instead of its session's
+// Elicit: for a transport that carries a call's messages to the client
+// itself, without the SDK's server.
+func WithAsk(ctx context.Context, ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) context.Context {
+	return context.WithValue(ctx, askKey{}, ask)
 }
 
 // ExchangeOf reads what the client of req can carry and what it answered.
@@ -424,6 +448,7 @@ func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 // caller's identity and the exchange the client can carry.
 func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolRequest, run Runner) *mcp.CallToolResult {
 	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req}
+	ex.ask, _ = ctx.Value(askKey{}).(func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error))
 	ctx = TraceFromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }

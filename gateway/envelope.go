@@ -83,6 +83,9 @@ type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
+	// Result and Error are those of a client's response to a question.
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
 }
 
 // protocolVersion is the protocol version the message names in its

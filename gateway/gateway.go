@@ -104,6 +104,9 @@ type Gateway struct {
 	// since the gateway started or last reloaded, so a later listing can
 	// only tighten them.
 	pinned map[upstreamTool]interlock.Hints
+	// handlers holds each mirrored tool's handler by name, for calls
+	// served without the SDK's server (see lane.go).
+	handlers sync.Map
 
 	catalog catalog
 
@@ -193,6 +196,14 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	}
 	g.metrics, g.probes = opts.Metrics, opts.Probes
 	return g, nil
+}
+
+// toolHandler returns the handler of the mirrored tool name, as the
+// server runs it; nil when there is none.
+func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
+	h, _ := g.handlers.Load(name)
+	th, _ := h.(mcp.ToolHandler)
+	return th
 }
 
 // guardConfig is an upstream's resilience configuration.
@@ -342,6 +353,7 @@ func (g *Gateway) refresh(ctx context.Context, u *upstream, via *mcp.ClientSessi
 	if len(gone) > 0 {
 		g.server.RemoveTools(gone...)
 		for _, name := range gone {
+			g.handlers.Delete(name)
 			g.gate.Forget(name)
 			delete(g.advertised, name)
 		}
@@ -384,7 +396,7 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 		return u.call(ctx, upstreamName, args, nil, repeatable)
 	})
 	g.advertised[name] = adv
-	g.server.AddTool(adv, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if !g.inFlight.enter() {
 			return interlock.Result(errDraining), nil
 		}
@@ -392,7 +404,9 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 		return g.gate.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			return u.call(ctx, upstreamName, args, req, repeatable)
 		}), nil
-	})
+	}
+	g.server.AddTool(adv, handler)
+	g.handlers.Store(name, mcp.ToolHandler(handler))
 	return nil
 }
 

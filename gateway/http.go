@@ -70,13 +70,15 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 				Logger:                       g.log,
 				MaxRequestBodyBytes:          maxBody,
 				PropagateRequestCancellation: true,
-				SessionTimeout:               g.config().HTTP.SessionIdleTimeout,
+				// The lane keeps the idle timeout of sessions, since some of
+				// their requests never reach the SDK.
 			},
 		)
 	}
 	mcpHandler := streamable(true)
 	if !stateless {
-		sessions := newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false))
+		sessions := g.newLane(g.config().HTTP.SessionIdleTimeout).wrap(
+			newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false)))
 		mcpHandler = byGeneration(sessions, mcpHandler)
 	}
 	mcpHandler = mcpEnvelope(maxBody, mcpHandler)

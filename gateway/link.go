@@ -213,7 +213,14 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 				if c := u.callOn(req.GetSession().(*mcp.ClientSession)); c != nil && c.req != nil && c.req.Session == peer {
 					ctx = c.ctx
 				}
-				res, err := peer.ListRoots(ctx, &mcp.ListRootsParams{})
+				var res *mcp.ListRootsResult
+				var err error
+				if st := laneStreamOf(ctx); st != nil {
+					res = new(mcp.ListRootsResult)
+					err = st.ask(ctx, "roots/list", &mcp.ListRootsParams{}, res)
+				} else {
+					res, err = peer.ListRoots(ctx, &mcp.ListRootsParams{})
+				}
 				if err != nil {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not list its roots"}
 				}
@@ -263,7 +270,14 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 	if c == nil || c.req == nil || c.req.Session == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
 	}
-	res, err := c.req.Session.CreateMessageWithTools(c.ctx, req.Params)
+	var res *mcp.CreateMessageWithToolsResult
+	var err error
+	if st := laneStreamOf(c.ctx); st != nil {
+		res = new(mcp.CreateMessageWithToolsResult)
+		err = st.ask(c.ctx, "sampling/createMessage", req.Params, res)
+	} else {
+		res, err = c.req.Session.CreateMessageWithTools(c.ctx, req.Params)
+	}
 	if err != nil {
 		u.log().Warn("the client did not answer a sampling request", "upstream", u.cfg.Name, "error", logText(err.Error()))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not answer the sampling request"}
@@ -286,7 +300,32 @@ func (u *upstream) relayLog(ctx context.Context, peer *mcp.ServerSession, req *m
 		u.log().Debug("dropped an upstream log message no call can be matched to", "upstream", u.cfg.Name)
 		return
 	}
+	if st := laneStreamOf(c.ctx); st != nil {
+		// As the session's Log would: nothing until the client sets a
+		// level, then what is at that level or above.
+		if level := u.levelOf(c.req.Session); level != "" && levelRank(req.Params.Level) >= levelRank(level) {
+			_ = st.notify("notifications/message", req.Params)
+		}
+		return
+	}
 	_ = c.req.Session.Log(c.ctx, req.Params)
+}
+
+// levelOf is the log level the client of ss set, "" when none.
+func (u *upstream) levelOf(ss *mcp.ServerSession) mcp.LoggingLevel {
+	u.levelsMu.Lock()
+	defer u.levelsMu.Unlock()
+	return u.levels[ss]
+}
+
+// levelRank orders log levels by severity; an unknown level ranks lowest.
+func levelRank(l mcp.LoggingLevel) int {
+	for i, name := range []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"} {
+		if l == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // progressEntry is where the progress of one forwarded call goes.
@@ -348,6 +387,9 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
 	if c.req != nil && c.req.Session != nil && canCarry(c.req, req.Params) {
+		if st := laneStreamOf(c.ctx); st != nil {
+			return st.elicit(c.ctx, req.Params)
+		}
 		return c.req.Session.Elicit(c.ctx, req.Params)
 	}
 	u.callsMu.Lock()

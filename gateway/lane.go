@@ -1,0 +1,547 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// The lane serves the request that is nearly all of a session's traffic,
+// one tools/call in a POST, without the SDK's server: the gateway has
+// already read the body (mcpEnvelope), and the SDK would read it four
+// more times, each time with a decoder of its own, and run the call
+// through its connection's goroutines. The lane builds the request the
+// SDK would have built and runs it through the same middleware and the
+// same tool handler, so the gate, the upstream leg and the audit are
+// those of any other call.
+//
+// The lane takes only what it can carry exactly as the SDK would: a
+// session of a protocol before 2026-07-28 that has been initialized, one
+// call (not a batch, not a retry with input responses, no progress
+// token), the headers the SDK requires, and a tool the gateway mirrors.
+// Anything else goes to the SDK as before. A call's answer is plain JSON
+// unless something must reach the client first (a log message, a question
+// for the human), in which case the response becomes an event stream, as
+// the SDK's is. A question sent on the lane's stream is answered by the
+// client in a POST of its own, which the lane takes before the SDK sees it.
+//
+// Because some POSTs of a session never reach the SDK, the lane also keeps
+// the session's idle timeout itself, with the SDK's rule: a session
+// expires after the timeout with no POST in progress.
+
+// lane serves tools/call for the sessions of one HTTP handler.
+type lane struct {
+	g       *Gateway
+	timeout time.Duration
+	chain   mcp.MethodHandler
+
+	mu       sync.Mutex
+	sessions map[string]*laneSession
+}
+
+// laneSession is one session the lane knows.
+type laneSession struct {
+	ss    *mcp.ServerSession
+	owner string
+
+	idle time.Duration // the idle timeout; 0 for none
+
+	mu      sync.Mutex
+	refs    int         // POSTs in progress
+	timer   *time.Timer // closes the session when idle; nil without a timeout
+	closed  bool
+	calls   map[string]context.CancelFunc // lane calls in flight, by JSON-RPC id
+	waiters map[string]chan rpcAnswer     // questions asked on a lane stream
+}
+
+// rpcAnswer is a client's response to a question.
+type rpcAnswer struct {
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+}
+
+func (g *Gateway) newLane(timeout time.Duration) *lane {
+	l := &lane{g: g, timeout: timeout, sessions: map[string]*laneSession{}}
+	final := func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+		call := req.(*mcp.CallToolRequest)
+		h := g.toolHandler(call.Params.Name)
+		if h == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", call.Params.Name)}
+		}
+		res, err := h(ctx, call)
+		if err == nil && res != nil && res.Content == nil {
+			// As the SDK's server does: content is never null.
+			res2 := *res
+			res2.Content = []mcp.Content{}
+			res = &res2
+		}
+		return res, err
+	}
+	// The gateway's own middleware, in the order the SDK's server runs it.
+	l.chain = g.verbatimResults(g.tenantView(g.passThrough(final)))
+	return l
+}
+
+// wrap serves a session's tools/call on the lane and passes everything
+// else to next, the SDK's handler for sessions.
+func (l *lane) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(sessionIDHeader)
+		if id == "" {
+			if r.Method == http.MethodPost && opensSession(r) {
+				// Known from the moment the SDK names it: the client may
+				// send its next request as soon as it reads the answer,
+				// before the SDK's handler has returned.
+				w = &namingWriter{ResponseWriter: w, named: func(id string) { l.register(id, ownerOf(r)) }}
+				defer func() {
+					// Had the server not yet listed the session then.
+					l.register(w.Header().Get(sessionIDHeader), ownerOf(r))
+				}()
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		s := l.lookup(id)
+		if s == nil || (s.owner != "" && s.owner != ownerOf(r)) || r.Method != http.MethodPost {
+			// The SDK answers for sessions it does not know, for another
+			// caller's session, and for streams and deletions.
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.begin()
+		defer s.end()
+		if msgs := requestMessages(r); len(msgs) == 1 {
+			m := msgs[0]
+			switch {
+			case m.Method == "tools/call":
+				if l.serve(w, r, s, m) {
+					return
+				}
+			case m.Method == "" && len(m.ID) > 0:
+				if s.answer(m) {
+					w.WriteHeader(http.StatusAccepted)
+					return
+				}
+			case m.Method == "notifications/cancelled":
+				s.cancel(m.Params)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ownerOf is the owner the SDK records for a session r opens.
+func ownerOf(r *http.Request) string {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
+
+// register starts knowing the session the server opened under id, unless
+// it knows it already.
+func (l *lane) register(id, owner string) {
+	if id == "" || l.lookup(id) != nil {
+		return
+	}
+	var ss *mcp.ServerSession
+	for s := range l.g.server.Sessions() {
+		if s.ID() == id {
+			ss = s
+			break
+		}
+	}
+	if ss == nil {
+		return
+	}
+	s := &laneSession{ss: ss, owner: owner, idle: l.timeout, calls: map[string]context.CancelFunc{}, waiters: map[string]chan rpcAnswer{}}
+	if l.timeout > 0 {
+		s.timer = time.AfterFunc(l.timeout, func() { _ = ss.Close() })
+	}
+	l.mu.Lock()
+	if l.sessions[id] != nil {
+		l.mu.Unlock()
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		return
+	}
+	l.sessions[id] = s
+	l.mu.Unlock()
+	go func() {
+		_ = ss.Wait()
+		l.mu.Lock()
+		delete(l.sessions, id)
+		l.mu.Unlock()
+		s.mu.Lock()
+		s.closed = true
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.mu.Unlock()
+	}()
+}
+
+// namingWriter calls named with the session id the SDK's answer carries,
+// once, before the answer is written.
+type namingWriter struct {
+	http.ResponseWriter
+	named func(id string)
+	once  sync.Once
+}
+
+func (w *namingWriter) name() {
+	w.once.Do(func() {
+		if id := w.Header().Get(sessionIDHeader); id != "" {
+			w.named(id)
+		}
+	})
+}
+
+func (w *namingWriter) WriteHeader(status int) {
+	w.name()
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *namingWriter) Write(b []byte) (int, error) {
+	w.name()
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *namingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (l *lane) lookup(id string) *laneSession {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sessions[id]
+}
+
+// begin and end bracket a POST of the session: the session cannot expire
+// while one is in progress, and its idle time starts when the last ends.
+func (s *laneSession) begin() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refs == 0 && s.timer != nil {
+		s.timer.Stop()
+	}
+	s.refs++
+}
+
+func (s *laneSession) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refs--
+	if s.refs == 0 && s.timer != nil && !s.closed {
+		s.timer.Reset(s.idle)
+	}
+}
+
+// callParams are the params of a tools/call as the lane reads them.
+type callParams struct {
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Meta           map[string]any  `json:"_meta"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   string          `json:"requestState"`
+}
+
+// serve runs a tools/call on the lane; false when the lane does not take
+// it and the SDK must.
+func (l *lane) serve(w http.ResponseWriter, r *http.Request, s *laneSession, m rpcMessage) bool {
+	ip := s.ss.InitializeParams()
+	switch {
+	case len(m.ID) == 0, ip == nil, ip.ProtocolVersion >= protocolNew,
+		r.Header.Get(protocolVersionHeader) != ip.ProtocolVersion,
+		len(r.Header.Values("Last-Event-ID")) > 0,
+		!jsonContent(r), !acceptsBoth(r), rebinding(r):
+		return false
+	}
+	var p callParams
+	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.InputResponses) > 0 || p.RequestState != "" {
+		return false
+	}
+	if _, ok := p.Meta["progressToken"]; ok {
+		return false
+	}
+	if _, ok := p.Meta[mcp.MetaKeyProtocolVersion]; ok {
+		return false
+	}
+	if l.g.toolHandler(p.Name) == nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	key := string(m.ID)
+	s.mu.Lock()
+	if _, dup := s.calls[key]; dup {
+		s.mu.Unlock()
+		return false
+	}
+	s.calls[key] = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.calls, key)
+		s.mu.Unlock()
+	}()
+	st := &laneStream{w: w, s: s}
+	ctx = context.WithValue(ctx, laneKey{}, st)
+	ctx = interlock.WithAsk(ctx, st.elicit)
+	req := &mcp.CallToolRequest{
+		Session: s.ss,
+		Params:  &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments, Meta: p.Meta},
+		Extra:   &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
+	}
+	res, err := l.chain(ctx, "tools/call", req)
+	st.answer(m.ID, res, err)
+	return true
+}
+
+// rebinding reports whether r reached a loopback listener by a name that
+// is not loopback, as a DNS rebinding attack does; the SDK refuses it.
+func rebinding(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && loopback(local.String()) && !loopback(r.Host)
+}
+
+// loopback reports whether a host, with or without a port, is a loopback
+// address or localhost.
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// jsonContent reports whether the body is declared JSON, as the SDK requires.
+func jsonContent(r *http.Request) bool {
+	t, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && t == "application/json"
+}
+
+// acceptsBoth reports whether the client accepts both answers a POST may
+// get, as the SDK requires.
+func acceptsBoth(r *http.Request) bool {
+	var jsonOK, streamOK bool
+	for _, value := range r.Header.Values("Accept") {
+		for _, token := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(token, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+// cancel stops the lane call a client's notifications/cancelled names.
+func (s *laneSession) cancel(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	s.mu.Lock()
+	stop := s.calls[string(p.RequestID)]
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// answer hands a client's response to the question on a lane stream that
+// waits for it; false when none does.
+func (s *laneSession) answer(m rpcMessage) bool {
+	s.mu.Lock()
+	ch := s.waiters[string(m.ID)]
+	delete(s.waiters, string(m.ID))
+	s.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	a := rpcAnswer{Result: m.Result}
+	if len(m.Error) > 0 {
+		a.Error = new(jsonrpc.Error)
+		if json.Unmarshal(m.Error, a.Error) != nil {
+			a.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "unreadable error"}
+		}
+	}
+	ch <- a
+	return true
+}
+
+// laneKey keys a lane call's stream in its context.
+type laneKey struct{}
+
+// laneStreamOf returns the stream of the lane call ctx belongs to, if any.
+func laneStreamOf(ctx context.Context) *laneStream {
+	st, _ := ctx.Value(laneKey{}).(*laneStream)
+	return st
+}
+
+// laneStream is the response to one lane call: plain JSON, or an event
+// stream once something must reach the client before the answer.
+type laneStream struct {
+	w http.ResponseWriter
+	s *laneSession
+
+	mu        sync.Mutex
+	streaming bool
+	done      bool
+}
+
+// questionSeq numbers the questions the lane asks clients; its ids cannot
+// be mistaken for the SDK's, which are numbers.
+var questionSeq atomic.Uint64
+
+// send writes one message ahead of the answer, turning the response into
+// an event stream.
+func (st *laneStream) send(msg []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return fmt.Errorf("the call has been answered")
+	}
+	if !st.streaming {
+		h := st.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		st.w.WriteHeader(http.StatusOK)
+		st.streaming = true
+	}
+	if err := writeSSE(st.w, msg); err != nil {
+		return err
+	}
+	return http.NewResponseController(st.w).Flush()
+}
+
+// writeSSE writes msg as one event of an MCP event stream.
+func writeSSE(w http.ResponseWriter, msg []byte) error {
+	_, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
+	return err
+}
+
+// notify sends a notification on the stream.
+func (st *laneStream) notify(method string, params any) error {
+	b, err := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", method, params})
+	if err != nil {
+		return err
+	}
+	return st.send(b)
+}
+
+// ask sends a request to the client on the stream and decodes its answer
+// into result.
+func (st *laneStream) ask(ctx context.Context, method string, params, result any) error {
+	id := `"interlock-` + strconv.FormatUint(questionSeq.Add(1), 10) + `"`
+	ch := make(chan rpcAnswer, 1)
+	st.s.mu.Lock()
+	st.s.waiters[id] = ch
+	st.s.mu.Unlock()
+	defer func() {
+		st.s.mu.Lock()
+		delete(st.s.waiters, id)
+		st.s.mu.Unlock()
+	}()
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  any             `json:"params"`
+	}{"2.0", json.RawMessage(id), method, params})
+	if err != nil {
+		return err
+	}
+	if err := st.send(b); err != nil {
+		return err
+	}
+	select {
+	case a := <-ch:
+		if a.Error != nil {
+			return a.Error
+		}
+		return json.Unmarshal(a.Result, result)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// elicit asks the client to show a form (or a URL) to its human.
+func (st *laneStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	res := new(mcp.ElicitResult)
+	if err := st.ask(ctx, "elicitation/create", p, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// answer writes the call's answer, and ends the stream.
+func (st *laneStream) answer(id json.RawMessage, res mcp.Result, err error) {
+	type wireError struct {
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	}
+	out := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *wireError      `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: id}
+	if err == nil {
+		out.Result = res
+	} else if rpcErr, ok := err.(*jsonrpc.Error); ok {
+		out.Error = &wireError{Code: rpcErr.Code, Message: rpcErr.Message, Data: rpcErr.Data}
+	} else {
+		out.Error = &wireError{Code: jsonrpc.CodeInternalError, Message: "interlock could not complete the call"}
+	}
+	b, merr := json.Marshal(out)
+	if merr != nil {
+		b, _ = json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   wireError       `json:"error"`
+		}{"2.0", id, wireError{Code: jsonrpc.CodeInternalError, Message: "interlock could not encode the result"}})
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.done = true
+	if st.streaming {
+		_ = writeSSE(st.w, b)
+		return
+	}
+	st.w.Header().Set("Content-Type", "application/json")
+	st.w.WriteHeader(http.StatusOK)
+	_, _ = st.w.Write(b)
+}

@@ -1,0 +1,206 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestLaneKeepsTheIdleTimeout: calls the lane serves keep a session alive
+// as calls through the SDK would, a call longer than the timeout does not
+// end its session, and a session left idle still expires.
+func TestLaneKeepsTheIdleTimeout(t *testing.T) {
+	f := config(t, "", "fx")
+	f.HTTP.SessionIdleTimeout = 300 * time.Millisecond
+	url, cs := servedSession(t, start(t, f, "false"), false)
+	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`
+	for range 8 {
+		if res := call(t, cs, "echo", map[string]any{"n": 1}); res.IsError {
+			t.Fatalf("echo: %+v", body(t, res))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, b := rawMCP(t, url, "", cs.ID(), nil, list); status != http.StatusOK {
+		t.Fatalf("a session in use expired: %d %s", status, b)
+	}
+	if res := call(t, cs, "slow", map[string]any{"ms": 700}); res.IsError {
+		t.Fatalf("slow: %+v", body(t, res))
+	}
+	if status, b := rawMCP(t, url, "", cs.ID(), nil, list); status != http.StatusOK {
+		t.Fatalf("a session expired during a long call: %d %s", status, b)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if status, b := rawMCP(t, url, "", cs.ID(), nil, list); status != http.StatusNotFound {
+		t.Errorf("an idle session still answers: %d %s", status, b)
+	}
+}
+
+// TestLaneCancellation: a client's notifications/cancelled stops a call the
+// lane serves, as the SDK would stop one of its own.
+func TestLaneCancellation(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	url, cs := servedSession(t, gw, false)
+	done := make(chan time.Duration, 1)
+	go func() {
+		began := time.Now()
+		rawMCP(t, url, "", cs.ID(), nil, `{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"slow","arguments":{"ms":20000}}}`)
+		done <- time.Since(began)
+	}()
+	eventually(t, "the call to be in flight", func() bool {
+		gw.inFlight.mu.Lock()
+		defer gw.inFlight.mu.Unlock()
+		return gw.inFlight.n == 1
+	})
+	status, b := rawMCP(t, url, "", cs.ID(), nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow-1"}}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("cancelling: %d %s", status, b)
+	}
+	select {
+	case took := <-done:
+		if took > 10*time.Second {
+			t.Errorf("the cancelled call took %s", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call is still running")
+	}
+}
+
+// TestLaneAnswers checks the answers the lane writes, and that what it does
+// not take still reaches the SDK.
+func TestLaneAnswers(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	url, cs := servedSession(t, gw, false)
+	tests := []struct {
+		name        string
+		header      http.Header
+		body        string
+		status      int
+		contentType string
+		want        string // in the body
+	}{
+		{"a call", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`,
+			http.StatusOK, "application/json", `"id":1,"result":{`},
+		{"a refusal", nil, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wipe","arguments":{"target":"x"}}}`,
+			http.StatusOK, "application/json", `"isError":true`},
+		{"an unknown tool, answered by the SDK", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope"}}`,
+			http.StatusOK, "text/event-stream", `unknown tool`},
+		{"a call with a progress token, served by the SDK", nil,
+			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"progressToken":"p"}}}`,
+			http.StatusOK, "text/event-stream", `"id":4,"result":{`},
+		{"another protocol in the header, served by the SDK", http.Header{"Mcp-Protocol-Version": {"2025-06-18"}},
+			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
+			http.StatusOK, "text/event-stream", `"id":5,"result":{`},
+		{"a name that is not loopback, refused by the SDK", http.Header{"Host": {"rebound.example"}},
+			`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
+			http.StatusForbidden, "", `invalid Host header`},
+		{"a response no question waits for, passed to the SDK", nil, `{"jsonrpc":"2.0","id":"interlock-999","result":{}}`,
+			http.StatusAccepted, "", ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, b, contentType := rawMCPType(t, url, cs.ID(), tt.header, tt.body)
+			if status != tt.status || !strings.HasPrefix(contentType, tt.contentType) || !strings.Contains(b, tt.want) {
+				t.Errorf("got %d %s %s", status, contentType, b)
+			}
+		})
+	}
+}
+
+// rawMCPType is rawMCP that also returns the response's content type.
+func rawMCPType(t *testing.T, url, session string, header http.Header, body string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set(sessionIDHeader, session)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if host := header.Get("Host"); host != "" {
+		req.Host = host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return resp.StatusCode, sb.String(), resp.Header.Get("Content-Type")
+}
+
+// TestLaneCarriesQuestions: a question the upstream pushes during a call
+// the lane serves travels on the call's own stream, the client's answer
+// comes back in a POST of its own, and the call completes with it.
+func TestLaneCarriesQuestions(t *testing.T) {
+	f := config(t, "", "fx")
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
+	gw := start(t, f, "false")
+	human := &picker{}
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	posts := &postRecorder{}
+	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: posts}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: human.answer}).Connect(
+		context.Background(), transport, onSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res := call(t, cs, "ask_push", map[string]any{})
+	if res.IsError {
+		t.Fatalf("result = %+v", body(t, res))
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "pushed=accept:blue" {
+		t.Errorf("upstream answered %q", got)
+	}
+	if len(human.asked) != 1 {
+		t.Errorf("the human was asked %q", human.asked)
+	}
+	if !strings.Contains(posts.String(), `"id":"interlock-`) {
+		t.Errorf("the question did not travel on the call's stream; the client posted:\n%s", posts)
+	}
+}
+
+// postRecorder keeps the bodies of the POSTs a client makes.
+type postRecorder struct {
+	mu     sync.Mutex
+	bodies bytes.Buffer
+}
+
+func (p *postRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.bodies.Write(b)
+		p.bodies.WriteByte('\n')
+		p.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (p *postRecorder) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.bodies.String()
+}
