@@ -6,6 +6,7 @@ import (
 	"errors"
 	"iter"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -256,45 +257,87 @@ func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
 	}
 }
 
-// TestRecordFieldsMatchTheirJSON: the object a record is hashed from,
-// built directly, is the object its JSON decodes to, for records of every
-// shape; so the hash of a record as written equals the hash recomputed
-// from its stored bytes.
+// TestRecordFieldsMatchTheirJSON: the canonical form a record is hashed
+// over, written member by member, is the canonical form of the object its
+// JSON decodes to, for records of every shape and for one with every field
+// set (a field added to AuditRecord and not written fails it); so the hash
+// of a record as written equals the hash recomputed from its stored bytes.
 func TestRecordFieldsMatchTheirJSON(t *testing.T) {
 	at := time.Date(2026, 11, 23, 3, 4, 5, 123456000, time.FixedZone("CET", 3600))
-	records := []*AuditRecord{
-		{Event: "call", Time: at},
-		{Seq: 12345678, Time: at, Event: "call", Tenant: "acme", Principal: "alice", Client: "c/1", Session: "s", Tool: "t",
+	tests := []struct {
+		name string
+		rec  *AuditRecord
+	}{
+		{"bare", &AuditRecord{Event: "call", Time: at}},
+		{"call", &AuditRecord{Seq: 12345678, Time: at, Event: "call", Tenant: "acme", Principal: "alice", Client: "c/1", Session: "s", Tool: "t",
 			Upstream: "u", Rule: "r", Mode: "token", Args: map[string]any{"a": 1.5, "b": []any{"x", nil, true, map[string]any{"c": -0.0}}},
 			ArgsDigest: "d", Summary: "Refund <b>&</b> \\u2028", Decision: DecisionConfirmed, ConfirmedBy: "approval",
 			Approvers: []string{"bob", "group:finance"}, Grant: "grt_1", Replaced: map[string]any{"env": "production"},
-			Outcome: OutcomeOK, LatencyMS: 0.001, Detail: "x", Prev: "abc", Hints: &Hints{ReadOnly: true, OpenWorld: true}},
-		{Seq: 2, Event: "shadow_differs", Time: at, Tool: "t", Rule: "r", Mode: "token", ShadowRule: "s", ShadowMode: "deny", Hints: &Hints{}},
-		{Seq: 1, Event: "auth_refused", Time: at, LatencyMS: 1e21, Detail: "GET /metrics from 127.0.0.1:1 with no API key"},
+			Outcome: OutcomeOK, LatencyMS: 0.001, Detail: "x", Prev: "abc", Hints: &Hints{ReadOnly: true, OpenWorld: true}}},
+		{"shadow", &AuditRecord{Seq: 2, Event: "shadow_differs", Time: at, Tool: "t", Rule: "r", Mode: "token", ShadowRule: "s", ShadowMode: "deny", Hints: &Hints{}}},
+		{"event", &AuditRecord{Seq: 1, Event: "auth_refused", Time: at, LatencyMS: 1e21, Detail: "GET /metrics from 127.0.0.1:1 with no API key"}},
+		{"every field", everyField(t, at)},
 	}
-	for i, r := range records {
-		direct, ok := r.fields()
-		if !ok {
-			t.Fatalf("record %d: not built directly", i)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			direct, _, err := tt.rec.appendCanonical(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := tt.rec.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var viaJSON map[string]any
+			if err := json.Unmarshal(b, &viaJSON); err != nil {
+				t.Fatal(err)
+			}
+			delete(viaJSON, "hash")
+			if c, err := seal.Canonical(viaJSON); err != nil || string(direct) != string(c) {
+				t.Errorf("\ndirect %s\n  json %s %v", direct, c, err)
+			}
+		})
+	}
+	// A value encoding/json would not decode to is hashed as it reads back.
+	asInt, _, err1 := (&AuditRecord{Args: map[string]any{"n": 1}}).appendCanonical(nil)
+	asFloat, _, err2 := (&AuditRecord{Args: map[string]any{"n": 1.0}}).appendCanonical(nil)
+	if err1 != nil || err2 != nil || string(asInt) != string(asFloat) {
+		t.Errorf("an int argument: %s %v; as decoded JSON: %s %v", asInt, err1, asFloat, err2)
+	}
+}
+
+// everyField returns a record with every field that encodes set to a
+// value that is not empty.
+func everyField(t *testing.T, at time.Time) *AuditRecord {
+	r := &AuditRecord{}
+	v := reflect.ValueOf(r).Elem()
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		if sf.Tag.Get("json") == "-" {
+			continue
 		}
-		b, err := r.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var viaJSON map[string]any
-		if err := json.Unmarshal(b, &viaJSON); err != nil {
-			t.Fatal(err)
-		}
-		c1, err1 := seal.Canonical(direct)
-		c2, err2 := seal.Canonical(viaJSON)
-		if err1 != nil || err2 != nil || string(c1) != string(c2) {
-			t.Errorf("record %d:\ndirect %s %v\n  json %s %v", i, c1, err1, c2, err2)
+		switch {
+		case f.Type() == reflect.TypeFor[time.Time]():
+			f.Set(reflect.ValueOf(at))
+		case f.Kind() == reflect.String:
+			f.SetString(sf.Name)
+		case f.Kind() == reflect.Int64:
+			f.SetInt(7)
+		case f.Kind() == reflect.Float64:
+			f.SetFloat(0.5)
+		case f.Kind() == reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case f.Kind() == reflect.Map:
+			m := reflect.MakeMap(f.Type())
+			m.SetMapIndex(reflect.ValueOf("k"), reflect.Zero(f.Type().Elem()))
+			f.Set(m)
+		case f.Kind() == reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		default:
+			t.Fatalf("AuditRecord.%s: give everyField a value of %s", sf.Name, f.Type())
 		}
 	}
-	// A value encoding/json would not decode to takes the slow road.
-	if _, ok := (&AuditRecord{Args: map[string]any{"n": 1}}).fields(); ok {
-		t.Error("an int argument was taken as decoded JSON")
-	}
+	return r
 }
 
 // linkCase is a record linked after prev as record seq, and the bytes
@@ -366,6 +409,9 @@ func TestLinkKeepsItsBytes(t *testing.T) {
 			}
 			if string(got) != tt.want {
 				t.Errorf("stored\n got %s\nwant %s", got, tt.want)
+			}
+			if ref, _, err := linkTwoPass(tt.rec, tt.seq, tt.prev); err != nil || string(ref) != tt.want {
+				t.Errorf("the reference for FuzzLink stores\n%s %v", ref, err)
 			}
 			var want struct {
 				Hash string `json:"hash"`
