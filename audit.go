@@ -8,7 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -122,126 +123,164 @@ const genesis = ""
 // before it, or "" for the first) and returns the record as a store keeps
 // it: its canonical form, hash included. The hash is computed over the
 // same canonical form without the hash, as [AuditRecord.ComputeHash]
-// recomputes it from the stored bytes.
+// recomputes it from the stored bytes. The record is encoded once: the
+// hash member is inserted where it sorts into the form that was hashed.
 func (r *AuditRecord) Link(seq int64, prev string) ([]byte, error) {
 	r.Seq, r.Prev, r.Hash, r.Raw = seq, prev, "", nil
-	v, err := r.object()
+	b, at, err := r.appendCanonical(append(make([]byte, 0, 1024), hashPrefix...))
 	if err != nil {
 		return nil, err
 	}
-	delete(v, "hash")
-	canon, err := seal.Canonical(v)
-	if err != nil {
-		return nil, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
-	}
-	r.Hash = hashOf(canon)
-	v["hash"] = r.Hash
-	stored, err := seal.Canonical(v)
-	if err != nil {
-		return nil, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
-	}
-	return stored, nil
+	h := chainHash(b)
+	r.Hash = string(h[:])
+	var m [len(`,"hash":""`) + len(h)]byte
+	member := append(append(append(m[:0], `,"hash":"`...), h[:]...), '"')
+	return slices.Insert(b[len(hashPrefix):], at-len(hashPrefix), member...), nil
 }
 
-// object returns r as the JSON object it encodes to, decoded.
-func (r *AuditRecord) object() (map[string]any, error) {
-	if r.Raw == nil {
-		if v, ok := r.fields(); ok {
-			return v, nil
-		}
-	}
-	b := r.Raw
-	if b == nil {
-		c := *r
-		c.Time = c.Time.UTC()
-		var err error
-		if b, err = json.Marshal(&c); err != nil {
-			return nil, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
-		}
-	}
-	var v map[string]any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
-	}
-	return v, nil
+// hashPrefix starts what a record's hash covers, so that it is the hash of
+// nothing but an audit record.
+const hashPrefix = "interlock audit v1\n"
+
+// chainHash returns the hex SHA-256 of b, a canonical record after
+// hashPrefix.
+func chainHash(b []byte) [2 * sha256.Size]byte {
+	sum := sha256.Sum256(b)
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return h
 }
 
-// fields returns the object r's JSON decodes to, built without encoding:
-// the same members (omitempty ones only when set) and the same value types
-// encoding/json would decode. ok is false when a value is not one of those
-// types; the caller then takes the slow road through JSON.
-func (r *AuditRecord) fields() (v map[string]any, ok bool) {
-	v = map[string]any{
-		"seq": float64(r.Seq), "time": r.Time.UTC().Format(time.RFC3339Nano), "event": r.Event,
-		"prev": r.Prev, "hash": r.Hash,
+// appendCanonical appends r's canonical form without its "hash" member to
+// b, and returns the offset in b at which that member belongs.
+func (r *AuditRecord) appendCanonical(b []byte) ([]byte, int, error) {
+	out, at, err := r.appendMembers(b)
+	if err == nil {
+		return out, at, nil
 	}
-	for _, f := range [...]struct{ k, s string }{{"tenant", r.Tenant}, {"principal", r.Principal}, {"client", r.Client},
-		{"session", r.Session}, {"tool", r.Tool}, {"upstream", r.Upstream}, {"rule", r.Rule}, {"mode", r.Mode},
-		{"args_digest", r.ArgsDigest}, {"summary", r.Summary}, {"decision", r.Decision}, {"confirmed_by", r.ConfirmedBy},
-		{"grant", r.Grant}, {"outcome", r.Outcome}, {"detail", r.Detail}, {"shadow_rule", r.ShadowRule}, {"shadow_mode", r.ShadowMode}} {
-		if f.s != "" {
-			v[f.k] = f.s
+	// A value of a type encoding/json does not decode into an any (an int,
+	// a struct) is hashed as the record's JSON reads back.
+	js, err := r.Encode()
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
+	}
+	var decoded AuditRecord
+	if err := json.Unmarshal(js, &decoded); err != nil {
+		return nil, 0, fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
+	}
+	if out, at, err = decoded.appendMembers(b); err != nil {
+		return nil, 0, fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
+	}
+	return out, at, nil
+}
+
+// appendMembers writes r's canonical form without "hash" straight from its
+// fields, in the order of their keys: the members encoding/json writes
+// (omitempty ones only when set), holding what it would decode them to
+// (numbers as float64), so no object is built. It fails on a value of Args
+// or Replaced that is not a decoded JSON value, or a number with no JSON
+// form.
+func (r *AuditRecord) appendMembers(b []byte) ([]byte, int, error) {
+	m := members{b: append(b, '{')}
+	var err error
+	if len(r.Approvers) > 0 {
+		m.key("approvers")
+		m.b = append(m.b, '[')
+		for i, a := range r.Approvers {
+			if i > 0 {
+				m.b = append(m.b, ',')
+			}
+			m.b = seal.AppendString(m.b, a)
 		}
+		m.b = append(m.b, ']')
 	}
 	if len(r.Args) > 0 {
-		if !jsonNative(r.Args) {
-			return nil, false
+		m.key("args")
+		if m.b, err = seal.AppendValue(m.b, r.Args); err != nil {
+			return nil, 0, err
 		}
-		v["args"] = r.Args
 	}
-	if len(r.Replaced) > 0 {
-		if !jsonNative(r.Replaced) {
-			return nil, false
-		}
-		v["replaced"] = r.Replaced
-	}
-	if len(r.Approvers) > 0 {
-		list := make([]any, len(r.Approvers))
-		for i, a := range r.Approvers {
-			list[i] = a
-		}
-		v["approvers"] = list
+	m.strs([]strMember{{"args_digest", r.ArgsDigest}, {"client", r.Client}, {"confirmed_by", r.ConfirmedBy},
+		{"decision", r.Decision}, {"detail", r.Detail}})
+	m.key("event")
+	m.b = seal.AppendString(m.b, r.Event)
+	m.str("grant", r.Grant)
+	// "hash" sorts here, after "event" and before "prev", which every
+	// record has: its member goes in as `,"hash":"…"`.
+	at := len(m.b)
+	if h := r.Hints; h != nil {
+		m.key("hints")
+		o := members{b: append(m.b, '{')}
+		o.boolean("destructive", h.Destructive)
+		o.boolean("idempotent", h.Idempotent)
+		o.boolean("openWorld", h.OpenWorld)
+		o.boolean("readOnly", h.ReadOnly)
+		m.b = append(o.b, '}')
 	}
 	if r.LatencyMS != 0 {
-		v["latency_ms"] = r.LatencyMS
+		m.key("latency_ms")
+		if m.b, err = seal.AppendNumber(m.b, r.LatencyMS); err != nil {
+			return nil, 0, err
+		}
 	}
-	if h := r.Hints; h != nil {
-		v["hints"] = map[string]any{"readOnly": h.ReadOnly, "destructive": h.Destructive, "idempotent": h.Idempotent, "openWorld": h.OpenWorld}
+	m.strs([]strMember{{"mode", r.Mode}, {"outcome", r.Outcome}})
+	m.key("prev")
+	m.b = seal.AppendString(m.b, r.Prev)
+	m.str("principal", r.Principal)
+	if len(r.Replaced) > 0 {
+		m.key("replaced")
+		if m.b, err = seal.AppendValue(m.b, r.Replaced); err != nil {
+			return nil, 0, err
+		}
 	}
-	return v, true
+	m.str("rule", r.Rule)
+	m.key("seq")
+	m.b, _ = seal.AppendNumber(m.b, float64(r.Seq)) // a finite number always encodes
+	m.strs([]strMember{{"session", r.Session}, {"shadow_mode", r.ShadowMode}, {"shadow_rule", r.ShadowRule},
+		{"summary", r.Summary}, {"tenant", r.Tenant}})
+	m.key("time")
+	// A time in RFC 3339 holds no character encoding/json escapes.
+	m.b = append(r.Time.UTC().AppendFormat(append(m.b, '"'), time.RFC3339Nano), '"')
+	m.strs([]strMember{{"tool", r.Tool}, {"upstream", r.Upstream}})
+	return append(m.b, '}'), at, nil
 }
 
-// jsonNative reports whether v holds only the types encoding/json decodes
-// into an any, with finite numbers.
-func jsonNative(v any) bool {
-	switch v := v.(type) {
-	case nil, bool, string:
-		return true
-	case float64:
-		return !math.IsNaN(v) && !math.IsInf(v, 0)
-	case []any:
-		for _, e := range v {
-			if !jsonNative(e) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		for _, e := range v {
-			if !jsonNative(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+// members writes the members of a JSON object after its "{".
+type members struct {
+	b []byte
+	n int
 }
 
-func hashOf(canon []byte) string {
-	h := sha256.New()
-	h.Write([]byte("interlock audit v1\n"))
-	h.Write(canon)
-	return hex.EncodeToString(h.Sum(nil))
+func (m *members) key(k string) {
+	if m.n > 0 {
+		m.b = append(m.b, ',')
+	}
+	m.n++
+	m.b = seal.AppendString(m.b, k)
+	m.b = append(m.b, ':')
+}
+
+// str writes a string member that is left out when empty.
+func (m *members) str(k, v string) {
+	if v != "" {
+		m.key(k)
+		m.b = seal.AppendString(m.b, v)
+	}
+}
+
+// strMember is a string member's key and value.
+type strMember struct{ k, v string }
+
+// strs writes string members in order, each left out when empty.
+func (m *members) strs(fs []strMember) {
+	for _, f := range fs {
+		m.str(f.k, f.v)
+	}
+}
+
+func (m *members) boolean(k string, v bool) {
+	m.key(k)
+	m.b = strconv.AppendBool(m.b, v)
 }
 
 // ComputeHash returns the hex SHA-256 of the record's canonical encoding:
@@ -251,16 +290,25 @@ func hashOf(canon []byte) string {
 // "interlock audit v1\n". Times are RFC 3339 in UTC with nanoseconds. A
 // record read back from a store is hashed over its stored bytes (Raw).
 func (r *AuditRecord) ComputeHash() (string, error) {
-	v, err := r.object()
-	if err != nil {
-		return "", err
+	if r.Raw == nil {
+		b, _, err := r.appendCanonical([]byte(hashPrefix))
+		if err != nil {
+			return "", err
+		}
+		h := chainHash(b)
+		return string(h[:]), nil
+	}
+	var v map[string]any
+	if err := json.Unmarshal(r.Raw, &v); err != nil {
+		return "", fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
 	}
 	delete(v, "hash")
 	canon, err := seal.Canonical(v)
 	if err != nil {
 		return "", fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
 	}
-	return hashOf(canon), nil
+	h := chainHash(append([]byte(hashPrefix), canon...))
+	return string(h[:]), nil
 }
 
 // Encode returns the record's JSON, time in UTC, as `audit tail --json`

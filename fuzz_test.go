@@ -1,10 +1,15 @@
 package interlock
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -72,4 +77,142 @@ func FuzzDecodeJSON(f *testing.F) {
 			t.Fatalf("%q reads as %#v, encoding/json %#v", raw, ours, theirs)
 		}
 	})
+}
+
+// FuzzLink: Link stores every record exactly as the two-pass Link did
+// (linkTwoPass), so logs written before it verify and go on, and the hash
+// it sets is the one ComputeHash finds.
+func FuzzLink(f *testing.F) {
+	f.Add(int64(1), "", "call", "refund_invoice", []byte(`{"invoice_id":"inv_1","amount":12.5}`), 0.42, int64(1_790_000_000_123_456_789), uint8(1))
+	f.Add(int64(1_000_000), "3f1c", "naïve <&> \u2028", "a\"b\\c\n", []byte(`{"a":{"z":[1e21,null,{"__m":true}],"B":-0.0}}`), 1e-7, int64(-1), uint8(0xff))
+	f.Add(int64(-3), "\xff", "\xc3", "x,y", []byte(`{"\u00e9":"\ud83d\ude00"}`), 0.0, int64(0), uint8(0x2a))
+	f.Fuzz(func(t *testing.T, seq int64, prev, s1, s2 string, args []byte, latency float64, nanos int64, flags uint8) {
+		r := &AuditRecord{Time: time.Unix(0, nanos), Event: s1, Client: s1, Detail: s2, Tool: s2, Summary: s1, LatencyMS: latency}
+		if flags&1 != 0 {
+			r.Hints = &Hints{ReadOnly: flags&2 != 0, Destructive: flags&4 != 0}
+		}
+		if flags&8 != 0 {
+			r.Approvers = strings.Split(s2, ",")
+		}
+		if flags&16 != 0 {
+			r.Time = r.Time.In(time.FixedZone("", (int(flags)-128)*900))
+		}
+		var a map[string]any
+		if json.Unmarshal(args, &a) == nil {
+			r.Args = a
+			if flags&32 != 0 {
+				r.Replaced = map[string]any{"v": a}
+			}
+			if flags&64 != 0 { // a value encoding/json must decode first
+				r.Args = map[string]any{"n": len(s2), "a": a}
+			}
+		}
+		want, hash, wantErr := linkTwoPass(r, seq, prev)
+		got, err := r.Link(seq, prev)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("Link: %v; two passes: %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if string(got) != string(want) || r.Hash != hash {
+			t.Fatalf("Link stores\n%s\nhash %s; two passes\n%s\nhash %s", got, r.Hash, want, hash)
+		}
+		if h, err := r.ComputeHash(); err != nil || h != r.Hash {
+			t.Fatalf("ComputeHash = %s, %v; Link set %s", h, err, r.Hash)
+		}
+	})
+}
+
+// linkTwoPass is Link as it was first written, the reference Link must
+// match byte for byte: it builds the JSON object of the record linked
+// after prev, encodes it canonically without "hash", hashes that, and
+// encodes it again with the hash.
+func linkTwoPass(r *AuditRecord, seq int64, prev string) (stored []byte, hash string, err error) {
+	c := *r
+	c.Seq, c.Prev, c.Hash, c.Raw = seq, prev, "", nil
+	v, ok := twoPassFields(&c)
+	if !ok {
+		b, err := c.Encode()
+		if err != nil {
+			return nil, "", err
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, "", err
+		}
+	}
+	delete(v, "hash")
+	canon, err := seal.Canonical(v)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(append([]byte("interlock audit v1\n"), canon...))
+	v["hash"] = hex.EncodeToString(sum[:])
+	stored, err = seal.Canonical(v)
+	return stored, v["hash"].(string), err
+}
+
+// twoPassFields is the object the two-pass Link built for r without
+// encoding it; ok is false when a value of Args or Replaced is not a
+// decoded JSON value, and the record's JSON was decoded instead.
+func twoPassFields(r *AuditRecord) (v map[string]any, ok bool) {
+	v = map[string]any{
+		"seq": float64(r.Seq), "time": r.Time.UTC().Format(time.RFC3339Nano), "event": r.Event,
+		"prev": r.Prev, "hash": r.Hash,
+	}
+	for _, f := range [...]struct{ k, s string }{{"tenant", r.Tenant}, {"principal", r.Principal}, {"client", r.Client},
+		{"session", r.Session}, {"tool", r.Tool}, {"upstream", r.Upstream}, {"rule", r.Rule}, {"mode", r.Mode},
+		{"args_digest", r.ArgsDigest}, {"summary", r.Summary}, {"decision", r.Decision}, {"confirmed_by", r.ConfirmedBy},
+		{"grant", r.Grant}, {"outcome", r.Outcome}, {"detail", r.Detail}, {"shadow_rule", r.ShadowRule}, {"shadow_mode", r.ShadowMode}} {
+		if f.s != "" {
+			v[f.k] = f.s
+		}
+	}
+	if len(r.Args) > 0 {
+		if !decodedJSON(r.Args) {
+			return nil, false
+		}
+		v["args"] = r.Args
+	}
+	if len(r.Replaced) > 0 {
+		if !decodedJSON(r.Replaced) {
+			return nil, false
+		}
+		v["replaced"] = r.Replaced
+	}
+	if len(r.Approvers) > 0 {
+		list := make([]any, len(r.Approvers))
+		for i, a := range r.Approvers {
+			list[i] = a
+		}
+		v["approvers"] = list
+	}
+	if r.LatencyMS != 0 {
+		v["latency_ms"] = r.LatencyMS
+	}
+	if h := r.Hints; h != nil {
+		v["hints"] = map[string]any{"readOnly": h.ReadOnly, "destructive": h.Destructive, "idempotent": h.Idempotent, "openWorld": h.OpenWorld}
+	}
+	return v, true
+}
+
+// decodedJSON reports whether v holds only the types encoding/json decodes
+// into an any, with finite numbers.
+func decodedJSON(v any) bool {
+	switch v := v.(type) {
+	case nil, bool, string:
+		return true
+	case float64:
+		return !math.IsNaN(v) && !math.IsInf(v, 0)
+	case []any:
+		return !slices.ContainsFunc(v, func(e any) bool { return !decodedJSON(e) })
+	case map[string]any:
+		for _, e := range v {
+			if !decodedJSON(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

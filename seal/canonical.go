@@ -1,7 +1,6 @@
 package seal
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -31,25 +30,24 @@ const MetaPrefix = "__"
 // ever hashed, never parsed back. Its cost is linear in the size of the
 // value.
 func Canonical(args map[string]any) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	b := []byte{'{'}
 	first := true
 	for _, k := range sortedKeys(args) {
 		if strings.HasPrefix(k, MetaPrefix) {
 			continue
 		}
 		if !first {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		first = false
-		writeString(&b, k)
-		b.WriteByte(':')
-		if err := writeCanonical(&b, args[k]); err != nil {
+		b = AppendString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = AppendValue(b, args[k]); err != nil {
 			return nil, err
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(b, '}'), nil
 }
 
 // Digest returns the SHA-256 of the canonical arguments.
@@ -64,11 +62,11 @@ func Digest(args map[string]any) ([32]byte, error) {
 // DigestValue returns the SHA-256 of the canonical form of any decoded JSON
 // value, such as a tool's definition; unlike [Digest] it keeps every key.
 func DigestValue(v any) ([32]byte, error) {
-	var b bytes.Buffer
-	if err := writeCanonical(&b, v); err != nil {
+	b, err := AppendValue(nil, v)
+	if err != nil {
 		return [32]byte{}, err
 	}
-	return sha256.Sum256(b.Bytes()), nil
+	return sha256.Sum256(b), nil
 }
 
 func sortedKeys(m map[string]any) []string {
@@ -80,17 +78,19 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-func writeString(b *bytes.Buffer, s string) {
+// AppendString appends s to b as encoding/json writes it, quoted, the form
+// [Canonical] gives strings; it lets a caller that writes a canonical object
+// member by member, such as an audit record, write no string differently.
+func AppendString(b []byte, s string) []byte {
 	if plain(s) {
 		// What encoding/json writes for such a string, without its
 		// reflection and allocation: most keys and values are plain.
-		b.WriteByte('"')
-		b.WriteString(s)
-		b.WriteByte('"')
-		return
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
 	}
 	e, _ := json.Marshal(s) // a string always encodes
-	b.Write(e)
+	return append(b, e...)
 }
 
 // plain reports whether encoding/json writes s between quotes as it is:
@@ -106,45 +106,56 @@ func plain(s string) bool {
 	return true
 }
 
-func writeCanonical(b *bytes.Buffer, v any) error {
+// AppendNumber appends the canonical form of a number to b: the shortest
+// that reads back as the same float64. It takes a float64, not an any, so
+// that a caller's number is not boxed.
+func AppendNumber(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("seal: number %v has no JSON form", f)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64), nil
+}
+
+// AppendValue appends the canonical form of a decoded JSON value to b: the
+// form [DigestValue] digests, every key kept.
+func AppendValue(b []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case nil:
-		b.WriteString("null")
+		b = append(b, "null"...)
 	case bool:
-		b.WriteString(strconv.FormatBool(v))
+		b = strconv.AppendBool(b, v)
 	case string:
-		writeString(b, v)
+		b = AppendString(b, v)
 	case float64:
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("seal: number %v has no JSON form", v)
-		}
-		b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+		return AppendNumber(b, v)
 	case []any:
-		b.WriteByte('[')
+		b = append(b, '[')
 		for i, e := range v {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			if err := writeCanonical(b, e); err != nil {
-				return err
+			var err error
+			if b, err = AppendValue(b, e); err != nil {
+				return nil, err
 			}
 		}
-		b.WriteByte(']')
+		b = append(b, ']')
 	case map[string]any:
-		b.WriteByte('{')
+		b = append(b, '{')
 		for i, k := range sortedKeys(v) {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			writeString(b, k)
-			b.WriteByte(':')
-			if err := writeCanonical(b, v[k]); err != nil {
-				return err
+			b = AppendString(b, k)
+			b = append(b, ':')
+			var err error
+			if b, err = AppendValue(b, v[k]); err != nil {
+				return nil, err
 			}
 		}
-		b.WriteByte('}')
+		b = append(b, '}')
 	default:
-		return fmt.Errorf("seal: unexpected JSON value %T", v)
+		return nil, fmt.Errorf("seal: unexpected JSON value %T", v)
 	}
-	return nil
+	return b, nil
 }
