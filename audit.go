@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -327,11 +328,40 @@ var ErrUnreadableRecord = errors.New("audit: stored record is not a record")
 // for verification.
 func DecodeAuditRecord(b []byte) (*AuditRecord, error) {
 	r := &AuditRecord{}
-	if err := json.Unmarshal(b, r); err != nil {
+	// The canonical form writes numbers as their shortest spelling, so
+	// record 1,000,000 is stored as "seq":1e+06, which encoding/json will
+	// not read into an int64: seq is read as a number and checked.
+	type fields AuditRecord
+	aux := struct {
+		*fields
+		Seq json.RawMessage `json:"seq"`
+	}{fields: (*fields)(r)}
+	if err := json.Unmarshal(b, &aux); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadableRecord, err)
 	}
+	seq, err := seqOf(aux.Seq)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadableRecord, err)
+	}
+	r.Seq = seq
 	r.Raw = append(json.RawMessage(nil), b...)
 	return r, nil
+}
+
+// seqOf reads a stored sequence number: a whole number, not negative, in
+// either spelling the canonical form may give it.
+func seqOf(raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil && i >= 0 {
+		return i, nil
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || f != math.Trunc(f) || f < 0 || f > 1<<53 {
+		return 0, fmt.Errorf("seq %s is not a sequence number", raw)
+	}
+	return int64(f), nil
 }
 
 // ChainError names the first record at which an audit chain breaks.

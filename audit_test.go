@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -421,6 +422,35 @@ func TestLinkKeepsItsBytes(t *testing.T) {
 			}
 			if r := tt.rec; r.Hash != want.Hash || r.Seq != tt.seq || r.Prev != tt.prev || r.Raw != nil {
 				t.Errorf("linked as %d %q after %q, raw %q; want %d %q after %q", r.Seq, r.Hash, r.Prev, r.Raw, tt.seq, want.Hash, tt.prev)
+			}
+		})
+	}
+}
+
+// TestLargeSequenceNumbersReadBack: the canonical form spells record
+// 1,000,000 "1e+06"; such a record reads back with its number and its
+// hash, and a seq that is no sequence number is refused as edited.
+func TestLargeSequenceNumbersReadBack(t *testing.T) {
+	for _, seq := range []int64{999_999, 1_000_000, 1_000_001, 123_456_789, 1 << 40} {
+		t.Run(strconv.FormatInt(seq, 10), func(t *testing.T) {
+			stored, err := (&AuditRecord{Event: "call", Tool: "t"}).Link(seq, "prev")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := DecodeAuditRecord(stored)
+			if err != nil {
+				t.Fatalf("%s: %v", stored, err)
+			}
+			h, err := r.ComputeHash()
+			if r.Seq != seq || err != nil || h != r.Hash {
+				t.Errorf("read back seq %d, hash %s (%v), want %d, %s", r.Seq, h, err, seq, r.Hash)
+			}
+		})
+	}
+	for _, bad := range []string{`1.5`, `-1`, `1e300`, `"7"`} {
+		t.Run("seq "+bad, func(t *testing.T) {
+			if _, err := DecodeAuditRecord([]byte(`{"event":"call","seq":` + bad + `}`)); !errors.Is(err, ErrUnreadableRecord) {
+				t.Errorf("err = %v, want ErrUnreadableRecord", err)
 			}
 		})
 	}
