@@ -169,7 +169,7 @@ func (l *lane) register(id, owner string) {
 	if ss == nil {
 		return
 	}
-	s := &laneSession{ss: ss, owner: owner, idle: l.timeout, calls: map[string]context.CancelFunc{}, waiters: map[string]chan rpcAnswer{}}
+	s := l.session(ss, owner)
 	if l.timeout > 0 {
 		s.timer = time.AfterFunc(l.timeout, func() { _ = ss.Close() })
 	}
@@ -195,6 +195,11 @@ func (l *lane) register(id, owner string) {
 		}
 		s.mu.Unlock()
 	}()
+}
+
+// session makes the lane's record of ss.
+func (l *lane) session(ss *mcp.ServerSession, owner string) *laneSession {
+	return &laneSession{ss: ss, owner: owner, idle: l.timeout, calls: map[string]context.CancelFunc{}, waiters: map[string]chan rpcAnswer{}}
 }
 
 // namingWriter calls named with the session id the SDK's answer carries,
@@ -266,51 +271,86 @@ type callParams struct {
 func (l *lane) serve(w http.ResponseWriter, r *http.Request, s *laneSession, m rpcMessage) bool {
 	ip := s.ss.InitializeParams()
 	switch {
-	case len(m.ID) == 0, ip == nil, ip.ProtocolVersion >= protocolNew,
-		r.Header.Get(protocolVersionHeader) != ip.ProtocolVersion,
+	case ip == nil, r.Header.Get(protocolVersionHeader) != ip.ProtocolVersion,
 		len(r.Header.Values("Last-Event-ID")) > 0,
 		!jsonContent(r), !acceptsBoth(r), rebinding(r):
 		return false
 	}
-	var p callParams
-	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.InputResponses) > 0 || p.RequestState != "" {
+	p, ok := l.takes(s, m)
+	if !ok {
 		return false
+	}
+	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
+	return l.run(r.Context(), s, m, p, extra, &httpOut{w: w})
+}
+
+// takes reads a tools/call the lane may serve for s: a call of a mirrored
+// tool by a client of an earlier protocol, with no progress token and no
+// answers to input requests.
+func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
+	var p callParams
+	ip := s.ss.InitializeParams()
+	if len(m.ID) == 0 || ip == nil || ip.ProtocolVersion >= protocolNew {
+		return p, false
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.InputResponses) > 0 || p.RequestState != "" {
+		return p, false
 	}
 	if _, ok := p.Meta["progressToken"]; ok {
-		return false
+		return p, false
 	}
 	if _, ok := p.Meta[mcp.MetaKeyProtocolVersion]; ok {
+		return p, false
+	}
+	return p, l.g.toolHandler(p.Name) != nil
+}
+
+// run serves a call the lane takes, and writes its answer to out; false
+// when another call of the session in flight has the same id, which the
+// SDK then refuses.
+func (l *lane) run(ctx context.Context, s *laneSession, m rpcMessage, p callParams, extra *mcp.RequestExtra, out laneOut) bool {
+	ctx, leave, ok := s.enter(ctx, m.ID)
+	if !ok {
 		return false
 	}
-	if l.g.toolHandler(p.Name) == nil {
-		return false
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	key := string(m.ID)
+	defer leave()
+	l.call(ctx, s, m, p, extra, out)
+	return true
+}
+
+// enter records a call of the session in flight, so that the client can
+// cancel it; false when one with the same id is.
+func (s *laneSession) enter(ctx context.Context, id json.RawMessage) (context.Context, func(), bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	key := string(id)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, dup := s.calls[key]; dup {
-		s.mu.Unlock()
-		return false
+		cancel()
+		return nil, nil, false
 	}
 	s.calls[key] = cancel
-	s.mu.Unlock()
-	defer func() {
+	return ctx, func() {
+		cancel()
 		s.mu.Lock()
 		delete(s.calls, key)
 		s.mu.Unlock()
-	}()
-	st := &laneStream{w: w, s: s}
+	}, true
+}
+
+// call runs the call through the gateway's middleware and tool handler,
+// and writes its answer.
+func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callParams, extra *mcp.RequestExtra, out laneOut) {
+	st := &laneStream{s: s, out: out}
 	ctx = context.WithValue(ctx, laneKey{}, st)
 	ctx = interlock.WithAsk(ctx, st.elicit)
 	req := &mcp.CallToolRequest{
 		Session: s.ss,
 		Params:  &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments, Meta: p.Meta},
-		Extra:   &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
+		Extra:   extra,
 	}
 	res, err := l.chain(ctx, "tools/call", req)
 	st.answer(m.ID, res, err)
-	return true
 }
 
 // rebinding reports whether r reached a loopback listener by a name that
@@ -406,40 +446,67 @@ func laneStreamOf(ctx context.Context) *laneStream {
 	return st
 }
 
-// laneStream is the response to one lane call: plain JSON, or an event
-// stream once something must reach the client before the answer.
+// laneStream carries one lane call's messages to its client.
 type laneStream struct {
-	w http.ResponseWriter
-	s *laneSession
+	s   *laneSession
+	out laneOut
 
-	mu        sync.Mutex
-	streaming bool
-	done      bool
+	mu   sync.Mutex
+	done bool
+}
+
+// laneOut is where a lane call's messages go: its HTTP response, or the
+// stdio stream the session shares.
+type laneOut interface {
+	// ahead writes a message that must reach the client before the answer.
+	ahead(msg []byte) error
+	// last writes the answer.
+	last(msg []byte)
 }
 
 // questionSeq numbers the questions the lane asks clients; its ids cannot
 // be mistaken for the SDK's, which are numbers.
 var questionSeq atomic.Uint64
 
-// send writes one message ahead of the answer, turning the response into
-// an event stream.
+// send writes one message ahead of the answer.
 func (st *laneStream) send(msg []byte) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done {
 		return fmt.Errorf("the call has been answered")
 	}
-	if !st.streaming {
-		h := st.w.Header()
+	return st.out.ahead(msg)
+}
+
+// httpOut is a lane call's HTTP response: plain JSON, or an event stream
+// once something must reach the client before the answer.
+type httpOut struct {
+	w         http.ResponseWriter
+	streaming bool
+}
+
+func (o *httpOut) ahead(msg []byte) error {
+	if !o.streaming {
+		h := o.w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
-		st.w.WriteHeader(http.StatusOK)
-		st.streaming = true
+		o.w.WriteHeader(http.StatusOK)
+		o.streaming = true
 	}
-	if err := writeSSE(st.w, msg); err != nil {
+	if err := writeSSE(o.w, msg); err != nil {
 		return err
 	}
-	return http.NewResponseController(st.w).Flush()
+	return http.NewResponseController(o.w).Flush()
+}
+
+func (o *httpOut) last(msg []byte) {
+	if o.streaming {
+		_ = writeSSE(o.w, msg)
+		return
+	}
+	o.w.Header().Set("Content-Type", "application/json")
+	o.w.WriteHeader(http.StatusOK)
+	_, _ = o.w.Write(msg)
 }
 
 // writeSSE writes msg as one event of an MCP event stream.
@@ -537,11 +604,5 @@ func (st *laneStream) answer(id json.RawMessage, res mcp.Result, err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.done = true
-	if st.streaming {
-		_ = writeSSE(st.w, b)
-		return
-	}
-	st.w.Header().Set("Content-Type", "application/json")
-	st.w.WriteHeader(http.StatusOK)
-	_, _ = st.w.Write(b)
+	st.out.last(b)
 }

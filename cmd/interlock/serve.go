@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -292,7 +291,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	printBanner(stderr, where, consoleAt, dataDir, store, auditWhere, f, gw)
 
 	if *stdio {
-		err := gw.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		err := gw.ServeStdio(ctx, stdin, stdout)
 		if ctx.Err() != nil {
 			return nil
 		}
