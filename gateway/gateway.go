@@ -13,6 +13,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,9 +90,11 @@ type Gateway struct {
 	metrics   *metrics.Metrics
 	console   *console.Console
 	authn     *authenticator
-	// stop ends the gateway's background work: the loops that reconnect
-	// upstreams.
+	// stop ends the gateway's background work, which runs under life: the
+	// loops that reconnect upstreams.
+	life     context.Context
 	stop     context.CancelFunc
+	impl     *mcp.Implementation // what the gateway says of itself
 	probes   []Probe
 	inFlight inFlight
 
@@ -161,7 +164,8 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.console = g.newConsole(opts.Audit, opts.PublicURL)
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "interlock", Version: opts.Version}, &mcp.ServerOptions{
+	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
+	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
 		// The SDK reports every session at info level; the gateway's own
@@ -177,7 +181,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(g.verbatimResults)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	life, stop := context.WithCancel(context.Background())
-	g.stop = stop
+	g.life, g.stop = life, stop
 	for _, cfg := range f.Upstreams {
 		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks, life: life}
 		u.onEvent = func(name, detail string) {
@@ -198,12 +202,24 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
+// mirrored is a mirrored tool as the lane serves it.
+type mirrored struct {
+	handler mcp.ToolHandler
+	// headerBound says the tool's schema binds arguments to HTTP headers,
+	// which the SDK checks for clients of 2026-07-28.
+	headerBound bool
+}
+
 // toolHandler returns the handler of the mirrored tool name, as the
 // server runs it; nil when there is none.
 func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
-	h, _ := g.handlers.Load(name)
-	th, _ := h.(mcp.ToolHandler)
-	return th
+	return g.mirroredTool(name).handler
+}
+
+func (g *Gateway) mirroredTool(name string) mirrored {
+	m, _ := g.handlers.Load(name)
+	t, _ := m.(mirrored)
+	return t
 }
 
 // guardConfig is an upstream's resilience configuration.
@@ -406,7 +422,8 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 		}), nil
 	}
 	g.server.AddTool(adv, handler)
-	g.handlers.Store(name, mcp.ToolHandler(handler))
+	schema, _ := json.Marshal(adv.InputSchema)
+	g.handlers.Store(name, mirrored{handler: handler, headerBound: bytes.Contains(schema, []byte(`"x-mcp-header"`))})
 	return nil
 }
 

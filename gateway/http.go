@@ -75,7 +75,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 			},
 		)
 	}
-	mcpHandler := streamable(true)
+	mcpHandler := g.newLane(0).wrapStateless(streamable(true))
 	if !stateless {
 		sessions := g.newLane(g.config().HTTP.SessionIdleTimeout).wrap(
 			newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server).wrap(streamable(false)))

@@ -44,6 +44,14 @@ import (
 // the session's idle timeout itself, with the SDK's rule: a session
 // expires after the timeout with no POST in progress.
 
+// laneOff sends every request to the SDK, so that tests can compare the
+// lane's answers with the SDK's; laneServed counts the calls the lane
+// answered, so that they can tell which path a call took.
+var (
+	laneOff    atomic.Bool
+	laneServed atomic.Uint64
+)
+
 // lane serves tools/call for the sessions of one HTTP handler.
 type lane struct {
 	g       *Gateway
@@ -52,6 +60,7 @@ type lane struct {
 
 	mu       sync.Mutex
 	sessions map[string]*laneSession
+	shared   *laneSession // the session of calls without one (see stateless)
 }
 
 // laneSession is one session the lane knows.
@@ -84,7 +93,7 @@ func (g *Gateway) newLane(timeout time.Duration) *lane {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", call.Params.Name)}
 		}
 		res, err := h(ctx, call)
-		if err == nil && res != nil && res.Content == nil {
+		if err == nil && res != nil && res.Content == nil && res.InputRequests == nil {
 			// As the SDK's server does: content is never null.
 			res2 := *res
 			res2.Content = []mcp.Content{}
@@ -143,6 +152,77 @@ func (l *lane) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// wrapStateless serves on the lane a tools/call of protocol 2026-07-28,
+// which needs no session, and passes everything else to next, the SDK's
+// handler without sessions.
+func (l *lane) wrapStateless(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && httpTakes(r) {
+			if msgs := requestMessages(r); len(msgs) == 1 && msgs[0].Method == "tools/call" {
+				if s := l.stateless(); s != nil {
+					if p, ok := l.takes(s, msgs[0]); ok && p.latest && standardHeaders(r, p.Name) && !l.g.mirroredTool(p.Name).headerBound {
+						extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
+						if l.run(r.Context(), s, msgs[0], p, extra, &httpOut{w: w}) {
+							return
+						}
+					}
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// standardHeaders reports whether a request of 2026-07-28 for tool carries
+// the headers that protocol requires, naming what its body does.
+func standardHeaders(r *http.Request, tool string) bool {
+	return r.Header.Get(protocolVersionHeader) == protocolNew && r.Header.Get("Mcp-Method") == "tools/call" && r.Header.Get("Mcp-Name") == tool
+}
+
+// httpTakes reports whether the headers of a POST are those the SDK
+// serves without a word.
+func httpTakes(r *http.Request) bool {
+	return len(r.Header.Values("Last-Event-ID")) == 0 && jsonContent(r) && acceptsBoth(r) && !rebinding(r)
+}
+
+// stateless returns the session the lane's calls without a session run
+// on, made on first use. Requests of 2026-07-28 carry what the gateway
+// reads of a client in their _meta; the session is there because the
+// gateway's handlers take a call's session to be where its client is, and
+// it has none of its own: no id, nothing initialized. What the server
+// sends it, such as notices of changed lists, is read and dropped.
+func (l *lane) stateless() *laneSession {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shared != nil {
+		return l.shared
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := l.g.server.Connect(l.g.life, st, nil)
+	if err != nil {
+		return nil
+	}
+	conn, err := ct.Connect(l.g.life)
+	if err != nil {
+		_ = ss.Close()
+		return nil
+	}
+	go func() {
+		for {
+			if _, err := conn.Read(l.g.life); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		<-l.g.life.Done()
+		_ = ss.Close()
+		_ = conn.Close()
+	}()
+	l.shared = l.session(ss, "")
+	return l.shared
 }
 
 // ownerOf is the owner the SDK records for a session r opens.
@@ -264,16 +344,14 @@ type callParams struct {
 	Meta           map[string]any  `json:"_meta"`
 	InputResponses json.RawMessage `json:"inputResponses"`
 	RequestState   string          `json:"requestState"`
+	// latest is set for a request of protocol 2026-07-28.
+	latest bool
 }
 
 // serve runs a tools/call on the lane; false when the lane does not take
 // it and the SDK must.
 func (l *lane) serve(w http.ResponseWriter, r *http.Request, s *laneSession, m rpcMessage) bool {
-	ip := s.ss.InitializeParams()
-	switch {
-	case ip == nil, r.Header.Get(protocolVersionHeader) != ip.ProtocolVersion,
-		len(r.Header.Values("Last-Event-ID")) > 0,
-		!jsonContent(r), !acceptsBoth(r), rebinding(r):
+	if ip := s.ss.InitializeParams(); ip == nil || r.Header.Get(protocolVersionHeader) != ip.ProtocolVersion || !httpTakes(r) {
 		return false
 	}
 	p, ok := l.takes(s, m)
@@ -285,12 +363,12 @@ func (l *lane) serve(w http.ResponseWriter, r *http.Request, s *laneSession, m r
 }
 
 // takes reads a tools/call the lane may serve for s: a call of a mirrored
-// tool by a client of an earlier protocol, with no progress token and no
-// answers to input requests.
+// tool, with no progress token and no answers to input requests, by a
+// client of an earlier protocol on an initialized session, or by a client
+// of 2026-07-28 that names itself in _meta as that protocol requires.
 func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 	var p callParams
-	ip := s.ss.InitializeParams()
-	if len(m.ID) == 0 || ip == nil || ip.ProtocolVersion >= protocolNew {
+	if len(m.ID) == 0 || laneOff.Load() {
 		return p, false
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.InputResponses) > 0 || p.RequestState != "" {
@@ -299,10 +377,43 @@ func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 	if _, ok := p.Meta["progressToken"]; ok {
 		return p, false
 	}
-	if _, ok := p.Meta[mcp.MetaKeyProtocolVersion]; ok {
+	if _, named := p.Meta[mcp.MetaKeyProtocolVersion]; named {
+		if !latestMeta(p.Meta) {
+			return p, false
+		}
+		p.latest = true
+	} else if ip := s.ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= protocolNew {
 		return p, false
 	}
 	return p, l.g.toolHandler(p.Name) != nil
+}
+
+// latestMeta reports whether a request's _meta is one the SDK accepts for
+// protocol 2026-07-28 without a word: that version, the client's
+// capabilities as an object, and its name, if given, as an
+// implementation's. Anything else the SDK judges.
+func latestMeta(meta map[string]any) bool {
+	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != protocolNew {
+		return false
+	}
+	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {
+		return false
+	}
+	if info, present := meta[mcp.MetaKeyClientInfo]; present {
+		m, ok := info.(map[string]any)
+		if !ok {
+			return false
+		}
+		if name, ok := m["name"].(string); !ok || name == "" {
+			return false
+		}
+		for k, v := range m {
+			if _, ok := v.(string); !ok && k != "icons" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // run serves a call the lane takes, and writes its answer to out; false
@@ -350,7 +461,55 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		Extra:   extra,
 	}
 	res, err := l.chain(ctx, "tools/call", req)
+	if p.latest && err == nil {
+		res, err = l.completed(res)
+	}
+	laneServed.Add(1)
 	st.answer(m.ID, res, err)
+}
+
+// completed adds to a result for a client of 2026-07-28 what the SDK's
+// server adds: whether the call is complete or asks for input, and who
+// answered, unless the result names someone already.
+func (l *lane) completed(res mcp.Result) (mcp.Result, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	if _, asks := fields["inputRequests"]; asks {
+		if _, has := fields["content"]; has && string(fields["content"]) != "[]" && string(fields["content"]) != "null" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+		}
+		fields["resultType"] = json.RawMessage(`"input_required"`)
+	} else {
+		fields["resultType"] = json.RawMessage(`"complete"`)
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := fields["_meta"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, err
+		}
+	}
+	if _, named := meta[mcp.MetaKeyServerInfo]; !named {
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		if meta[mcp.MetaKeyServerInfo], err = json.Marshal(l.g.impl); err != nil {
+			return nil, err
+		}
+		if fields["_meta"], err = json.Marshal(meta); err != nil {
+			return nil, err
+		}
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: out}, nil
 }
 
 // rebinding reports whether r reached a loopback listener by a name that

@@ -3,9 +3,11 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -203,4 +205,101 @@ func (p *postRecorder) String() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.bodies.String()
+}
+
+// TestLaneAnswersAsTheSDKDoes sends the same calls with the lane on and
+// off, for each protocol generation, and compares the results.
+func TestLaneAnswersAsTheSDKDoes(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	url := srv.URL + MCPPath
+	session := func() string {
+		t.Helper()
+		c, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: url}, onSession)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.ID()
+	}()
+	latestMeta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+	calls := []struct{ tool, args string }{
+		{"echo", `{"a":[1,2.5,"x"]}`},
+		{"exact", `{}`},
+		{"wipe", `{"target":"x"}`},
+		{"wipe", `{"target":"x","__confirm":true}`},
+		{"wipe", `{}`},
+		{"fail", `{"code":-32000,"message":"no"}`},
+	}
+	for _, generation := range []string{"2025-11-25", "2026-07-28"} {
+		for _, c := range calls {
+			t.Run(generation+" "+c.tool+" "+c.args, func(t *testing.T) {
+				body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + c.tool + `","arguments":` + c.args + `}}`
+				sid := session
+				if generation == "2026-07-28" {
+					body = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + c.tool + `","arguments":` + c.args + `,` + latestMeta + `}}`
+					sid = ""
+				}
+				answer := func(off bool) (string, map[string]any) {
+					laneOff.Store(off)
+					defer laneOff.Store(false)
+					header := http.Header{"Mcp-Protocol-Version": {generation}}
+					if generation == "2026-07-28" {
+						header["Mcp-Method"], header["Mcp-Name"] = []string{"tools/call"}, []string{c.tool}
+					}
+					status, b, contentType := rawMCPType(t, url, sid, header, body)
+					if status != http.StatusOK {
+						t.Fatalf("lane off %v: %d %s", off, status, b)
+					}
+					if strings.HasPrefix(contentType, "text/event-stream") {
+						_, data, _ := strings.Cut(b, "data: ")
+						b, _, _ = strings.Cut(data, "\n")
+					}
+					var m map[string]any
+					if err := json.Unmarshal([]byte(b), &m); err != nil {
+						t.Fatalf("%s: %v", b, err)
+					}
+					return contentType, m
+				}
+				before := laneServed.Load()
+				_, lane := answer(false)
+				if laneServed.Load() != before+1 {
+					t.Errorf("the lane did not answer")
+				}
+				_, sdk := answer(true)
+				scrub(lane)
+				scrub(sdk)
+				if !reflect.DeepEqual(lane, sdk) {
+					t.Errorf("the lane answered\n%v\nthe SDK\n%v", lane, sdk)
+				}
+			})
+		}
+	}
+}
+
+// scrub removes from an answer what differs between two calls by design:
+// confirm tokens, which are new each time.
+func scrub(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if k == "confirm_token" || k == "text" {
+				if s, ok := e.(string); ok && strings.Contains(s, "confirm_token") {
+					v[k] = "scrubbed"
+					continue
+				}
+			}
+			if k == "confirm_token" {
+				v[k] = "scrubbed"
+				continue
+			}
+			scrub(e)
+		}
+	case []any:
+		for _, e := range v {
+			scrub(e)
+		}
+	}
 }

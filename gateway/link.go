@@ -303,7 +303,12 @@ func (u *upstream) relayLog(ctx context.Context, peer *mcp.ServerSession, req *m
 	if st := laneStreamOf(c.ctx); st != nil {
 		// As the session's Log would: nothing until the client sets a
 		// level, then what is at that level or above.
-		if level := u.levelOf(c.req.Session); level != "" && levelRank(req.Params.Level) >= levelRank(level) {
+		level := u.levelOf(c.req.Session)
+		if asked, ok := c.req.Params.Meta[mcp.MetaKeyLogLevel].(string); ok {
+			// A request of 2026-07-28 names its level itself.
+			level = mcp.LoggingLevel(asked)
+		}
+		if level != "" && levelRank(req.Params.Level) >= levelRank(level) {
 			_ = st.notify("notifications/message", req.Params)
 		}
 		return

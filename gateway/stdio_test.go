@@ -134,3 +134,33 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestStdioLaneLatest: a client of 2026-07-28 over stdio, which names its
+// protocol in every request, is served on the lane too.
+func TestStdioLaneLatest(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	in, out := stdioClient(t, gw)
+	var wire bytes.Buffer
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+		&mcp.LoggingTransport{Transport: &mcp.IOTransport{Reader: out, Writer: in}, Writer: &lineWriter{w: &wire}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	defer func() {
+		if t.Failed() {
+			t.Log(wire.String())
+		}
+	}()
+	if v := cs.InitializeResult().ProtocolVersion; v != protocolNew {
+		t.Fatalf("the client speaks %s", v)
+	}
+	before := laneServed.Load()
+	res := call(t, cs, "echo", map[string]any{"a": 1})
+	if res.IsError || res.Content[0].(*mcp.TextContent).Text != `{"a":1}` {
+		t.Fatalf("echo: %+v", res)
+	}
+	if laneServed.Load() != before+1 {
+		t.Error("the call did not take the lane")
+	}
+}
