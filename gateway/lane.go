@@ -460,9 +460,18 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		Params:  &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments, Meta: p.Meta},
 		Extra:   extra,
 	}
+	var v *verbatim
+	if p.latest {
+		// The result is completed below from its JSON in any case, so a
+		// link of the same protocol can hand over its bytes.
+		v = &verbatim{latest: true}
+		ctx = context.WithValue(ctx, verbatimKey{}, v)
+	}
 	res, err := l.chain(ctx, "tools/call", req)
-	if p.latest && err == nil {
-		res, err = l.completed(res)
+	if p.latest {
+		if res, err = v.result(res, err); err == nil {
+			res, err = l.completed(res)
+		}
 	}
 	laneServed.Add(1)
 	st.answer(m.ID, res, err)

@@ -451,7 +451,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	res, err := cs.CallTool(callCtx, params)
 	if v != nil {
 		if raw := v.end(); raw != nil && errors.Is(err, errVerbatim) {
-			res, err = plainResult(raw)
+			res, err = plainResult(raw, v.latest)
 		}
 	}
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)

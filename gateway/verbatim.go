@@ -20,9 +20,11 @@ import (
 //   - the upstream is a child, whose connection the gateway wraps (an HTTP
 //     upstream's connection tells the SDK things through methods only the
 //     SDK can implement, so it stays unwrapped);
-//   - the link to it speaks a protocol before 2026-07-28, and so does the
-//     client, so that neither SDK adds to the result on its way (a result
-//     type, the server's name in _meta);
+//   - the link and the client speak the same generation of the protocol:
+//     both before 2026-07-28, so that neither SDK adds to the result on its
+//     way, or both 2026-07-28 on the lane (lane.go), which completes the
+//     result itself as the SDK's server would (a result type, the server's
+//     name in _meta);
 //   - the result is a plain one: not an error, and not asking the client
 //     for input. Those are decoded as before, because the gate reads them.
 //
@@ -30,8 +32,8 @@ import (
 // response for itself when it comes: the SDK's caller gets errVerbatim in
 // its place, and decodes nothing. The gate is given a stand-in result
 // (only what it reads: not an error, no input requests), and the
-// receiving middleware swaps the stand-in for the upstream's bytes when
-// the gate let it through untouched.
+// receiving middleware, or the lane, swaps the stand-in for the upstream's
+// bytes.
 
 // verbatimKey keys, in a tools/call handler's context, the *verbatim that
 // may carry the call's result; wireKey keys it on the upstream leg, where
@@ -43,6 +45,10 @@ type (
 
 // verbatim is one call whose result may travel as the upstream wrote it.
 type verbatim struct {
+	// latest says the client speaks 2026-07-28 and the lane completes the
+	// result for it (see lane.completed): the link must speak it too.
+	latest bool
+
 	mu     sync.Mutex
 	raw    json.RawMessage // the upstream's result, once read
 	closed bool            // the attempt is over; a late result is dropped
@@ -98,7 +104,8 @@ func verbatimFor(ctx context.Context, link *mcp.ClientSession) *verbatim {
 	if v == nil {
 		return nil
 	}
-	if ir := link.InitializeResult(); ir == nil || ir.ProtocolVersion >= protocolNew {
+	ir := link.InitializeResult()
+	if ir == nil || (ir.ProtocolVersion >= protocolNew) != v.latest {
 		return nil
 	}
 	return v
@@ -107,7 +114,7 @@ func verbatimFor(ctx context.Context, link *mcp.ClientSession) *verbatim {
 // plainResult reads the upstream's result far enough for the gate: a
 // stand-in, marked with standInMark, when the result can travel verbatim,
 // or the result decoded when the gate must read it.
-func plainResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+func plainResult(raw json.RawMessage, latest bool) (*mcp.CallToolResult, error) {
 	var peek struct {
 		IsError       bool            `json:"isError"`
 		InputRequests json.RawMessage `json:"inputRequests"`
@@ -117,7 +124,10 @@ func plainResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	if err := json.Unmarshal(raw, &peek); err != nil {
 		return nil, fmt.Errorf("the result is not a JSON object: %w", err)
 	}
-	plain := !peek.IsError && peek.ResultType == "" && len(peek.Content) > 0 && string(peek.Content) != "null" &&
+	// A link of 2026-07-28 says a result is complete; one of an earlier
+	// protocol says nothing.
+	complete := peek.ResultType == "" || (latest && peek.ResultType == "complete")
+	plain := !peek.IsError && complete && len(peek.Content) > 0 && string(peek.Content) != "null" &&
 		(len(peek.InputRequests) == 0 || string(peek.InputRequests) == "null")
 	if plain {
 		// Content that is not nil, or the SDK's server would copy the
@@ -155,20 +165,26 @@ func (g *Gateway) verbatimResults(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		v := new(verbatim)
 		res, err := next(context.WithValue(ctx, verbatimKey{}, v), method, req)
-		stand, ok := res.(*mcp.CallToolResult)
-		if err != nil || !ok || stand == nil || stand.Meta[standInMark] == nil {
-			return res, err
-		}
-		// The stand-in, or a copy of it made on the way: either way the
-		// upstream's bytes are the answer, and the stand-in never leaves.
-		v.mu.Lock()
-		raw := v.raw
-		v.mu.Unlock()
-		if raw == nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool's result was lost in the gateway"}
-		}
-		return &verbatimResult{CallToolResult: stand, raw: raw}, nil
+		return v.result(res, err)
 	}
+}
+
+// result is the answer to a call that v may have carried: the upstream's
+// bytes in place of the stand-in the gate was given, or res as it is.
+func (v *verbatim) result(res mcp.Result, err error) (mcp.Result, error) {
+	stand, ok := res.(*mcp.CallToolResult)
+	if err != nil || !ok || stand == nil || stand.Meta[standInMark] == nil {
+		return res, err
+	}
+	// The stand-in, or a copy of it made on the way: either way the
+	// upstream's bytes are the answer, and the stand-in never leaves.
+	v.mu.Lock()
+	raw := v.raw
+	v.mu.Unlock()
+	if raw == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool's result was lost in the gateway"}
+	}
+	return &verbatimResult{CallToolResult: stand, raw: raw}, nil
 }
 
 // earlierProtocol reports whether req comes from a client that speaks a

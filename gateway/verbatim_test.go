@@ -14,26 +14,19 @@ import (
 )
 
 // TestResultsTravelVerbatim checks on the wire that a child's result
-// reaches a client of 2025-11-25 as the child wrote it: numbers that a
-// decoding into Go values would round come through as written. A client
-// of 2026-07-28 gets the result through the SDK's types, and still gets
-// it whole.
+// reaches a client as the child wrote it, on either protocol generation:
+// numbers that a decoding into Go values would round come through as
+// written.
 func TestResultsTravelVerbatim(t *testing.T) {
 	gw := start(t, config(t, "", "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
-	for _, tt := range []struct {
-		version string
-		exact   bool
-	}{
-		{"2025-11-25", true},
-		{"2026-07-28", false},
-	} {
-		t.Run(tt.version, func(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
 			var wire bytes.Buffer
 			transport := &mcp.LoggingTransport{Transport: &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, Writer: &wire}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport,
-				&mcp.ClientSessionOptions{ProtocolVersion: tt.version})
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,8 +35,8 @@ func TestResultsTravelVerbatim(t *testing.T) {
 			if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "exact" {
 				t.Fatalf("result = %+v", res)
 			}
-			if got := strings.Contains(wire.String(), exactStructure); got != tt.exact {
-				t.Errorf("the structured content came as the child wrote it: %v, want %v; wire:\n%s", got, tt.exact, wire.String())
+			if !strings.Contains(wire.String(), exactStructure) {
+				t.Errorf("the structured content did not come as the child wrote it; wire:\n%s", wire.String())
 			}
 			// Other results still go through the gate's reading of them.
 			if res := call(t, cs, "wipe", map[string]any{"target": "x", "__confirm": true}); res.IsError {
