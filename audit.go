@@ -304,11 +304,14 @@ func (r *AuditRecord) ComputeHash() (string, error) {
 		return "", fmt.Errorf("audit: record %d is not a JSON object: %w", r.Seq, err)
 	}
 	delete(v, "hash")
-	canon, err := seal.Canonical(v)
+	// Every member counts, even one whose name the seal's form of
+	// arguments would leave out (a leading "__"): no record is written
+	// with one, so a member added to a stored record changes its hash.
+	b, err := seal.AppendValue([]byte(hashPrefix), v)
 	if err != nil {
 		return "", fmt.Errorf("audit: encoding record %d: %w", r.Seq, err)
 	}
-	h := chainHash(append([]byte(hashPrefix), canon...))
+	h := chainHash(b)
 	return string(h[:]), nil
 }
 

@@ -455,3 +455,30 @@ func TestLargeSequenceNumbersReadBack(t *testing.T) {
 		})
 	}
 }
+
+// TestAddedMembersBreakTheHash: a member added to a stored record, whatever
+// its name, makes the record read as edited.
+func TestAddedMembersBreakTheHash(t *testing.T) {
+	stored, err := (&AuditRecord{Event: "call", Tool: "t", Args: map[string]any{"__nested": 1.0}}).Link(1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, member := range []string{`"__confirm":true`, `"x":1`, `"_meta":{}`} {
+		t.Run(member, func(t *testing.T) {
+			r, err := DecodeAuditRecord([]byte(`{` + member + `,` + string(stored[1:])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h, err := r.ComputeHash(); err != nil || h == r.Hash {
+				t.Errorf("a record with %s added still hashes as written (%v)", member, err)
+			}
+		})
+	}
+	r, err := DecodeAuditRecord(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := r.ComputeHash(); err != nil || h != r.Hash {
+		t.Errorf("the record as written does not hash as written: %s %v", h, err)
+	}
+}
