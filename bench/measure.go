@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +48,7 @@ func call(ctx context.Context, cs *mcp.ClientSession, token bool) error {
 	if !token {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
 		if err == nil && res.IsError {
-			err = fmt.Errorf("echo answered an error")
+			err = fmt.Errorf("echo answered an error: %s", errorText(res))
 		}
 		return err
 	}
@@ -228,4 +229,17 @@ func round(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.0f µs", float64(d)/1e3)
 	}
+}
+
+// errorText is what an error result says, for the harness's own message.
+func errorText(res *mcp.CallToolResult) string {
+	if b, err := json.Marshal(res.StructuredContent); err == nil && res.StructuredContent != nil {
+		return string(b)
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return "(no text)"
 }

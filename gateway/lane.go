@@ -21,24 +21,27 @@ import (
 	"github.com/interlock-mcp/interlock"
 )
 
-// The lane serves the request that is nearly all of a session's traffic,
-// one tools/call in a POST, without the SDK's server: the gateway has
-// already read the body (mcpEnvelope), and the SDK would read it four
-// more times, each time with a decoder of its own, and run the call
-// through its connection's goroutines. The lane builds the request the
-// SDK would have built and runs it through the same middleware and the
-// same tool handler, so the gate, the upstream leg and the audit are
-// those of any other call.
+// The lane serves the request that is nearly all of a client's traffic,
+// one tools/call, without the SDK's server. Over HTTP the gateway has
+// already read the body (mcpEnvelope), over stdio it reads each line first
+// (stdio.go); the SDK would read the message four more times, each time
+// with a decoder of its own, and run the call through its connection's
+// goroutines. The lane builds the request the SDK would have built and
+// runs it through the same middleware and the same tool handler, so the
+// gate, the upstream leg and the audit are those of any other call.
 //
-// The lane takes only what it can carry exactly as the SDK would: a
-// session of a protocol before 2026-07-28 that has been initialized, one
-// call (not a batch, not a retry with input responses, no progress
-// token), the headers the SDK requires, and a tool the gateway mirrors.
-// Anything else goes to the SDK as before. A call's answer is plain JSON
-// unless something must reach the client first (a log message, a question
-// for the human), in which case the response becomes an event stream, as
-// the SDK's is. A question sent on the lane's stream is answered by the
-// client in a POST of its own, which the lane takes before the SDK sees it.
+// The lane takes only what it can answer exactly as the SDK would: one
+// call of a mirrored tool (not a batch, not a retry with input responses,
+// no progress token), from a client of an earlier protocol on an
+// initialized session, or from a client of 2026-07-28 whose _meta and
+// headers are those the protocol requires; over HTTP, with the headers the
+// SDK requires. Anything else goes to the SDK as before. A call's answer
+// is plain JSON unless something must reach the client first (a log
+// message, a question for the human), in which case an HTTP response
+// becomes an event stream, as the SDK's is. A question sent on the lane's
+// stream is answered by the client in a message of its own, which the lane
+// takes before the SDK sees it. TestLaneAnswersAsTheSDKDoes sends the
+// same calls both ways and compares the answers.
 //
 // Because some POSTs of a session never reach the SDK, the lane also keeps
 // the session's idle timeout itself, with the SDK's rule: a session
@@ -52,7 +55,7 @@ var (
 	laneServed atomic.Uint64
 )
 
-// lane serves tools/call for the sessions of one HTTP handler.
+// lane serves tools/call for one HTTP handler, or one stdio stream.
 type lane struct {
 	g       *Gateway
 	timeout time.Duration
@@ -70,12 +73,15 @@ type laneSession struct {
 
 	idle time.Duration // the idle timeout; 0 for none
 
-	mu      sync.Mutex
-	refs    int         // POSTs in progress
-	timer   *time.Timer // closes the session when idle; nil without a timeout
-	closed  bool
-	calls   map[string]context.CancelFunc // lane calls in flight, by JSON-RPC id
-	waiters map[string]chan rpcAnswer     // questions asked on a lane stream
+	mu     sync.Mutex
+	refs   int         // POSTs in progress
+	timer  *time.Timer // closes the session when idle; nil without a timeout
+	closed bool
+	// calls are the lane calls in flight, by JSON-RPC id, and waiters the
+	// questions asked on a lane stream; made on first use, since most
+	// sessions are idle most of the time.
+	calls   map[string]context.CancelFunc
+	waiters map[string]chan rpcAnswer
 }
 
 // rpcAnswer is a client's response to a question.
@@ -279,7 +285,7 @@ func (l *lane) register(id, owner string) {
 
 // session makes the lane's record of ss.
 func (l *lane) session(ss *mcp.ServerSession, owner string) *laneSession {
-	return &laneSession{ss: ss, owner: owner, idle: l.timeout, calls: map[string]context.CancelFunc{}, waiters: map[string]chan rpcAnswer{}}
+	return &laneSession{ss: ss, owner: owner, idle: l.timeout}
 }
 
 // namingWriter calls named with the session id the SDK's answer carries,
@@ -439,6 +445,9 @@ func (s *laneSession) enter(ctx context.Context, id json.RawMessage) (context.Co
 	if _, dup := s.calls[key]; dup {
 		cancel()
 		return nil, nil, false
+	}
+	if s.calls == nil {
+		s.calls = map[string]context.CancelFunc{}
 	}
 	s.calls[key] = cancel
 	return ctx, func() {
@@ -702,6 +711,9 @@ func (st *laneStream) ask(ctx context.Context, method string, params, result any
 	id := `"interlock-` + strconv.FormatUint(questionSeq.Add(1), 10) + `"`
 	ch := make(chan rpcAnswer, 1)
 	st.s.mu.Lock()
+	if st.s.waiters == nil {
+		st.s.waiters = map[string]chan rpcAnswer{}
+	}
 	st.s.waiters[id] = ch
 	st.s.mu.Unlock()
 	defer func() {
