@@ -86,6 +86,8 @@ type rpcMessage struct {
 	// Result and Error are those of a client's response to a question.
 	Result json.RawMessage `json:"result"`
 	Error  json.RawMessage `json:"error"`
+	// decoded is Params as checkMessages read them, when it did.
+	decoded any
 }
 
 // protocolVersion is the protocol version the message names in its
@@ -122,14 +124,16 @@ func checkMessages(body []byte) ([]rpcMessage, json.RawMessage, string) {
 	if msgs == nil {
 		return nil, nil, "The body is not a JSON-RPC message or a batch of them."
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		params, known := paramsOf[m.Method]
 		if !known || len(m.Params) == 0 || bytes.Equal(m.Params, []byte("null")) {
 			continue
 		}
-		if json.Unmarshal(m.Params, params()) != nil {
+		p := params()
+		if json.Unmarshal(m.Params, p) != nil {
 			return nil, m.ID, fmt.Sprintf("The params of %s do not have the form the method takes; see the MCP specification.", m.Method)
 		}
+		msgs[i].decoded = p
 	}
 	return msgs, nil, ""
 }

@@ -377,7 +377,13 @@ func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 	if len(m.ID) == 0 || laneOff.Load() {
 		return p, false
 	}
-	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.InputResponses) > 0 || p.RequestState != "" {
+	if d, ok := m.decoded.(*mcp.CallToolParamsRaw); ok {
+		// Read once already, by the envelope.
+		if len(d.InputResponses) > 0 || d.RequestState != "" {
+			return p, false
+		}
+		p = callParams{Name: d.Name, Arguments: d.Arguments, Meta: d.Meta}
+	} else if err := json.Unmarshal(m.Params, &p); err != nil || len(p.InputResponses) > 0 || p.RequestState != "" {
 		return p, false
 	}
 	if _, ok := p.Meta["progressToken"]; ok {

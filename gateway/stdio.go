@@ -91,9 +91,8 @@ func (l *lane) stdioLine(ctx context.Context, s *laneSession, line []byte, out *
 		if !ok {
 			return false
 		}
-		// The line's bytes are the reader's until the next read.
-		m.ID, m.Params = clone(m.ID), nil
-		p.Arguments = clone(p.Arguments)
+		// What was decoded from the line is a copy: the reader may reuse
+		// the line's bytes at once.
 		callCtx, leave, ok := s.enter(ctx, m.ID)
 		if !ok {
 			return false
@@ -121,8 +120,6 @@ func firstNonSpace(b []byte) byte {
 	}
 	return 0
 }
-
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // lineWriter writes whole lines to a stream shared by the SDK's server and
 // the lane, one writer at a time.
