@@ -96,6 +96,15 @@ func serveFixture() {
 				StructuredContent: json.RawMessage(exactStructure),
 			}, nil
 		})
+	s.AddTool(&mcp.Tool{Name: "count", InputSchema: object, Annotations: readOnly},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := 1; i <= 3; i++ {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
+				}
+			}
+			return text("counted"), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "wipe", InputSchema: map[string]any{
 		"type":       "object",
 		"properties": map[string]any{"target": map[string]any{"type": "string"}},

@@ -21,7 +21,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 11
+const fixtureTools = 12
 
 // config builds a configuration whose upstreams all run the fixture.
 func config(t testing.TB, yaml string, upstreams ...string) *policy.File {

@@ -31,13 +31,13 @@ import (
 // gate, the upstream leg and the audit are those of any other call.
 //
 // The lane takes only what it can answer exactly as the SDK would: one
-// call of a mirrored tool (not a batch, not a retry with input responses,
-// no progress token), from a client of an earlier protocol on an
+// call of a mirrored tool (not a batch, not a retry with input responses),
+// from a client of an earlier protocol on an
 // initialized session, or from a client of 2026-07-28 whose _meta and
 // headers are those the protocol requires; over HTTP, with the headers the
 // SDK requires. Anything else goes to the SDK as before. A call's answer
-// is plain JSON unless something must reach the client first (a log
-// message, a question for the human), in which case an HTTP response
+// is plain JSON unless something must reach the client first (progress, a
+// log message, a question for the human), in which case an HTTP response
 // becomes an event stream, as the SDK's is. A question sent on the lane's
 // stream is answered by the client in a message of its own, which the lane
 // takes before the SDK sees it. TestLaneAnswersAsTheSDKDoes sends the
@@ -369,7 +369,7 @@ func (l *lane) serve(w http.ResponseWriter, r *http.Request, s *laneSession, m r
 }
 
 // takes reads a tools/call the lane may serve for s: a call of a mirrored
-// tool, with no progress token and no answers to input requests, by a
+// tool, with no answers to input requests, by a
 // client of an earlier protocol on an initialized session, or by a client
 // of 2026-07-28 that names itself in _meta as that protocol requires.
 func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
@@ -384,9 +384,6 @@ func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 		}
 		p = callParams{Name: d.Name, Arguments: d.Arguments, Meta: d.Meta}
 	} else if err := json.Unmarshal(m.Params, &p); err != nil || len(p.InputResponses) > 0 || p.RequestState != "" {
-		return p, false
-	}
-	if _, ok := p.Meta["progressToken"]; ok {
 		return p, false
 	}
 	if _, named := p.Meta[mcp.MetaKeyProtocolVersion]; named {

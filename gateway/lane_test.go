@@ -87,30 +87,38 @@ func TestLaneAnswers(t *testing.T) {
 		status      int
 		contentType string
 		want        string // in the body
+		lane        bool   // the lane answers, not the SDK
 	}{
 		{"a call", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`,
-			http.StatusOK, "application/json", `"id":1,"result":{`},
+			http.StatusOK, "application/json", `"id":1,"result":{`, true},
 		{"a refusal", nil, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wipe","arguments":{"target":"x"}}}`,
-			http.StatusOK, "application/json", `"isError":true`},
+			http.StatusOK, "application/json", `"isError":true`, true},
 		{"an unknown tool, answered by the SDK", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope"}}`,
-			http.StatusOK, "text/event-stream", `unknown tool`},
-		{"a call with a progress token, served by the SDK", nil,
-			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"progressToken":"p"}}}`,
-			http.StatusOK, "text/event-stream", `"id":4,"result":{`},
+			http.StatusOK, "text/event-stream", `unknown tool`, false},
+		{"progress, on the call's stream before the answer", nil,
+			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"p"}}}`,
+			http.StatusOK, "text/event-stream", `"params":{"progressToken":"p","progress":3,"total":3}}
+
+event: message
+data: {"jsonrpc":"2.0","id":4,"result":{`, true},
 		{"another protocol in the header, served by the SDK", http.Header{"Mcp-Protocol-Version": {"2025-06-18"}},
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
-			http.StatusOK, "text/event-stream", `"id":5,"result":{`},
+			http.StatusOK, "text/event-stream", `"id":5,"result":{`, false},
 		{"a name that is not loopback, refused by the SDK", http.Header{"Host": {"rebound.example"}},
 			`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
-			http.StatusForbidden, "", `invalid Host header`},
+			http.StatusForbidden, "", `invalid Host header`, false},
 		{"a response no question waits for, passed to the SDK", nil, `{"jsonrpc":"2.0","id":"interlock-999","result":{}}`,
-			http.StatusAccepted, "", ``},
+			http.StatusAccepted, "", ``, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := laneServed.Load()
 			status, b, contentType := rawMCPType(t, url, cs.ID(), tt.header, tt.body)
 			if status != tt.status || !strings.HasPrefix(contentType, tt.contentType) || !strings.Contains(b, tt.want) {
 				t.Errorf("got %d %s %s", status, contentType, b)
+			}
+			if served := laneServed.Load() != before; served != tt.lane {
+				t.Errorf("the lane served it: %v, want %v", served, tt.lane)
 			}
 		})
 	}

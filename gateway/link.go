@@ -377,6 +377,10 @@ func (u *upstream) relayProgress(_ context.Context, req *mcp.ProgressNotificatio
 	}
 	p := *req.Params
 	p.ProgressToken = e.token
+	if st := laneStreamOf(e.ctx); st != nil {
+		_ = st.notify("notifications/progress", &p)
+		return
+	}
 	_ = e.session.NotifyProgress(e.ctx, &p)
 }
 
