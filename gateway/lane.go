@@ -70,6 +70,9 @@ type lane struct {
 type laneSession struct {
 	ss    *mcp.ServerSession
 	owner string
+	// shared says the session stands for many clients (see stateless):
+	// their calls' ids may coincide, and none can be cancelled by id.
+	shared bool
 
 	idle time.Duration // the idle timeout; 0 for none
 
@@ -228,6 +231,7 @@ func (l *lane) stateless() *laneSession {
 		_ = conn.Close()
 	}()
 	l.shared = l.session(ss, "")
+	l.shared.shared = true
 	return l.shared
 }
 
@@ -442,6 +446,9 @@ func (l *lane) run(ctx context.Context, s *laneSession, m rpcMessage, p callPara
 // cancel it; false when one with the same id is.
 func (s *laneSession) enter(ctx context.Context, id json.RawMessage) (context.Context, func(), bool) {
 	ctx, cancel := context.WithCancel(ctx)
+	if s.shared {
+		return ctx, cancel, true
+	}
 	key := string(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -127,11 +127,23 @@ data: {"jsonrpc":"2.0","id":4,"result":{`, true},
 // rawMCPType is rawMCP that also returns the response's content type.
 func rawMCPType(t *testing.T, url, session string, header http.Header, body string) (int, string, string) {
 	t.Helper()
+	status, b, contentType, err := postMCP(url, session, header, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, b, contentType
+}
+
+// postMCP posts body to the MCP endpoint on session with the headers a
+// client of 2025-11-25 sends, and those given.
+func postMCP(url, session string, header http.Header, body string) (int, string, string, error) {
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set(sessionIDHeader, session)
+	if session != "" {
+		req.Header.Set(sessionIDHeader, session)
+	}
 	for k, v := range header {
 		req.Header[k] = v
 	}
@@ -140,19 +152,11 @@ func rawMCPType(t *testing.T, url, session string, header http.Header, body stri
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", "", err
 	}
 	defer resp.Body.Close()
-	var sb strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		sb.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return resp.StatusCode, sb.String(), resp.Header.Get("Content-Type")
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header.Get("Content-Type"), err
 }
 
 // TestLaneCarriesQuestions: a question the upstream pushes during a call
@@ -309,5 +313,36 @@ func scrub(v any) {
 		for _, e := range v {
 			scrub(e)
 		}
+	}
+}
+
+// TestLaneServesClientsWithoutSessionsAtOnce: clients of 2026-07-28 share
+// no session, so two of them may send calls with the same id at the same
+// time; both take the lane.
+func TestLaneServesClientsWithoutSessionsAtOnce(t *testing.T) {
+	gw := start(t, config(t, "", "fx"), "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":300},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	header := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"slow"}}
+	before := laneServed.Load()
+	done := make(chan string, 2)
+	for range 2 {
+		go func() {
+			_, b, _, err := postMCP(srv.URL+MCPPath, "", header, body)
+			if err != nil {
+				b = err.Error()
+			}
+			done <- b
+		}()
+	}
+	for range 2 {
+		if b := <-done; !strings.Contains(b, `"text":"slept"`) {
+			t.Errorf("got %s", b)
+		}
+	}
+	if n := laneServed.Load() - before; n != 2 {
+		t.Errorf("the lane served %d of the 2 calls", n)
 	}
 }

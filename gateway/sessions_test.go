@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,26 +19,18 @@ import (
 // and session given, and returns the status and the body.
 func rawMCP(t *testing.T, url, key, session string, header http.Header, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	h := http.Header{}
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if session != "" {
-		req.Header.Set(sessionIDHeader, session)
+		h.Set("Authorization", "Bearer "+key)
 	}
 	for k, v := range header {
-		req.Header[k] = v
+		h[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	status, b, _, err := postMCP(url, session, h, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return status, b
 }
 
 // onSession makes a go-sdk client speak the last protocol served with
