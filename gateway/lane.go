@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -500,12 +499,8 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 // server adds: whether the call is complete or asks for input, and who
 // answered, unless the result names someone already.
 func (l *lane) completed(res mcp.Result) (mcp.Result, error) {
-	b, err := json.Marshal(res)
+	fields, err := resultFields(res)
 	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
 	if _, asks := fields["inputRequests"]; asks {
@@ -544,21 +539,7 @@ func (l *lane) completed(res mcp.Result) (mcp.Result, error) {
 // is not loopback, as a DNS rebinding attack does; the SDK refuses it.
 func rebinding(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && loopback(local.String()) && !loopback(r.Host)
-}
-
-// loopback reports whether a host, with or without a port, is a loopback
-// address or localhost.
-func loopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return ok && local != nil && loopbackHost(local.String()) && !loopbackHost(r.Host)
 }
 
 // jsonContent reports whether the body is declared JSON, as the SDK requires.

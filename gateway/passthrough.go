@@ -97,19 +97,29 @@ func relayed[R interface {
 	// Marshalling and reading back what was just read from the upstream
 	// cannot fail but on a bug; the client gets interlock's words for it.
 	unrelayable := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not relay the result of the server behind it"}
-	b, err := json.Marshal(res)
+	fields, err := resultFields(res)
 	if err != nil {
 		return nil, unrelayable
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(b, &fields) != nil {
-		return nil, unrelayable
-	}
 	fields["resultType"] = json.RawMessage(`"complete"`)
-	if b, err = json.Marshal(fields); err != nil || json.Unmarshal(b, res) != nil {
+	if b, err := json.Marshal(fields); err != nil || json.Unmarshal(b, res) != nil {
 		return nil, unrelayable
 	}
 	return res, nil
+}
+
+// resultFields is a result as the members of its JSON object, for adding
+// the members the SDK's types cannot be given directly (resultType).
+func resultFields(res mcp.Result) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	return fields, nil
 }
 
 // offered is the gateway's capabilities and instructions completed with
