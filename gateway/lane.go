@@ -542,7 +542,8 @@ func rebinding(r *http.Request) bool {
 	return ok && local != nil && loopbackHost(local.String()) && !loopbackHost(r.Host)
 }
 
-// jsonContent reports whether the body is declared JSON, as the SDK requires.
+// jsonContent reports whether the body is declared JSON, as the SDK and
+// the REST face require.
 func jsonContent(r *http.Request) bool {
 	t, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	return err == nil && t == "application/json"

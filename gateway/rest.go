@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -136,7 +135,7 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, interlock.Errorf(interlock.CodeNotFound, "List the tools with GET /v1/tools and call one of them.", "No tool named %q.", name))
 		return
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+	if !jsonContent(r) {
 		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed,
 			Message: "The request body must be JSON.",
 			Hint:    "Send the body with Content-Type: application/json."})
