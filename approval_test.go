@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // approvalRig is a gate whose refund tool needs approval by finance.
@@ -39,9 +41,9 @@ func (r *approvalRig) call(id Identity, args string) Body {
 const refundArgs = `{"invoice_id":"inv_1001","amount":5000}`
 
 var (
-	bob   = Approver{Principal: "bob", Tenant: "acme"}
-	carol = Approver{Principal: "carol", Tenant: "acme"}
-	dave  = Approver{Principal: "dave", Tenant: "acme", Groups: []string{"finance"}}
+	bob   = Identity{Principal: "bob", Tenant: "acme"}
+	carol = Identity{Principal: "carol", Tenant: "acme"}
+	dave  = Identity{Principal: "dave", Tenant: "acme", Groups: []string{"finance"}}
 )
 
 func TestApprovalHandshake(t *testing.T) {
@@ -60,7 +62,7 @@ func TestApprovalHandshake(t *testing.T) {
 		if other := r.call(alice, `{"invoice_id":"inv_1001","amount":5001}`); other.ApprovalID == first.ApprovalID {
 			t.Error("other arguments share the approval")
 		}
-		if _, err := r.gate.Decide(ctx, first.ApprovalID, bob, true, "looks right"); err != nil {
+		if _, err := r.gate.Decide(ctx, first.ApprovalID, bob, approval.Approve, "looks right"); err != nil {
 			t.Fatal(err)
 		}
 		if b := r.call(alice, refundArgs); b.Code != "" {
@@ -86,39 +88,39 @@ func TestApprovalHandshake(t *testing.T) {
 		r := newApprovalRig(t, 1, "false")
 		id := r.call(alice, refundArgs).ApprovalID
 		tests := []struct {
-			who  Approver
+			who  Identity
 			want error
 		}{
-			{Approver{Principal: "alice", Tenant: "acme", Groups: []string{"finance"}}, ErrSelfApproval},
-			{Approver{Principal: "mallory", Tenant: "acme"}, ErrNotAnApprover},
-			{Approver{Principal: "mallory", Tenant: "acme", Groups: []string{"sales"}}, ErrNotAnApprover},
-			{Approver{Principal: "bob", Tenant: "globex"}, ErrNotAnApprover},
-			{Approver{Principal: "dave", Tenant: "globex", Groups: []string{"finance"}}, ErrNotAnApprover},
+			{Identity{Principal: "alice", Tenant: "acme", Groups: []string{"finance"}}, approval.ErrSelfApproval},
+			{Identity{Principal: "mallory", Tenant: "acme"}, approval.ErrNotAnApprover},
+			{Identity{Principal: "mallory", Tenant: "acme", Groups: []string{"sales"}}, approval.ErrNotAnApprover},
+			{Identity{Principal: "bob", Tenant: "globex"}, approval.ErrNotAnApprover},
+			{Identity{Principal: "dave", Tenant: "globex", Groups: []string{"finance"}}, approval.ErrNotAnApprover},
 		}
 		for _, tt := range tests {
-			if _, err := r.gate.Decide(ctx, id, tt.who, true, ""); !errors.Is(err, tt.want) {
+			if _, err := r.gate.Decide(ctx, id, tt.who, approval.Approve, ""); !errors.Is(err, tt.want) {
 				t.Errorf("%+v: %v, want %v", tt.who, err, tt.want)
 			}
 		}
-		if _, err := r.gate.Decide(ctx, id, dave, true, ""); err != nil {
+		if _, err := r.gate.Decide(ctx, id, dave, approval.Approve, ""); err != nil {
 			t.Errorf("a member of the named group: %v", err)
 		}
-		if _, err := r.gate.Decide(ctx, "apr_nonexistent", bob, true, ""); !errors.Is(err, ErrApprovalUnknown) {
+		if _, err := r.gate.Decide(ctx, "apr_nonexistent", bob, approval.Approve, ""); !errors.Is(err, approval.ErrUnknown) {
 			t.Errorf("unknown id: %v", err)
 		}
 	})
 	t.Run("one denial ends it", func(t *testing.T) {
 		r := newApprovalRig(t, 2, "false")
 		id := r.call(alice, refundArgs).ApprovalID
-		r.gate.Decide(ctx, id, bob, true, "")
-		if _, err := r.gate.Decide(ctx, id, carol, false, "not this quarter"); err != nil {
+		r.gate.Decide(ctx, id, bob, approval.Approve, "")
+		if _, err := r.gate.Decide(ctx, id, carol, approval.Deny, "not this quarter"); err != nil {
 			t.Fatal(err)
 		}
 		b := r.call(alice, refundArgs)
 		if b.Code != CodeDeclined || b.Retriable || !strings.Contains(b.Message, "carol denied") || !strings.Contains(b.Message, "not this quarter") {
 			t.Errorf("after a denial: %+v", b)
 		}
-		if _, err := r.gate.Decide(ctx, id, dave, true, ""); !errors.Is(err, ErrAlreadyDecided) {
+		if _, err := r.gate.Decide(ctx, id, dave, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyDecided) {
 			t.Errorf("deciding a denied approval: %v", err)
 		}
 		if r.rec.runs.Load() != 0 {
@@ -128,14 +130,14 @@ func TestApprovalHandshake(t *testing.T) {
 	t.Run("a quorum of two distinct people", func(t *testing.T) {
 		r := newApprovalRig(t, 2, "false")
 		id := r.call(alice, refundArgs).ApprovalID
-		r.gate.Decide(ctx, id, bob, true, "")
-		if _, err := r.gate.Decide(ctx, id, bob, true, ""); !errors.Is(err, ErrAlreadyVoted) {
+		r.gate.Decide(ctx, id, bob, approval.Approve, "")
+		if _, err := r.gate.Decide(ctx, id, bob, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyVoted) {
 			t.Errorf("the same approver twice: %v", err)
 		}
 		if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending {
 			t.Fatalf("one of two: %+v", b)
 		}
-		r.gate.Decide(ctx, id, dave, true, "")
+		r.gate.Decide(ctx, id, dave, approval.Approve, "")
 		if b := r.call(alice, refundArgs); b.Code != "" || r.rec.runs.Load() != 1 {
 			t.Errorf("two of two: %+v, ran %d", b, r.rec.runs.Load())
 		}
@@ -148,7 +150,7 @@ func TestApprovalHandshake(t *testing.T) {
 			if b := r.call(alice, refundArgs); b.Code != CodeCancelled || !b.Retriable {
 				t.Errorf("after the timeout: %+v", b)
 			}
-			if _, err := r.gate.Decide(ctx, id, bob, true, ""); !errors.Is(err, ErrAlreadyDecided) {
+			if _, err := r.gate.Decide(ctx, id, bob, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyDecided) {
 				t.Errorf("approving an expired approval: %v", err)
 			}
 			if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending || b.ApprovalID == id {
@@ -168,7 +170,7 @@ func TestApprovalHandshake(t *testing.T) {
 	t.Run("concurrent re-calls run once", func(t *testing.T) {
 		r := newApprovalRig(t, 1, "false")
 		id := r.call(alice, refundArgs).ApprovalID
-		r.gate.Decide(ctx, id, bob, true, "")
+		r.gate.Decide(ctx, id, bob, approval.Approve, "")
 		var wg sync.WaitGroup
 		for range 50 {
 			wg.Go(func() { r.call(alice, refundArgs) })

@@ -3,20 +3,20 @@ package interlock_test
 import (
 	"testing"
 
-	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/approvaltest"
+	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/approval/approvaltest"
 )
 
 func TestMemoryApprovals(t *testing.T) {
-	approvaltest.Run(t, func(*testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
-		s := interlock.NewMemoryApprovals()
+	approvaltest.Run(t, func(*testing.T) (approval.Store, approval.Store) {
+		s := approval.NewMemory()
 		return s, s
 	})
 }
 
 func TestMemoryGrants(t *testing.T) {
-	approvaltest.RunGrants(t, func(*testing.T) (interlock.GrantStore, interlock.GrantStore) {
-		s := interlock.NewMemoryGrants()
+	approvaltest.RunGrants(t, func(*testing.T) (approval.GrantStore, approval.GrantStore) {
+		s := approval.NewMemoryGrants()
 		return s, s
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -54,6 +55,14 @@ type AuditRecord struct {
 	// elicit, approval (Approvers name who), or relay.
 	ConfirmedBy string   `json:"confirmed_by,omitempty"`
 	Approvers   []string `json:"approvers,omitempty"`
+	// Approval names the approval a record of mode approval concerns;
+	// Caller is that approval's caller on the record of an approver's
+	// decision, whose Principal is the approver; RuleApprovers are who
+	// the rule named as approvers; Reason is the approver's reason.
+	Approval      string   `json:"approval,omitempty"`
+	Caller        string   `json:"caller,omitempty"`
+	RuleApprovers []string `json:"rule_approvers,omitempty"`
+	Reason        string   `json:"reason,omitempty"`
 	// Grant names the standing grant that confirmed the call.
 	Grant string `json:"grant,omitempty"`
 	// Replaced holds the values a human's choice replaced, by argument.
@@ -81,6 +90,22 @@ type AuditRecord struct {
 	// hash is checked over these bytes, so a member added to a stored
 	// record breaks the chain as surely as a changed one.
 	Raw json.RawMessage `json:"-"`
+}
+
+// Subject is what the rules of who may see the record need to know
+// ([approval.MaySee]): the caller whose call it concerns, whom the rule
+// named as approvers, and who decided. An approver's decision and a
+// grant's events name the caller in Caller, since their Principal is the
+// one who acted.
+func (r *AuditRecord) Subject() approval.Subject {
+	s := approval.Subject{Tenant: r.Tenant, Caller: r.Caller, Approvers: r.RuleApprovers, Deciders: r.Approvers}
+	if s.Caller == "" && r.Event == "call" {
+		s.Caller = r.Principal
+	}
+	if r.Event != "call" && r.Principal != "" {
+		s.Deciders = append(slices.Clip(s.Deciders), r.Principal)
+	}
+	return s
 }
 
 // The decisions an audit record names.
@@ -184,24 +209,15 @@ func (r *AuditRecord) appendCanonical(b []byte) ([]byte, int, error) {
 func (r *AuditRecord) appendMembers(b []byte) ([]byte, int, error) {
 	m := members{b: append(b, '{')}
 	var err error
-	if len(r.Approvers) > 0 {
-		m.key("approvers")
-		m.b = append(m.b, '[')
-		for i, a := range r.Approvers {
-			if i > 0 {
-				m.b = append(m.b, ',')
-			}
-			m.b = seal.AppendString(m.b, a)
-		}
-		m.b = append(m.b, ']')
-	}
+	m.str("approval", r.Approval)
+	m.list("approvers", r.Approvers)
 	if len(r.Args) > 0 {
 		m.key("args")
 		if m.b, err = seal.AppendValue(m.b, r.Args); err != nil {
 			return nil, 0, err
 		}
 	}
-	m.strs([]strMember{{"args_digest", r.ArgsDigest}, {"client", r.Client}, {"confirmed_by", r.ConfirmedBy},
+	m.strs([]strMember{{"args_digest", r.ArgsDigest}, {"caller", r.Caller}, {"client", r.Client}, {"confirmed_by", r.ConfirmedBy},
 		{"decision", r.Decision}, {"detail", r.Detail}})
 	m.key("event")
 	m.b = seal.AppendString(m.b, r.Event)
@@ -227,7 +243,7 @@ func (r *AuditRecord) appendMembers(b []byte) ([]byte, int, error) {
 	m.strs([]strMember{{"mode", r.Mode}, {"outcome", r.Outcome}})
 	m.key("prev")
 	m.b = seal.AppendString(m.b, r.Prev)
-	m.str("principal", r.Principal)
+	m.strs([]strMember{{"principal", r.Principal}, {"reason", r.Reason}})
 	if len(r.Replaced) > 0 {
 		m.key("replaced")
 		if m.b, err = seal.AppendValue(m.b, r.Replaced); err != nil {
@@ -235,6 +251,7 @@ func (r *AuditRecord) appendMembers(b []byte) ([]byte, int, error) {
 		}
 	}
 	m.str("rule", r.Rule)
+	m.list("rule_approvers", r.RuleApprovers)
 	m.key("seq")
 	m.b, _ = seal.AppendNumber(m.b, float64(r.Seq)) // a finite number always encodes
 	m.strs([]strMember{{"session", r.Session}, {"shadow_mode", r.ShadowMode}, {"shadow_rule", r.ShadowRule},
@@ -267,6 +284,23 @@ func (m *members) str(k, v string) {
 		m.key(k)
 		m.b = seal.AppendString(m.b, v)
 	}
+}
+
+// list writes a member whose value is a list of strings, left out when
+// empty.
+func (m *members) list(k string, vs []string) {
+	if len(vs) == 0 {
+		return
+	}
+	m.key(k)
+	m.b = append(m.b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			m.b = append(m.b, ',')
+		}
+		m.b = seal.AppendString(m.b, v)
+	}
+	m.b = append(m.b, ']')
 }
 
 // strMember is a string member's key and value.
@@ -637,7 +671,10 @@ func outcomeOf(res *mcp.CallToolResult, err error) string {
 func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision) *AuditRecord {
 	hints := t.Hints
 	rec := &AuditRecord{Time: time.Now(), Event: "call", Tenant: id.Tenant, Principal: id.Principal,
-		Tool: t.Name, Upstream: t.Upstream, Rule: d.Rule, Mode: string(d.Mode), Hints: &hints}
+		Tool: t.Name, Upstream: t.Upstream, Rule: d.RuleName(), Mode: string(d.Mode), Hints: &hints}
+	if d.Mode == ModeApproval {
+		rec.RuleApprovers = d.Approvers
+	}
 	if req := ex.req; req != nil && req.Session != nil {
 		rec.Session = req.Session.ID()
 		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {
@@ -650,7 +687,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 			rec.ArgsDigest = hex.EncodeToString(digest[:])
 		}
 		rec.ConfirmedBy = c.confirmedBy
-		rec.Approvers, rec.Grant = c.approvers, c.grant
+		rec.Approvers, rec.Grant, rec.Approval = c.approvers, c.grant, c.approval
 		if len(c.replaced) > 0 {
 			rec.Replaced = Redact(c.replaced, c.policy.IsSecret)
 		}

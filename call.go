@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -24,11 +25,10 @@ const (
 // metaPrefix marks every meta-argument, known or not.
 const metaPrefix = seal.MetaPrefix
 
-// Identity is who makes a call: the principal and the tenant it acts for.
-type Identity struct {
-	Principal string
-	Tenant    string
-}
+// Identity is who makes a call, approves one or signs in: a principal of a
+// tenant, with the groups its credential names. It is [approval.Identity],
+// the one type every face compares whole.
+type Identity = approval.Identity
 
 // Hints are a tool's behavioural annotations with the MCP specification's
 // defaults made explicit: a tool that says nothing is destructive and
@@ -111,6 +111,8 @@ type Call struct {
 	// standing grant that confirmed it.
 	approvers []string
 	grant     string
+	// approval is the approval the call waited for or ran under.
+	approval string
 }
 
 // parsedArgs is the result of splitting raw arguments.

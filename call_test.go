@@ -2,9 +2,10 @@ package interlock
 
 import (
 	"encoding/json"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"reflect"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestSplitArgs(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -55,19 +54,6 @@ func ScanCheckpoints(rows Rows) ([]Checkpoint, error) {
 		out = append(out, cp)
 	}
 	return out, rows.Err()
-}
-
-// Spent turns the error of consuming an approval or using a grant into
-// whether it was spent: ErrNotApproved and an unknown id mean it was not,
-// any other error is the store's.
-func Spent(err error) (bool, error) {
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, ErrNotApproved), errors.Is(err, ErrApprovalUnknown), errors.Is(err, ErrGrantUnknown):
-		return false, nil
-	}
-	return false, err
 }
 
 // KeyID returns the identifier of an Ed25519 public key.

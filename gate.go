@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -65,19 +66,25 @@ type GateOptions struct {
 	AuditOptional bool
 
 	// Approvals keeps the approvals of mode approval; in memory when nil.
-	Approvals ApprovalStore
+	Approvals approval.Store
 	// ApprovalURL is where approvers open an approval: the approval's id
 	// is appended, as in https://gw.example/console/approvals/ID. Empty
 	// leaves approval_url out.
 	ApprovalURL string
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
-	OnApproval func(context.Context, *Approval)
+	OnApproval func(context.Context, *approval.Approval)
 	// Grants keeps standing grants; in memory when nil. CompileCondition
 	// compiles their conditions (package policy's CompileCondition); with
 	// none, no standing grant can be made.
-	Grants           GrantStore
+	Grants           approval.GrantStore
 	CompileCondition func(string) (Condition, error)
+	// Identities tells who an identity is now: its groups as its
+	// credentials name them today, and false when it has none left (a
+	// removed key). A standing grant covers calls only while its granter
+	// may still approve them. Without it, identities are taken as they
+	// were when they acted.
+	Identities func(Identity) (Identity, bool)
 	// Budgets counts the confirmed calls of each budget a decision names;
 	// in memory when nil.
 	Budgets BudgetStore
@@ -100,12 +107,13 @@ type Gate struct {
 	meter         Meter
 	tracer        trace.Tracer
 
-	approvals    ApprovalStore
+	approvals    approval.Store
 	approvalBase string
-	onApproval   func(context.Context, *Approval)
+	onApproval   func(context.Context, *approval.Approval)
 
-	grants           GrantStore
+	grants           approval.GrantStore
 	compileCondition func(string) (Condition, error)
+	identities       func(Identity) (Identity, bool)
 
 	budgets BudgetStore
 
@@ -161,8 +169,9 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		approvalBase: opts.ApprovalURL,
 		onApproval:   opts.OnApproval,
 
-		grants:  opts.Grants,
-		budgets: opts.Budgets,
+		grants:     opts.Grants,
+		identities: opts.Identities,
+		budgets:    opts.Budgets,
 	}
 	g.SetPolicy(p, opts.MaxArgumentBytes)
 	if g.log == nil {
@@ -175,10 +184,10 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		g.tokens = NewMemoryTokens()
 	}
 	if g.approvals == nil {
-		g.approvals = NewMemoryApprovals()
+		g.approvals = approval.NewMemory()
 	}
 	if g.grants == nil {
-		g.grants = NewMemoryGrants()
+		g.grants = approval.NewMemoryGrants()
 	}
 	if g.budgets == nil {
 		g.budgets = NewMemoryBudgets()

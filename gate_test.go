@@ -82,7 +82,7 @@ func TestGateModes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newGate(t, fixedPolicy{d: Decision{Mode: tt.mode, Rule: "r"}}, &GateOptions{Getenv: env(tt.dryRun), Logger: quiet})
 			var ran []string
-			res := g.Call(context.Background(), testTool(t), Identity{"alice", "acme"}, json.RawMessage(tt.raw),
+			res := g.Call(context.Background(), testTool(t), Identity{Principal: "alice", Tenant: "acme"}, json.RawMessage(tt.raw),
 				func(_ context.Context, a json.RawMessage) (*mcp.CallToolResult, error) {
 					ran = append(ran, string(a))
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil

@@ -2,10 +2,11 @@ package interlock
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // PasskeyVerifier checks the WebAuthn assertion of a decision on an
@@ -14,7 +15,7 @@ import (
 type PasskeyVerifier interface {
 	// VerifyPasskey returns nil when v.Passkey is an assertion, by a
 	// credential v.Tenant and v.Principal registered, over challenge.
-	VerifyPasskey(ctx context.Context, a *Approval, v Vote, challenge []byte) error
+	VerifyPasskey(ctx context.Context, a *approval.Approval, v approval.Vote, challenge []byte) error
 }
 
 // Errors of deciding an approval that requires a passkey.
@@ -27,29 +28,9 @@ var (
 // one, approvals that require a passkey can be neither decided nor run.
 func (g *Gate) UsePasskeys(v PasskeyVerifier) { g.passkeys.Store(&v) }
 
-// PasskeyChallenge is the WebAuthn challenge an approver signs to approve
-// (or deny) a: bound to its id, its binding key, a hash of its summary and
-// arguments, and the decision, so an assertion answers one decision on
-// one approval and nothing else.
-func (a *Approval) PasskeyChallenge(approve bool) ([]byte, error) {
-	args, err := json.Marshal(a.Args)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the arguments of %s: %w", a.ID, err)
-	}
-	summary, argsDigest := sha256.Sum256([]byte(a.Summary)), sha256.Sum256(args)
-	h := sha256.New()
-	for _, s := range []string{"interlock approval v1", a.ID, a.Key, decisionWord(approve)} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	h.Write(summary[:])
-	h.Write(argsDigest[:])
-	return h.Sum(nil), nil
-}
-
 // verifyVote checks that v carries a verified assertion over a's
 // challenge for this decision.
-func (g *Gate) verifyVote(ctx context.Context, a *Approval, v Vote, approve bool) error {
+func (g *Gate) verifyVote(ctx context.Context, a *approval.Approval, v approval.Vote) error {
 	if len(v.Passkey) == 0 {
 		return ErrPasskeyRequired
 	}
@@ -57,7 +38,7 @@ func (g *Gate) verifyVote(ctx context.Context, a *Approval, v Vote, approve bool
 	if verifier == nil {
 		return ErrPasskeyRequired
 	}
-	challenge, err := a.PasskeyChallenge(approve)
+	challenge, err := a.PasskeyChallenge(v.Verdict)
 	if err != nil {
 		return err
 	}
@@ -70,9 +51,12 @@ func (g *Gate) verifyVote(ctx context.Context, a *Approval, v Vote, approve bool
 // verifySignedVotes checks every approval of an approved approval again
 // before its call runs, so approvals written into the store around the
 // console do not count.
-func (g *Gate) verifySignedVotes(ctx context.Context, a *Approval) error {
+func (g *Gate) verifySignedVotes(ctx context.Context, a *approval.Approval) error {
 	for _, v := range a.Approvals {
-		if err := g.verifyVote(ctx, a, v, true); err != nil {
+		if v.Verdict == "" {
+			v.Verdict = approval.Approve
+		}
+		if err := g.verifyVote(ctx, a, v); err != nil {
 			g.log.WarnContext(ctx, "an approval without a valid passkey signature", "approval", a.ID, "approver", v.Principal, "error", clip(err.Error()))
 			return &Error{Code: CodePermissionDenied,
 				Message: fmt.Sprintf("The approval %s of %s is not signed with an approver's passkey; nothing ran.", a.ID, a.Tool),
@@ -86,6 +70,6 @@ func (g *Gate) verifySignedVotes(ctx context.Context, a *Approval) error {
 // with the WebAuthn assertion they signed in the console. An approval that
 // requires a passkey can only be decided this way; the assertion is
 // verified now and again before the call runs.
-func (g *Gate) DecideWithPasskey(ctx context.Context, id string, who Approver, approve bool, reason string, assertion json.RawMessage) (*Approval, error) {
-	return g.decide(ctx, id, who, approve, reason, assertion)
+func (g *Gate) DecideWithPasskey(ctx context.Context, id string, who Identity, v approval.Verdict, reason string, assertion json.RawMessage) (*approval.Approval, error) {
+	return g.decide(ctx, id, who, v, reason, assertion)
 }

@@ -12,13 +12,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // signingVerifier stands in for the console: an "assertion" is the JSON
 // encoding of the challenge it signs, made by the approver it names.
 type signingVerifier struct{}
 
-func (signingVerifier) VerifyPasskey(_ context.Context, _ *interlock.Approval, v interlock.Vote, challenge []byte) error {
+func (signingVerifier) VerifyPasskey(_ context.Context, _ *approval.Approval, v approval.Vote, challenge []byte) error {
 	var signed []byte
 	if err := json.Unmarshal(v.Passkey, &signed); err != nil {
 		return err
@@ -29,7 +30,7 @@ func (signingVerifier) VerifyPasskey(_ context.Context, _ *interlock.Approval, v
 	return nil
 }
 
-func assertionOver(t *testing.T, a *interlock.Approval, approve bool) json.RawMessage {
+func assertionOver(t *testing.T, a *approval.Approval, approve approval.Verdict) json.RawMessage {
 	t.Helper()
 	challenge, err := a.PasskeyChallenge(approve)
 	if err != nil {
@@ -48,7 +49,7 @@ func assertionOver(t *testing.T, a *interlock.Approval, approve bool) json.RawMe
 func TestPasskeyApprovals(t *testing.T) {
 	ctx := context.Background()
 	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
-	bob := interlock.Approver{Principal: "bob", Tenant: "acme"}
+	bob := interlock.Identity{Principal: "bob", Tenant: "acme"}
 	setup := func(t *testing.T, verifier interlock.PasskeyVerifier) (*interlock.Gate, func(args string) interlock.Body, *atomic.Int64) {
 		g := approvalGate(t, `
 rules:
@@ -71,7 +72,7 @@ rules:
 		}
 		return g, call, runs
 	}
-	pending := func(t *testing.T, g *interlock.Gate, call func(string) interlock.Body, args string) *interlock.Approval {
+	pending := func(t *testing.T, g *interlock.Gate, call func(string) interlock.Body, args string) *approval.Approval {
 		t.Helper()
 		b := call(args)
 		if b.Code != interlock.CodeApprovalPending {
@@ -89,26 +90,26 @@ rules:
 
 	refusals := []struct {
 		name    string
-		decide  func(t *testing.T, g *interlock.Gate, a, other *interlock.Approval) error
+		decide  func(t *testing.T, g *interlock.Gate, a, other *approval.Approval) error
 		wantErr error
 	}{
-		{"approve without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
-			_, err := g.Decide(ctx, a.ID, bob, true, "")
+		{"approve without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
+			_, err := g.Decide(ctx, a.ID, bob, approval.Approve, "")
 			return err
 		}, interlock.ErrPasskeyRequired},
-		{"deny without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
-			_, err := g.Decide(ctx, a.ID, bob, false, "")
+		{"deny without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
+			_, err := g.Decide(ctx, a.ID, bob, approval.Deny, "")
 			return err
 		}, interlock.ErrPasskeyRequired},
-		{"an assertion for another approval", func(t *testing.T, g *interlock.Gate, a, other *interlock.Approval) error {
-			_, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "", assertionOver(t, other, true))
+		{"an assertion for another approval", func(t *testing.T, g *interlock.Gate, a, other *approval.Approval) error {
+			_, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, other, approval.Approve))
 			return err
 		}, interlock.ErrPasskeyInvalid},
-		{"a denial's assertion used to approve", func(t *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
-			_, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "", assertionOver(t, a, false))
+		{"a denial's assertion used to approve", func(t *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
+			_, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, a, approval.Deny))
 			return err
 		}, interlock.ErrPasskeyInvalid},
-		{"a standing grant", func(_ *testing.T, g *interlock.Gate, a, _ *interlock.Approval) error {
+		{"a standing grant", func(_ *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
 			_, err := g.GrantScope(ctx, a.ID, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 5})
 			if ie := (*interlock.Error)(nil); errors.As(err, &ie) && ie.Code == interlock.CodePermissionDenied {
 				return interlock.ErrPasskeyRequired
@@ -133,7 +134,7 @@ rules:
 	t.Run("without a verifier nothing can be decided", func(t *testing.T) {
 		g, call, _ := setup(t, nil)
 		a := pending(t, g, call, `{"amount":100}`)
-		if _, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "", assertionOver(t, a, true)); !errors.Is(err, interlock.ErrPasskeyRequired) {
+		if _, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, a, approval.Approve)); !errors.Is(err, interlock.ErrPasskeyRequired) {
 			t.Errorf("DecideWithPasskey: %v, want ErrPasskeyRequired", err)
 		}
 	})
@@ -141,11 +142,11 @@ rules:
 	t.Run("an assertion over the approval's challenge approves it; the call runs once", func(t *testing.T) {
 		g, call, runs := setup(t, signingVerifier{})
 		a := pending(t, g, call, `{"amount":100}`)
-		decided, err := g.DecideWithPasskey(ctx, a.ID, bob, true, "signed", assertionOver(t, a, true))
+		decided, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "signed", assertionOver(t, a, approval.Approve))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if decided.State(time.Now()) != interlock.ApprovalApproved || decided.Approvals[0].Tenant != "acme" || len(decided.Approvals[0].Passkey) == 0 {
+		if decided.State(time.Now()) != approval.Approved || decided.Approvals[0].Tenant != "acme" || len(decided.Approvals[0].Passkey) == 0 {
 			t.Fatalf("after the decision: %+v", decided)
 		}
 		if b := call(`{"amount":100}`); b.Code != "" || runs.Load() != 1 {
@@ -159,7 +160,7 @@ rules:
 	t.Run("a vote written into the store around the gate does not run the call", func(t *testing.T) {
 		g, call, runs := setup(t, signingVerifier{})
 		a := pending(t, g, call, `{"amount":100}`)
-		if _, err := g.Approvals().Decide(ctx, a.ID, interlock.Vote{Principal: "bob", At: time.Now()}, true); err != nil {
+		if _, err := g.Approvals().Decide(ctx, a.ID, approval.Vote{Principal: "bob", Verdict: approval.Approve, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if b := call(`{"amount":100}`); b.Code != interlock.CodePermissionDenied || runs.Load() != 0 {

@@ -64,8 +64,11 @@ const DefaultTokenTTL = 60 * time.Second
 // Decision is the policy's answer for one call.
 type Decision struct {
 	// Rule names the rule that decided; empty when the default applied.
-	Rule string
-	Mode Mode
+	// RuleDigest is the digest of that rule's definition: a standing grant
+	// covers a call only while the same rule, unchanged, decides it.
+	Rule       string
+	RuleDigest string
+	Mode       Mode
 	// Reason says, for mode deny, why the call is refused when no rule
 	// says it (a tenant that may not use the tool).
 	Reason string
@@ -97,9 +100,25 @@ type Decision struct {
 	// approve (1 when zero).
 	Approvers []string
 	Quorum    int
+	// RunWithin is how long an approved call may wait to run, counted
+	// from the vote that approved it; Timeout (or DefaultApprovalTimeout)
+	// when zero.
+	RunWithin time.Duration
 	// RequirePasskey accepts only decisions the approver signed with their
 	// passkey in the console, over a challenge bound to the approval.
 	RequirePasskey bool
+}
+
+// DefaultRule is the rule name records and tests give a decision that no
+// rule made.
+const DefaultRule = "default"
+
+// RuleName is the name of the rule that decided, or [DefaultRule].
+func (d Decision) RuleName() string {
+	if d.Rule == "" {
+		return DefaultRule
+	}
+	return d.Rule
 }
 
 // DefaultElicitTimeout is how long a confirmation form may stay unanswered

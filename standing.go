@@ -4,78 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/interlock-mcp/interlock/approval"
 )
-
-// MaxGrantLifetime bounds how long a standing grant may last.
-const MaxGrantLifetime = 24 * time.Hour
-
-// A StandingGrant is an approver's approval of a scope instead of one
-// call, against prompt fatigue: calls of Tool by the caller it names whose
-// arguments meet When run as confirmed by the grant, up to Uses times
-// until ExpiresAt, unless it is revoked. The audit names the grant of
-// every call it confirmed.
-type StandingGrant struct {
-	ID   string `json:"id"`
-	Tool string `json:"tool"`
-	// When is a CEL condition over args; empty covers any arguments.
-	When      string `json:"when,omitempty"`
-	Tenant    string `json:"tenant"`
-	Principal string `json:"principal"`
-	// Approvers are who may revoke it besides its grantor: the approvers
-	// of the approval it was made from.
-	Approvers []string  `json:"approvers"`
-	GrantedBy string    `json:"granted_by"`
-	Reason    string    `json:"reason,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Uses      int       `json:"uses"`
-	Used      int       `json:"used"`
-	Revoked   bool      `json:"revoked,omitempty"`
-}
-
-// Live reports whether the grant may still confirm a call at now.
-func (s *StandingGrant) Live(now time.Time) bool {
-	return !s.Revoked && s.Used < s.Uses && now.Before(s.ExpiresAt)
-}
-
-// Use counts one use of a live grant, or answers ErrNotApproved.
-func (s *StandingGrant) Use(now time.Time) error {
-	if !s.Live(now) {
-		return ErrNotApproved
-	}
-	s.Used++
-	return nil
-}
-
-// MayRevoke reports whether who may revoke the grant: its grantor, or one
-// of the approvers it names.
-func (s *StandingGrant) MayRevoke(who Approver) bool {
-	if who.Principal == s.GrantedBy {
-		return true
-	}
-	a := Approval{Approvers: s.Approvers, Principal: s.Principal, Tenant: s.Tenant}
-	return a.MayDecide(who) == nil
-}
-
-// GrantStore keeps standing grants. The memory store below serves one
-// process.
-type GrantStore interface {
-	AddGrant(ctx context.Context, g *StandingGrant) error
-	// LiveGrants returns the grants that may still confirm a call.
-	LiveGrants(ctx context.Context) ([]*StandingGrant, error)
-	// UseGrant counts one use of a live grant and reports whether it was
-	// live: of concurrent uses beyond the limit, none succeeds.
-	UseGrant(ctx context.Context, id string) (bool, error)
-	// RevokeGrant ends a grant; ErrGrantUnknown when there is none.
-	RevokeGrant(ctx context.Context, id string) (*StandingGrant, error)
-	Grant(ctx context.Context, id string) (*StandingGrant, error)
-}
-
-// ErrGrantUnknown is the error of a grant id that names no grant.
-var ErrGrantUnknown = errors.New("no such grant")
 
 // Condition is a compiled When of a standing grant.
 type Condition func(c *Call) (bool, error)
@@ -93,87 +26,137 @@ type GrantRequest struct {
 const ConfirmedByGrant = "grant"
 
 // GrantScope approves the approval id and grants its caller the scope req
-// describes for the same tool: who must be allowed to decide the
-// approval. The waiting call is the grant's first use: the approval is
-// closed, and its re-call runs under the grant.
-func (g *Gate) GrantScope(ctx context.Context, id string, who Approver, req GrantRequest) (*StandingGrant, error) {
+// describes for the same tool, under the same rule: who must be allowed to
+// decide the approval. The waiting call is the grant's first use: the
+// approval is closed, and its re-call runs under the grant.
+func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req GrantRequest) (*approval.StandingGrant, error) {
 	if !g.OffersGrants() {
 		return nil, errors.New("this gate keeps no standing grants")
 	}
-	invalid := func(format string, args ...any) error {
-		return &Error{Code: CodeValidationFailed, Message: fmt.Sprintf(format, args...),
-			Hint: "Give a lifetime of at most 24h, from 1 to 10000 uses, and a CEL condition over args (or none)."}
-	}
-	switch {
-	case req.TTL <= 0 || req.TTL > MaxGrantLifetime:
-		return nil, invalid("A grant lasts more than 0 and at most %s, not %s.", MaxGrantLifetime, req.TTL)
-	case req.Uses < 1 || req.Uses > 10000:
-		return nil, invalid("A grant allows from 1 to 10000 uses, not %d.", req.Uses)
-	}
-	if req.When != "" {
-		if _, err := g.compileCondition(req.When); err != nil {
-			return nil, invalid("The condition does not compile: %s", clip(err.Error()))
-		}
+	if err := req.check(g.compileCondition); err != nil {
+		return nil, err
 	}
 	if g.approvals == nil {
-		return nil, ErrApprovalUnknown
+		return nil, approval.ErrUnknown
 	}
 	pending, err := g.approvals.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := pending.MayDecide(who); err != nil {
+	if err := approval.MayDecide(who, pending); err != nil {
 		return nil, err
 	}
-	// One person's grant would stand in for the others a quorum asks for.
-	if pending.Quorum > 1 {
-		return nil, &Error{Code: CodePermissionDenied,
-			Message: fmt.Sprintf("The rule asks %d approvers for each call of %s, so no one approver may grant a standing scope.", pending.Quorum, pending.Tool),
-			Hint:    "Approve this call alone; every further call asks the approvers again."}
+	if why := noGrantUnder(pending.Quorum, pending.RequirePasskey, pending.RuleDigest); why != "" {
+		return nil, &Error{Code: CodePermissionDenied, Message: fmt.Sprintf(why, pending.Tool),
+			Hint: "Approve this call alone; every further call asks the approvers again."}
 	}
-	// A grant would let later calls run without the passkey's signature.
-	if pending.RequirePasskey {
-		return nil, &Error{Code: CodePermissionDenied,
-			Message: fmt.Sprintf("The rule asks for an approver's passkey on each call of %s, so no standing scope may be granted.", pending.Tool),
-			Hint:    "Approve this call alone, with your passkey; every further call asks the approvers again."}
-	}
-	a, err := g.Decide(ctx, id, who, true, req.Reason)
+	a, err := g.Decide(ctx, id, who, approval.Approve, req.Reason)
 	if err != nil {
 		return nil, err
 	}
-	if a.State(time.Now()) == ApprovalApproved {
+	if a.State(time.Now()) == approval.Approved {
 		if _, err := g.approvals.Consume(ctx, a.ID); err != nil {
 			return nil, err
 		}
 	}
 	now := time.Now()
-	sg := &StandingGrant{ID: "grt_" + newApprovalID()[4:], Tool: a.Tool, When: req.When, Tenant: a.Tenant, Principal: a.Principal,
-		Approvers: a.Approvers, GrantedBy: who.Principal, Reason: clip(req.Reason), CreatedAt: now, ExpiresAt: now.Add(req.TTL), Uses: req.Uses}
+	sg := &approval.StandingGrant{ID: "grt_" + newApprovalID()[4:], Tool: a.Tool, When: req.When, Tenant: a.Tenant, Principal: a.Principal,
+		Rule: a.Rule, RuleDigest: a.RuleDigest, Approvers: a.Approvers, GrantedBy: who.Principal, GranterGroups: who.Groups,
+		Reason: clip(req.Reason), CreatedAt: now, ExpiresAt: now.Add(req.TTL), Uses: req.Uses}
 	if err := g.grants.AddGrant(ctx, sg); err != nil {
 		return nil, err
 	}
 	g.RecordEvent(ctx, &AuditRecord{Event: "grant_created", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
+		Rule: sg.Rule, Grant: sg.ID, Approval: a.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers, Reason: sg.Reason,
 		Detail: fmt.Sprintf("%s for %s's calls where %q, %d uses until %s", sg.ID, sg.Principal, sg.When, sg.Uses, sg.ExpiresAt.UTC().Format(time.RFC3339))})
 	return sg, nil
 }
 
-// RevokeGrant ends a standing grant, if who may.
-func (g *Gate) RevokeGrant(ctx context.Context, id string, who Approver) (*StandingGrant, error) {
+// check refuses a grant request with limits out of range or a condition
+// that does not compile.
+func (req GrantRequest) check(compile func(string) (Condition, error)) error {
+	invalid := func(format string, args ...any) error {
+		return &Error{Code: CodeValidationFailed, Message: fmt.Sprintf(format, args...),
+			Hint: "Give a lifetime of at most 24h, from 1 to 10000 uses, and a CEL condition over args (or none)."}
+	}
+	switch {
+	case req.TTL <= 0 || req.TTL > approval.MaxGrantLifetime:
+		return invalid("A grant lasts more than 0 and at most %s, not %s.", approval.MaxGrantLifetime, req.TTL)
+	case req.Uses < 1 || req.Uses > 10000:
+		return invalid("A grant allows from 1 to 10000 uses, not %d.", req.Uses)
+	}
+	if req.When != "" {
+		if _, err := compile(req.When); err != nil {
+			return invalid("The condition does not compile: %s", clip(err.Error()))
+		}
+	}
+	return nil
+}
+
+// noGrantUnder says why no standing grant may be made under a rule that
+// asks for quorum approvers and maybe a passkey (a format for the tool's
+// name), or "" when one may.
+func noGrantUnder(quorum int, passkey bool, ruleDigest string) string {
+	switch {
+	case quorum > 1:
+		// One person's grant would stand in for the others.
+		return fmt.Sprintf("The rule asks %d approvers for each call of %%s, so no one approver may grant a standing scope.", quorum)
+	case passkey:
+		// A grant would let later calls run without the signature.
+		return "The rule asks for an approver's passkey on each call of %s, so no standing scope may be granted."
+	case ruleDigest == "":
+		return "The approval of %s names no rule a grant could stand for, so no standing scope may be granted."
+	}
+	return ""
+}
+
+// RevokeGrant ends a standing grant, if who may ([approval.MayRevoke]).
+func (g *Gate) RevokeGrant(ctx context.Context, id string, who Identity) (*approval.StandingGrant, error) {
 	if g.grants == nil {
-		return nil, ErrGrantUnknown
+		return nil, approval.ErrGrantUnknown
 	}
 	sg, err := g.grants.Grant(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if !sg.MayRevoke(who) {
-		return nil, ErrNotAnApprover
-	}
-	if sg, err = g.grants.RevokeGrant(ctx, id); err != nil {
+	if err := approval.MayRevoke(who, sg); err != nil {
 		return nil, err
 	}
-	g.RecordEvent(ctx, &AuditRecord{Event: "grant_revoked", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool, Detail: sg.ID})
+	if sg, err = g.grants.RevokeGrant(ctx, id, ""); err != nil {
+		return nil, err
+	}
+	g.RecordEvent(ctx, &AuditRecord{Event: "grant_revoked", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
+		Rule: sg.Rule, Grant: sg.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers, Detail: sg.ID})
 	return sg, nil
+}
+
+// VoidGrants ends every live grant whose rule no longer stands as it was
+// made: stands reports whether a rule of that name and digest is in the
+// policy now. A reload calls it with the new policy; each voided grant is
+// audited. It returns the grants it voided.
+func (g *Gate) VoidGrants(ctx context.Context, stands func(rule, digest string) bool, why string) ([]*approval.StandingGrant, error) {
+	if g.grants == nil {
+		return nil, nil
+	}
+	live, err := g.grants.LiveGrants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var voided []*approval.StandingGrant
+	for _, sg := range live {
+		if stands(sg.Rule, sg.RuleDigest) {
+			continue
+		}
+		sg, err := g.grants.RevokeGrant(ctx, sg.ID, why)
+		if err != nil {
+			return voided, err
+		}
+		voided = append(voided, sg)
+		g.RecordEvent(ctx, &AuditRecord{Event: "grant_voided", Tenant: sg.Tenant, Principal: sg.GrantedBy, Tool: sg.Tool,
+			Rule: sg.Rule, Grant: sg.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers,
+			Detail: fmt.Sprintf("%s: %s", sg.ID, why)})
+	}
+	return voided, nil
 }
 
 // OffersGrants reports whether approvers may grant standing scopes: the
@@ -181,20 +164,25 @@ func (g *Gate) RevokeGrant(ctx context.Context, id string, who Approver) (*Stand
 func (g *Gate) OffersGrants() bool { return g.grants != nil && g.compileCondition != nil }
 
 // Grants returns the gate's grant store; nil when it has none.
-func (g *Gate) Grants() GrantStore { return g.grants }
+func (g *Gate) Grants() approval.GrantStore { return g.grants }
 
-// useGrant looks for a live grant that covers c and spends one of its
-// uses. A condition that cannot be evaluated covers nothing.
-func (g *Gate) useGrant(ctx context.Context, c *Call) (*StandingGrant, error) {
-	if g.grants == nil || g.compileCondition == nil {
+// useGrant looks for a live grant that covers c as d decides it
+// ([approval.Covers]) and spends one of its uses. A condition that cannot
+// be evaluated covers nothing.
+func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision) (*approval.StandingGrant, error) {
+	digest := d.approvalDigest()
+	if g.grants == nil || g.compileCondition == nil || noGrantUnder(d.Quorum, d.RequirePasskey, digest) != "" {
 		return nil, nil
 	}
 	live, err := g.grants.LiveGrants(ctx)
 	if err != nil {
 		return nil, storeUnavailable(c, err)
 	}
+	ruling := approval.Ruling{Rule: d.Rule, RuleDigest: digest, Approvers: d.Approvers, Quorum: d.Quorum, RequirePasskey: d.RequirePasskey}
+	now := time.Now()
 	for _, sg := range live {
-		if sg.Tool != c.Tool || sg.Tenant != c.Tenant || sg.Principal != c.Principal {
+		granter, ok := g.currentIdentity(sg.Granter())
+		if !ok || !approval.Covers(sg, c.Identity, c.Tool, ruling, granter, now) {
 			continue
 		}
 		if sg.When != "" {
@@ -215,6 +203,16 @@ func (g *Gate) useGrant(ctx context.Context, c *Call) (*StandingGrant, error) {
 		}
 	}
 	return nil, nil
+}
+
+// currentIdentity is who as the gate's directory knows them now, and
+// whether they may still act at all; as given when the gate has no
+// directory.
+func (g *Gate) currentIdentity(who Identity) (Identity, bool) {
+	if g.identities == nil {
+		return who, true
+	}
+	return g.identities(who)
 }
 
 // cachedConditions compiles each condition once: grants are checked on
@@ -238,77 +236,4 @@ func cachedConditions(compile func(string) (Condition, error)) func(string) (Con
 		cache[expr] = c
 		return c, nil
 	}
-}
-
-// MemoryGrants is the in-process GrantStore, the default.
-type MemoryGrants struct {
-	mu     sync.Mutex
-	grants map[string]*StandingGrant
-}
-
-// NewMemoryGrants returns an empty in-memory grant store.
-func NewMemoryGrants() *MemoryGrants { return &MemoryGrants{grants: map[string]*StandingGrant{}} }
-
-// AddGrant implements [GrantStore].
-func (m *MemoryGrants) AddGrant(_ context.Context, g *StandingGrant) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := time.Now()
-	for id, old := range m.grants {
-		if now.Sub(old.ExpiresAt) > 24*time.Hour {
-			delete(m.grants, id)
-		}
-	}
-	c := *g
-	m.grants[g.ID] = &c
-	return nil
-}
-
-// LiveGrants implements [GrantStore].
-func (m *MemoryGrants) LiveGrants(context.Context) ([]*StandingGrant, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := time.Now()
-	var out []*StandingGrant
-	for _, g := range m.grants {
-		if g.Live(now) {
-			c := *g
-			out = append(out, &c)
-		}
-	}
-	slices.SortFunc(out, func(a, b *StandingGrant) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	return out, nil
-}
-
-// UseGrant implements [GrantStore].
-func (m *MemoryGrants) UseGrant(_ context.Context, id string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g, ok := m.grants[id]
-	return ok && g.Use(time.Now()) == nil, nil
-}
-
-// RevokeGrant implements [GrantStore].
-func (m *MemoryGrants) RevokeGrant(_ context.Context, id string) (*StandingGrant, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g, ok := m.grants[id]
-	if !ok {
-		return nil, ErrGrantUnknown
-	}
-	g.Revoked = true
-	c := *g
-	return &c, nil
-}
-
-// Grant implements [GrantStore].
-func (m *MemoryGrants) Grant(_ context.Context, id string) (*StandingGrant, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g, ok := m.grants[id]
-	if !ok {
-		return nil, ErrGrantUnknown
-	}
-	c := *g
-	return &c, nil
 }

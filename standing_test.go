@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestStandingGrants(t *testing.T) {
 	ctx := context.Background()
 	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
-	bob := interlock.Approver{Principal: "bob", Tenant: "acme"}
+	bob := interlock.Identity{Principal: "bob", Tenant: "acme"}
 	setup := func(t *testing.T) (*interlock.Gate, *interlock.Tool, *atomic.Int64) {
 		g := approvalGate(t, `
 rules:
@@ -77,10 +78,10 @@ rules:
 		g, tool, runs := setup(t)
 		id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
 		sg, _ := g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
-		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Approver{Principal: "mallory", Tenant: "acme"}); !errors.Is(err, interlock.ErrNotAnApprover) {
+		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Identity{Principal: "mallory", Tenant: "acme"}); !errors.Is(err, approval.ErrNotAnApprover) {
 			t.Errorf("a stranger revokes: %v", err)
 		}
-		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Approver{Principal: "carol", Tenant: "acme"}); err != nil {
+		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Identity{Principal: "carol", Tenant: "acme"}); err != nil {
 			t.Fatalf("another approver revokes: %v", err)
 		}
 		if b := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`); b.Code != interlock.CodeApprovalPending {
@@ -109,7 +110,7 @@ rules:
 				t.Errorf("%+v was accepted", req)
 			}
 		}
-		if _, err := g.GrantScope(ctx, id, interlock.Approver{Principal: "alice", Tenant: "acme"}, interlock.GrantRequest{TTL: time.Hour, Uses: 1}); !errors.Is(err, interlock.ErrSelfApproval) {
+		if _, err := g.GrantScope(ctx, id, interlock.Identity{Principal: "alice", Tenant: "acme"}, interlock.GrantRequest{TTL: time.Hour, Uses: 1}); !errors.Is(err, approval.ErrSelfApproval) {
 			t.Errorf("the caller grants themselves: %v", err)
 		}
 	})

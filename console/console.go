@@ -57,7 +57,7 @@ type Options struct {
 	Gate *interlock.Gate
 	// Authenticate returns who holds an API key. Nil when the gateway has
 	// no keys: then only one-time links sign anyone in.
-	Authenticate func(ctx context.Context, key string) (interlock.Approver, error)
+	Authenticate func(ctx context.Context, key string) (interlock.Identity, error)
 	// SignIn, when set, offers approvers to sign in with an identity
 	// provider; the provider must send them back to CallbackPath.
 	SignIn IdentityProvider
@@ -77,7 +77,7 @@ type Options struct {
 // Console serves the approvers' pages.
 type Console struct {
 	gate    *interlock.Gate
-	authn   func(context.Context, string) (interlock.Approver, error)
+	authn   func(context.Context, string) (interlock.Identity, error)
 	history History
 	log     *slog.Logger
 	pages   map[string]*template.Template
@@ -141,7 +141,7 @@ func (c *Console) Close() { c.changes.close() }
 
 // OneTimeLogin returns a token that signs who in once, for a link such as
 // /console/login?once=TOKEN.
-func (c *Console) OneTimeLogin(who interlock.Approver) string { return c.sessions.oneTime(who) }
+func (c *Console) OneTimeLogin(who interlock.Identity) string { return c.sessions.oneTime(who) }
 
 // Handler serves the console under [Path].
 func (c *Console) Handler() http.Handler {
@@ -197,7 +197,7 @@ func securityHeaders(h http.Handler) http.Handler {
 // page is what every template receives.
 type page struct {
 	Title   string
-	Who     *interlock.Approver
+	Who     *interlock.Identity
 	CSRF    string
 	Nav     string
 	Flash   string

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
 
 // The approvers' keys of the test console.
-var keys = map[string]interlock.Approver{
+var keys = map[string]interlock.Identity{
 	"key-alice":   {Principal: "alice", Tenant: "acme", Groups: []string{"finance"}},
 	"key-bob":     {Principal: "bob", Tenant: "acme", Groups: []string{"finance"}},
 	"key-mallory": {Principal: "mallory", Tenant: "acme"},
@@ -32,24 +33,24 @@ var keys = map[string]interlock.Approver{
 type rig struct {
 	srv     *httptest.Server
 	url     string
-	store   *interlock.MemoryApprovals
+	store   *approval.Memory
 	console *Console
 }
 
 func newRig(t *testing.T, tls bool, history History) *rig {
 	t.Helper()
-	store := interlock.NewMemoryApprovals()
+	store := approval.NewMemory()
 	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: store, Logger: quiet,
 		CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := New(Options{Gate: gate, Logger: quiet, Poll: 20 * time.Millisecond, History: history,
-		Authenticate: func(_ context.Context, key string) (interlock.Approver, error) {
+		Authenticate: func(_ context.Context, key string) (interlock.Identity, error) {
 			if who, ok := keys[key]; ok {
 				return who, nil
 			}
-			return interlock.Approver{}, errors.New("unknown key")
+			return interlock.Identity{}, errors.New("unknown key")
 		}})
 	srv := httptest.NewUnstartedServer(c.Handler())
 	if tls {
@@ -62,31 +63,31 @@ func newRig(t *testing.T, tls bool, history History) *rig {
 }
 
 // request waits for alice's refund, which finance may approve.
-func (r *rig) request(t *testing.T, id string, approvers ...string) *interlock.Approval {
+func (r *rig) request(t *testing.T, id string, approvers ...string) *approval.Approval {
 	t.Helper()
 	return r.requestQuorum(t, id, 1, approvers...)
 }
 
 // requestQuorum waits for alice's refund, which quorum of approvers must
 // approve.
-func (r *rig) requestQuorum(t *testing.T, id string, quorum int, approvers ...string) *interlock.Approval {
+func (r *rig) requestQuorum(t *testing.T, id string, quorum int, approvers ...string) *approval.Approval {
 	t.Helper()
 	return r.keep(t, refund(id, quorum, approvers...))
 }
 
 // refund is alice's pending refund.
-func refund(id string, quorum int, approvers ...string) *interlock.Approval {
+func refund(id string, quorum int, approvers ...string) *approval.Approval {
 	if len(approvers) == 0 {
 		approvers = []string{"group:finance"}
 	}
 	now := time.Now()
-	return &interlock.Approval{ID: id, Key: "key-of-" + id, Tenant: "acme", Principal: "alice",
-		Tool: "refund_invoice", Rule: "large-refunds", Args: map[string]any{"invoice_id": "inv_1005", "amount": 2000},
+	return &approval.Approval{ID: id, Key: "key-of-" + id, Tenant: "acme", Principal: "alice",
+		Tool: "refund_invoice", Rule: "large-refunds", RuleDigest: "digest-of-large-refunds", Args: map[string]any{"invoice_id": "inv_1005", "amount": 2000},
 		Summary: "Refund $2,000.00 on inv_1005.", Approvers: approvers, Quorum: quorum, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
 }
 
 // keep stores a pending approval.
-func (r *rig) keep(t *testing.T, a *interlock.Approval) *interlock.Approval {
+func (r *rig) keep(t *testing.T, a *approval.Approval) *approval.Approval {
 	t.Helper()
 	a, err := r.store.Request(context.Background(), a)
 	if err != nil {
@@ -285,14 +286,14 @@ func TestDecide(t *testing.T) {
 		says                string
 		state               string
 	}{
-		{"an approver approves", "key-bob", "approve", http.StatusSeeOther, "", interlock.ApprovalApproved},
-		{"an approver denies", "key-bob", "deny", http.StatusSeeOther, "", interlock.ApprovalDenied},
+		{"an approver approves", "key-bob", "approve", http.StatusSeeOther, "", approval.Approved},
+		{"an approver denies", "key-bob", "deny", http.StatusSeeOther, "", approval.Denied},
 		{"the caller cannot approve their own call", "key-alice", "approve", http.StatusForbidden,
-			"You cannot approve or deny your own call.", interlock.ApprovalPending},
+			"You cannot approve or deny your own call.", approval.Pending},
 		{"the caller cannot deny it either", "key-alice", "deny", http.StatusForbidden,
-			"You cannot approve or deny your own call.", interlock.ApprovalPending},
-		{"someone the rule does not name", "key-mallory", "approve", http.StatusNotFound, "no such approval", interlock.ApprovalPending},
-		{"neither approve nor deny", "key-bob", "maybe", http.StatusBadRequest, "Choose Approve or Deny.", interlock.ApprovalPending},
+			"You cannot approve or deny your own call.", approval.Pending},
+		{"someone the rule does not name", "key-mallory", "approve", http.StatusNotFound, "no such approval", approval.Pending},
+		{"neither approve nor deny", "key-bob", "maybe", http.StatusBadRequest, "Choose Approve or Deny.", approval.Pending},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -325,7 +326,7 @@ func TestDecide(t *testing.T) {
 
 func TestOneTimeLinkSignsInOnce(t *testing.T) {
 	r := newRig(t, false, nil)
-	link := "/console/login?once=" + r.console.OneTimeLogin(interlock.Approver{Principal: "operator", Tenant: "local"})
+	link := "/console/login?once=" + r.console.OneTimeLogin(interlock.Identity{Principal: "operator", Tenant: "local"})
 	tests := []struct {
 		name    string
 		status  int
@@ -358,7 +359,7 @@ func TestOneTimeLinkSignsInOnce(t *testing.T) {
 
 func TestSessionIdleExpiry(t *testing.T) {
 	ss := newSessions(time.Minute)
-	id, s := ss.start(interlock.Approver{Principal: "bob"})
+	id, s := ss.start(interlock.Identity{Principal: "bob"})
 	if ss.get(id, true) != s {
 		t.Fatal("a fresh session is not live")
 	}
@@ -371,7 +372,7 @@ func TestSessionIdleExpiry(t *testing.T) {
 func TestPagesEscapeWhatApprovalsCarry(t *testing.T) {
 	r := newRig(t, false, nil)
 	now := time.Now()
-	_, _ = r.store.Request(context.Background(), &interlock.Approval{ID: "apr_x", Key: "x", Tenant: "acme", Principal: "alice",
+	_, _ = r.store.Request(context.Background(), &approval.Approval{ID: "apr_x", Key: "x", Tenant: "acme", Principal: "alice",
 		Tool: "refund_invoice", Args: map[string]any{"note": `<img src=x onerror=alert(1)>`}, Summary: "<script>alert(1)</script>",
 		Approvers: []string{"group:finance"}, Quorum: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	b := r.browser(t)
@@ -435,7 +436,7 @@ func TestEventsTellWhatChanged(t *testing.T) {
 		{"a new approval", func() { r.request(t, "apr_1"); r.console.Notify() }, bobs,
 			"New approval waiting: refund_invoice, called by alice."},
 		{"a decision", func() {
-			if _, err := r.console.gate.Decide(ctx, "apr_1", keys["key-bob"], true, ""); err != nil {
+			if _, err := r.console.gate.Decide(ctx, "apr_1", keys["key-bob"], approval.Approve, ""); err != nil {
 				t.Fatal(err)
 			}
 		}, bobs, "refund_invoice is approved by bob; it runs when alice calls it again."},

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // change is one thing that happened to an approval or a standing grant,
 // in words a screen reader can announce.
 type change struct {
-	approval *interlock.Approval
-	grant    *interlock.StandingGrant
+	approval *approval.Approval
+	grant    *approval.StandingGrant
 	message  string
 }
 
@@ -26,8 +27,8 @@ type change struct {
 // command line, another replica), approvals that expire on their own and
 // the calls a grant lets run.
 type watcher struct {
-	store  interlock.ApprovalStore
-	grants interlock.GrantStore
+	store  approval.Store
+	grants approval.GrantStore
 	poll   time.Duration
 	log    *slog.Logger
 	wake   chan struct{}
@@ -47,10 +48,10 @@ type seen struct {
 // snapshot is what the watcher knows of the stores after a read.
 type snapshot struct {
 	approvals map[string]seen
-	grants    map[string]*interlock.StandingGrant
+	grants    map[string]*approval.StandingGrant
 }
 
-func newWatcher(store interlock.ApprovalStore, grants interlock.GrantStore, poll time.Duration, log *slog.Logger) *watcher {
+func newWatcher(store approval.Store, grants approval.GrantStore, poll time.Duration, log *slog.Logger) *watcher {
 	w := &watcher{store: store, grants: grants, poll: poll, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		subs: map[chan change]struct{}{}}
 	go w.run()
@@ -177,7 +178,7 @@ func (w *watcher) readApprovals(ctx context.Context, known map[string]seen, firs
 		return nil, nil, fmt.Errorf("listing approvals: %w", err)
 	}
 	now := time.Now()
-	current := map[string]*interlock.Approval{}
+	current := map[string]*approval.Approval{}
 	for _, a := range pending {
 		current[a.ID] = a
 	}
@@ -196,7 +197,7 @@ func (w *watcher) readApprovals(ctx context.Context, known map[string]seen, firs
 	for id, a := range current {
 		is := seen{state: a.State(now), votes: len(a.Approvals)}
 		was, ok := known[id]
-		if is.state == interlock.ApprovalPending || is.state == interlock.ApprovalApproved {
+		if is.state == approval.Pending || is.state == approval.Approved {
 			next[id] = is
 		}
 		if first || (ok && was == is) {
@@ -209,7 +210,7 @@ func (w *watcher) readApprovals(ctx context.Context, known map[string]seen, firs
 
 // readGrants is read's half for standing grants: a new one, a use, and
 // the end of one (revoked, used up or expired).
-func (w *watcher) readGrants(ctx context.Context, known map[string]*interlock.StandingGrant, first bool) (map[string]*interlock.StandingGrant, []change, error) {
+func (w *watcher) readGrants(ctx context.Context, known map[string]*approval.StandingGrant, first bool) (map[string]*approval.StandingGrant, []change, error) {
 	if w.grants == nil {
 		return nil, nil, nil
 	}
@@ -217,7 +218,7 @@ func (w *watcher) readGrants(ctx context.Context, known map[string]*interlock.St
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing grants: %w", err)
 	}
-	next := make(map[string]*interlock.StandingGrant, len(live))
+	next := make(map[string]*approval.StandingGrant, len(live))
 	var changes []change
 	for _, sg := range live {
 		next[sg.ID] = sg
@@ -255,22 +256,22 @@ func (w *watcher) readGrants(ctx context.Context, known map[string]*interlock.St
 }
 
 // describe says in one line what became of a.
-func describe(a *interlock.Approval, is seen, known bool) string {
+func describe(a *approval.Approval, is seen, known bool) string {
 	voters := make([]string, len(a.Approvals))
 	for i, v := range a.Approvals {
 		voters[i] = v.Principal
 	}
 	var msg string
 	switch {
-	case !known && is.state == interlock.ApprovalPending:
+	case !known && is.state == approval.Pending:
 		msg = fmt.Sprintf("New approval waiting: %s, called by %s.", a.Tool, a.Principal)
-	case is.state == interlock.ApprovalPending:
+	case is.state == approval.Pending:
 		msg = fmt.Sprintf("%s approved %s (%d of %d).", voters[len(voters)-1], a.Tool, len(voters), a.Quorum)
-	case is.state == interlock.ApprovalApproved:
+	case is.state == approval.Approved:
 		msg = fmt.Sprintf("%s is approved by %s; it runs when %s calls it again.", a.Tool, strings.Join(voters, ", "), a.Principal)
-	case is.state == interlock.ApprovalDenied:
+	case is.state == approval.Denied:
 		msg = fmt.Sprintf("%s denied %s.", a.Denial.Principal, a.Tool)
-	case is.state == interlock.ApprovalExpired:
+	case is.state == approval.Expired:
 		msg = fmt.Sprintf("Nobody decided %s in time; the approval expired.", a.Tool)
 	default:
 		msg = fmt.Sprintf("%s ran, approved by %s.", a.Tool, strings.Join(voters, ", "))
@@ -282,23 +283,17 @@ func describe(a *interlock.Approval, is seen, known bool) string {
 // keys, but a line break would end the event early.
 func oneLine(msg string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(msg) }
 
-// visible reports whether who may see a: an approver the rule names, or
-// the caller.
-func visible(a *interlock.Approval, who interlock.Approver) bool {
-	return a.MayDecide(who) == nil || isCaller(a, who)
-}
-
 // visibleTo reports whether who may learn of the change: of an approval
-// they may see, or of a grant they may revoke or that covers their calls.
-func (ch change) visibleTo(who interlock.Approver) bool {
+// or a grant they may see ([approval.MaySee]).
+func (ch change) visibleTo(who interlock.Identity) bool {
 	if ch.grant != nil {
-		return ch.grant.MayRevoke(who) || (ch.grant.Principal == who.Principal && ch.grant.Tenant == who.Tenant)
+		return approval.MaySee(who, ch.grant.Subject())
 	}
-	return visible(ch.approval, who)
+	return approval.MaySee(who, ch.approval.Subject())
 }
 
-func isCaller(a *interlock.Approval, who interlock.Approver) bool {
-	return a.Principal == who.Principal && a.Tenant == who.Tenant
+func isCaller(a *approval.Approval, who interlock.Identity) bool {
+	return who.Is(interlock.Identity{Tenant: a.Tenant, Principal: a.Principal})
 }
 
 // heartbeat keeps idle streams open through proxies and notices sessions

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // scopeForm is what an approver asks for when they approve a call and
@@ -32,7 +33,7 @@ func newScopeForm() scopeForm { return scopeForm{TTL: "1h", Uses: "10"} }
 type lifetime struct{ Value, Label string }
 
 // lifetimes are the choices the scope form offers, up to
-// [interlock.MaxGrantLifetime].
+// [approval.MaxGrantLifetime].
 var lifetimes = []lifetime{{"15m", "15 minutes"}, {"1h", "1 hour"}, {"4h", "4 hours"}, {"8h", "8 hours"}, {"24h", "24 hours"}}
 
 // scopeView is the scope form on an approval's page.
@@ -96,7 +97,7 @@ func (c *Console) grantScope(w http.ResponseWriter, r *http.Request, s *session)
 
 // grantsData is what the grants page lists.
 type grantsData struct {
-	Grants  []*interlock.StandingGrant
+	Grants  []*approval.StandingGrant
 	Version string
 }
 
@@ -110,7 +111,7 @@ func (c *Console) grantsPage(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	h := sha256.New()
 	for _, sg := range live {
-		if sg.MayRevoke(s.who) {
+		if approval.MaySee(s.who, sg.Subject()) {
 			d.Grants = append(d.Grants, sg)
 			fmt.Fprintf(h, "%s %d\n", sg.ID, sg.Used)
 		}
@@ -125,10 +126,10 @@ func (c *Console) revokeGrant(w http.ResponseWriter, r *http.Request, s *session
 	var problem string
 	status := http.StatusOK
 	switch {
-	case errors.Is(err, interlock.ErrGrantUnknown):
+	case errors.Is(err, approval.ErrGrantUnknown):
 		status, problem = http.StatusNotFound, "There is no such grant."
-	case errors.Is(err, interlock.ErrNotAnApprover):
-		status, problem = http.StatusForbidden, "Only the approver who made a grant, or one the rule names, may revoke it."
+	case errors.Is(err, approval.ErrNotAnApprover):
+		status, problem = http.StatusForbidden, "Only the caller a grant covers, the approver who made it, or one its rule names may revoke it."
 	case err != nil:
 		c.fail(w, r, s, fmt.Errorf("revoking a grant: %w", err))
 		return

@@ -19,7 +19,7 @@ type IdentityProvider interface {
 	AuthURL(ctx context.Context, state, nonce, verifier string) (string, error)
 	// Exchange redeems the code the provider sent back and returns whom
 	// its ID token names.
-	Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Approver, error)
+	Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Identity, error)
 }
 
 // Paths of the sign-in with the identity provider. The provider sends

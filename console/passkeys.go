@@ -16,6 +16,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // owner is whose passkeys an account holds: an approver of one tenant.
@@ -70,7 +71,7 @@ type passkeys struct {
 func newPasskeys() *passkeys { return &passkeys{accounts: map[owner]*passkeyAccount{}} }
 
 // account returns a copy of who's account, made on first use.
-func (p *passkeys) account(who interlock.Approver) *passkeyAccount {
+func (p *passkeys) account(who interlock.Identity) *passkeyAccount {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := owner{who.Tenant, who.Principal}
@@ -88,7 +89,7 @@ func (p *passkeys) account(who interlock.Approver) *passkeyAccount {
 	return &c
 }
 
-func (p *passkeys) add(who interlock.Approver, r registered) {
+func (p *passkeys) add(who interlock.Identity, r registered) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a := p.accounts[owner{who.Tenant, who.Principal}]
@@ -121,12 +122,12 @@ func hostOf(r *http.Request) (rpID, origin string) {
 // VerifyPasskey implements [interlock.PasskeyVerifier]: v.Passkey must be
 // an assertion, by a credential v's approver registered, over challenge,
 // with the user verified.
-func (p *passkeys) VerifyPasskey(_ context.Context, a *interlock.Approval, v interlock.Vote, challenge []byte) error {
+func (p *passkeys) VerifyPasskey(_ context.Context, a *approval.Approval, v approval.Vote, challenge []byte) error {
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(v.Passkey)
 	if err != nil {
 		return fmt.Errorf("parsing the assertion on %s: %w", a.ID, err)
 	}
-	account := p.account(interlock.Approver{Tenant: v.Tenant, Principal: v.Principal})
+	account := p.account(interlock.Identity{Tenant: v.Tenant, Principal: v.Principal})
 	for _, r := range account.credentials {
 		if string(r.credential.ID) != string(parsed.RawID) {
 			continue
@@ -234,7 +235,7 @@ type passkeyPrompt struct {
 }
 
 // promptFor returns the passkey prompt of approval a for who at r's host.
-func (c *Console) promptFor(r *http.Request, a *interlock.Approval, who interlock.Approver) (*passkeyPrompt, error) {
+func (c *Console) promptFor(r *http.Request, a *approval.Approval, who interlock.Identity) (*passkeyPrompt, error) {
 	rpID, _ := hostOf(r)
 	ids := c.passkeys.account(who).forHost(rpID)
 	p := &passkeyPrompt{Registered: len(ids) > 0, RPID: rpID}
@@ -244,10 +245,10 @@ func (c *Console) promptFor(r *http.Request, a *interlock.Approval, who interloc
 	}
 	p.Credentials = strings.Join(encoded, ",")
 	for _, side := range []struct {
-		approve bool
+		verdict approval.Verdict
 		into    *string
-	}{{true, &p.ChallengeApprove}, {false, &p.ChallengeDeny}} {
-		challenge, err := a.PasskeyChallenge(side.approve)
+	}{{approval.Approve, &p.ChallengeApprove}, {approval.Deny, &p.ChallengeDeny}} {
+		challenge, err := a.PasskeyChallenge(side.verdict)
 		if err != nil {
 			return nil, err
 		}

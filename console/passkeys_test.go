@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // TestPasskeyApprovalsInTheConsole: without a passkey's signature the
@@ -73,7 +73,7 @@ func TestPasskeyApprovalsInTheConsole(t *testing.T) {
 				t.Errorf("status %d, want 403 saying %q:\n%s", res.StatusCode, tt.says, page)
 			}
 			a, _ := r.store.Get(context.Background(), "apr_1")
-			if a.State(time.Now()) != interlock.ApprovalPending {
+			if a.State(time.Now()) != approval.Pending {
 				t.Errorf("state %s after the refusal", a.State(time.Now()))
 			}
 		})

@@ -25,7 +25,7 @@ const (
 
 // session is one signed-in approver.
 type session struct {
-	who  interlock.Approver
+	who  interlock.Identity
 	csrf string
 
 	mu       sync.Mutex
@@ -72,11 +72,11 @@ type sessions struct {
 
 	mu   sync.Mutex
 	byID map[string]*session
-	once map[string]interlock.Approver
+	once map[string]interlock.Identity
 }
 
 func newSessions(idle time.Duration) *sessions {
-	return &sessions{idle: idle, byID: map[string]*session{}, once: map[string]interlock.Approver{}}
+	return &sessions{idle: idle, byID: map[string]*session{}, once: map[string]interlock.Identity{}}
 }
 
 // randomToken returns 32 random bytes, URL-safe.
@@ -89,7 +89,7 @@ func randomToken() string {
 }
 
 // oneTime returns a token that signs who in once.
-func (ss *sessions) oneTime(who interlock.Approver) string {
+func (ss *sessions) oneTime(who interlock.Identity) string {
 	t := randomToken()
 	ss.mu.Lock()
 	ss.once[t] = who
@@ -98,7 +98,7 @@ func (ss *sessions) oneTime(who interlock.Approver) string {
 }
 
 // spend returns whom a one-time token signs in, and spends it.
-func (ss *sessions) spend(token string) (interlock.Approver, bool) {
+func (ss *sessions) spend(token string) (interlock.Identity, bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	who, ok := ss.once[token]
@@ -107,7 +107,7 @@ func (ss *sessions) spend(token string) (interlock.Approver, bool) {
 }
 
 // start opens a session for who and returns its id.
-func (ss *sessions) start(who interlock.Approver) (string, *session) {
+func (ss *sessions) start(who interlock.Identity) (string, *session) {
 	id := randomToken()
 	s := &session{who: who, csrf: randomToken(), lastSeen: time.Now()}
 	ss.mu.Lock()
@@ -278,14 +278,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // signIn starts a session for who and sends the browser on to next.
-func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.Approver, how, next string) {
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.Identity, how, next string) {
 	c.startSession(w, r, who, how)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // startSession starts a session for who, sets its cookie and records the
 // sign-in.
-func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Approver, how string) {
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Identity, how string) {
 	id, _ := c.sessions.start(who)
 	setCookie(w, r, sessionCookie, "/console/", id, 0)
 	c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // funcs are the helpers templates use; none of them marks text as safe
@@ -63,7 +64,7 @@ func argRows(args map[string]any) []argRow {
 
 // approvalView is an approval as one approver sees it.
 type approvalView struct {
-	*interlock.Approval
+	*approval.Approval
 	State string
 	Args  []argRow
 	// MayDecide is set when the viewer may approve or deny it now;
@@ -82,27 +83,27 @@ type approvalView struct {
 // StateWords is the approval's state in words.
 func (v approvalView) StateWords() string {
 	switch v.State {
-	case interlock.ApprovalPending:
+	case approval.Pending:
 		return "Waiting for approval"
-	case interlock.ApprovalApproved:
+	case approval.Approved:
 		return "Approved: runs when the caller calls again"
-	case interlock.ApprovalDenied:
+	case approval.Denied:
 		return "Denied"
-	case interlock.ApprovalConsumed:
+	case approval.Consumed:
 		return "Approved and run"
 	}
 	return "Expired undecided"
 }
 
-func view(a *interlock.Approval, who interlock.Approver) approvalView {
+func view(a *approval.Approval, who interlock.Identity) approvalView {
 	v := approvalView{Approval: a, State: a.State(time.Now()), Args: argRows(a.Args), IsCaller: isCaller(a, who)}
-	voted := slices.ContainsFunc(a.Approvals, func(x interlock.Vote) bool { return x.Principal == who.Principal })
-	switch err := a.MayDecide(who); {
-	case errors.Is(err, interlock.ErrSelfApproval):
+	voted := slices.ContainsFunc(a.Approvals, func(x approval.Vote) bool { return x.Principal == who.Principal })
+	switch err := approval.MayDecide(who, a); {
+	case errors.Is(err, approval.ErrSelfApproval):
 		v.Why = "You made this call, so you cannot approve or deny it: one of the approvers the policy names must."
 	case err != nil:
 		v.Why = "The policy does not name you as an approver of this call."
-	case v.State != interlock.ApprovalPending:
+	case v.State != approval.Pending:
 		v.Why = "This approval is no longer waiting for a decision."
 	case voted:
 		v.Why = "You approved this call; it waits for the other approvers."
@@ -129,7 +130,7 @@ func (c *Console) pending(w http.ResponseWriter, r *http.Request, s *session) {
 	var d pendingData
 	h := sha256.New()
 	for _, a := range all {
-		if !visible(a, s.who) {
+		if !approval.MaySee(s.who, a.Subject()) {
 			continue
 		}
 		v := view(a, s.who)
@@ -145,14 +146,14 @@ func (c *Console) pending(w http.ResponseWriter, r *http.Request, s *session) {
 }
 
 // approvalFor returns the approval id names if who may see it.
-func (c *Console) approvalFor(r *http.Request, who interlock.Approver) (*interlock.Approval, error) {
+func (c *Console) approvalFor(r *http.Request, who interlock.Identity) (*approval.Approval, error) {
 	a, err := c.gate.Approvals().Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return nil, err
 	}
-	if !visible(a, who) {
+	if !approval.MaySee(who, a.Subject()) {
 		// Neither an approver nor the caller: as if it did not exist.
-		return nil, interlock.ErrApprovalUnknown
+		return nil, approval.ErrUnknown
 	}
 	return a, nil
 }
@@ -165,7 +166,7 @@ func (c *Console) approval(w http.ResponseWriter, r *http.Request, s *session) {
 // with the form the approver sent, form is the scope form as they left it.
 func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *session, status int, problem string, form scopeForm) {
 	a, err := c.approvalFor(r, s.who)
-	if errors.Is(err, interlock.ErrApprovalUnknown) {
+	if errors.Is(err, approval.ErrUnknown) {
 		c.render(w, r, http.StatusNotFound, "message", c.pageFor(s, "Not found", "",
 			page{Message: "There is no such approval, or it is not one you may see. Approvals are forgotten an hour after they expire."}))
 		return
@@ -187,11 +188,12 @@ func (c *Console) showApproval(w http.ResponseWriter, r *http.Request, s *sessio
 
 // decide records the approver's decision from the approval's form.
 func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
-	var approve bool
+	var verdict approval.Verdict
 	switch r.PostFormValue("decision") {
 	case "approve":
-		approve = true
+		verdict = approval.Approve
 	case "deny":
+		verdict = approval.Deny
 	default:
 		c.showApproval(w, r, s, http.StatusBadRequest, "Choose Approve or Deny.", newScopeForm())
 		return
@@ -203,7 +205,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	if signed := r.PostFormValue("assertion"); signed != "" {
 		assertion = json.RawMessage(signed)
 	}
-	a, err := c.gate.DecideWithPasskey(r.Context(), id, s.who, approve, strings.TrimSpace(r.PostFormValue("reason")), assertion)
+	a, err := c.gate.DecideWithPasskey(r.Context(), id, s.who, verdict, strings.TrimSpace(r.PostFormValue("reason")), assertion)
 	if err != nil {
 		status, problem := refusal(err)
 		if status == 0 {
@@ -215,7 +217,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	c.Notify()
 	verb := "denied"
-	if approve {
+	if verdict == approval.Approve {
 		verb = "approved"
 	}
 	s.setFlash(fmt.Sprintf("You %s %s's call of %s.", verb, a.Principal, a.Tool))
@@ -226,17 +228,17 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 // for a failure that is not the approver's to fix.
 func refusal(err error) (int, string) {
 	switch {
-	case errors.Is(err, interlock.ErrApprovalUnknown):
+	case errors.Is(err, approval.ErrUnknown):
 		return http.StatusNotFound, "There is no such approval."
-	case errors.Is(err, interlock.ErrSelfApproval):
+	case errors.Is(err, approval.ErrSelfApproval):
 		return http.StatusForbidden, "You cannot approve or deny your own call."
-	case errors.Is(err, interlock.ErrNotAnApprover):
+	case errors.Is(err, approval.ErrNotAnApprover):
 		return http.StatusForbidden, "The policy does not name you as an approver of this call."
 	case errors.Is(err, interlock.ErrPasskeyRequired), errors.Is(err, interlock.ErrPasskeyInvalid):
 		return http.StatusForbidden, "The policy accepts a decision on this call only when it is signed with your passkey. Decide with the buttons below, and confirm with your passkey when the browser asks."
-	case errors.Is(err, interlock.ErrAlreadyVoted):
+	case errors.Is(err, approval.ErrAlreadyVoted):
 		return http.StatusConflict, "You already approved this call."
-	case errors.Is(err, interlock.ErrAlreadyDecided):
+	case errors.Is(err, approval.ErrAlreadyDecided):
 		return http.StatusConflict, "This approval is no longer waiting for a decision."
 	}
 	return 0, ""
@@ -249,6 +251,8 @@ type historyRow struct {
 	// What happened, in words.
 	What string
 	Who  string
+	// Reason is the approver's reason for a decision.
+	Reason string
 	// Outcome is the call's outcome, for calls.
 	Outcome string
 }
@@ -286,13 +290,13 @@ func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 // historyOf turns an audit record into a history line: decisions on
-// approvals, and the calls approvals decided. An approver sees their own
-// tenant's records and those that name them.
-func historyOf(rec *interlock.AuditRecord, who interlock.Approver) (historyRow, bool) {
-	if rec.Tenant != who.Tenant && rec.Principal != who.Principal && !slices.Contains(rec.Approvers, who.Principal) {
+// approvals, and the calls approvals decided. Who sees a line is who may
+// see the approval it is about ([approval.MaySee]).
+func historyOf(rec *interlock.AuditRecord, who interlock.Identity) (historyRow, bool) {
+	if !approval.MaySee(who, rec.Subject()) {
 		return historyRow{}, false
 	}
-	row := historyRow{Time: rec.Time, Tool: rec.Tool}
+	row := historyRow{Time: rec.Time, Tool: rec.Tool, Reason: rec.Reason}
 	switch {
 	case rec.Event == "approval_decided":
 		verb := "approved"

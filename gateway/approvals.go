@@ -11,16 +11,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // approvalView is an approval as approvers see it over REST.
 type approvalView struct {
-	*interlock.Approval
+	*approval.Approval
 	State string `json:"state"`
 	URL   string `json:"url,omitempty"`
 }
 
-func (g *Gateway) view(a *interlock.Approval) approvalView {
+func (g *Gateway) view(a *approval.Approval) approvalView {
 	return approvalView{Approval: a, State: a.State(time.Now())}
 }
 
@@ -46,7 +47,7 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 		}
 		out := []approvalView{}
 		for _, a := range pending {
-			if a.MayDecide(who) == nil {
+			if approval.MayDecide(who, a) == nil {
 				out = append(out, g.view(a))
 			}
 		}
@@ -58,9 +59,9 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 			return
 		}
 		a, err := g.gate.Approvals().Get(r.Context(), r.PathValue("id"))
-		if err == nil && a.MayDecide(who) != nil && !(a.Principal == who.Principal && a.Tenant == who.Tenant) {
+		if err == nil && !approval.MaySee(who, a.Subject()) {
 			// Neither an approver nor the caller: as if it did not exist.
-			err = interlock.ErrApprovalUnknown
+			err = approval.ErrUnknown
 		}
 		if err != nil {
 			writeError(w, approvalError(err))
@@ -68,7 +69,7 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, g.view(a))
 	})
-	decide := func(approve bool) http.HandlerFunc {
+	decide := func(verdict approval.Verdict) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			who, ok := g.approver(w, r)
 			if !ok {
@@ -92,7 +93,7 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 					return
 				}
 			}
-			a, err := g.gate.Decide(r.Context(), r.PathValue("id"), who, approve, body.Reason)
+			a, err := g.gate.Decide(r.Context(), r.PathValue("id"), who, verdict, body.Reason)
 			if err != nil {
 				writeError(w, approvalError(err))
 				return
@@ -100,8 +101,8 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 			writeJSON(w, http.StatusOK, g.view(a))
 		}
 	}
-	mux.HandleFunc("POST /v1/approvals/{id}/approve", decide(true))
-	mux.HandleFunc("POST /v1/approvals/{id}/deny", decide(false))
+	mux.HandleFunc("POST /v1/approvals/{id}/approve", decide(approval.Approve))
+	mux.HandleFunc("POST /v1/approvals/{id}/deny", decide(approval.Deny))
 	mux.HandleFunc("POST /v1/approvals/{id}/grant", g.grantScope)
 	mux.HandleFunc("GET /v1/grants", func(w http.ResponseWriter, r *http.Request) {
 		who, ok := g.approver(w, r)
@@ -113,9 +114,9 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 			writeError(w, fmt.Errorf("listing grants: %w", err))
 			return
 		}
-		out := []*interlock.StandingGrant{}
+		out := []*approval.StandingGrant{}
 		for _, sg := range live {
-			if sg.MayRevoke(who) {
+			if approval.MaySee(who, sg.Subject()) {
 				out = append(out, sg)
 			}
 		}
@@ -127,7 +128,7 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 			return
 		}
 		sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
-		if errors.Is(err, interlock.ErrGrantUnknown) {
+		if errors.Is(err, approval.ErrGrantUnknown) {
 			err = &interlock.Error{Code: interlock.CodeNotFound, Message: "No such grant.", Hint: "List the grants you may revoke with GET /v1/grants."}
 		}
 		if err != nil {
@@ -185,13 +186,13 @@ func (g *Gateway) grantScope(w http.ResponseWriter, r *http.Request) {
 
 // approver is who calls the approvers' face; without API keys it answers
 // PERMISSION_DENIED itself.
-func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Approver, bool) {
+func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Identity, bool) {
 	ti := auth.TokenInfoFromContext(r.Context())
 	if ti == nil {
 		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied,
 			Message: "Deciding approvals needs an approver's API key; this gateway has none configured.",
 			Hint:    "Configure API keys (interlock key) for the approvers, and call with Authorization: Bearer <key>."})
-		return interlock.Approver{}, false
+		return interlock.Identity{}, false
 	}
 	return approverOf(ti), true
 }
@@ -199,20 +200,20 @@ func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Ap
 // approvalError is the wire error of a failed approval request.
 func approvalError(err error) error {
 	switch {
-	case errors.Is(err, interlock.ErrApprovalUnknown):
+	case errors.Is(err, approval.ErrUnknown):
 		return &interlock.Error{Code: interlock.CodeNotFound, Message: "No such approval.",
 			Hint: "List the approvals you may decide with GET /v1/approvals."}
-	case errors.Is(err, interlock.ErrSelfApproval):
+	case errors.Is(err, approval.ErrSelfApproval):
 		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "You cannot approve or deny your own call.",
 			Hint: "Ask one of the approvers the policy names to decide it."}
-	case errors.Is(err, interlock.ErrNotAnApprover):
+	case errors.Is(err, approval.ErrNotAnApprover):
 		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "The policy does not name you as an approver of this call.",
 			Hint: "Ask one of the approvers the policy names to decide it."}
 	case errors.Is(err, interlock.ErrPasskeyRequired), errors.Is(err, interlock.ErrPasskeyInvalid):
 		return &interlock.Error{Code: interlock.CodePermissionDenied,
 			Message: "The policy accepts a decision on this call only when it is signed with your passkey in the console.",
 			Hint:    "Open the approval in the console (/console/approvals/{id}), register a passkey there if you have none, and decide with it."}
-	case errors.Is(err, interlock.ErrAlreadyDecided), errors.Is(err, interlock.ErrAlreadyVoted):
+	case errors.Is(err, approval.ErrAlreadyDecided), errors.Is(err, approval.ErrAlreadyVoted):
 		return &interlock.Error{Code: interlock.CodeValidationFailed, Message: "The approval is no longer pending, or you already approved it.",
 			Hint: "Read its state with GET /v1/approvals/{id}."}
 	}

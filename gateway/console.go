@@ -20,10 +20,10 @@ const Operator = "operator"
 func (g *Gateway) newConsole(audit interlock.AuditLog, public string) *console.Console {
 	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public)}
 	if len(g.config().Auth.Keys) > 0 {
-		opts.Authenticate = func(ctx context.Context, key string) (interlock.Approver, error) {
+		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, error) {
 			ti, err := g.verifyKey(ctx, key, nil)
 			if err != nil {
-				return interlock.Approver{}, err
+				return interlock.Identity{}, err
 			}
 			return approverOf(ti), nil
 		}
@@ -45,7 +45,7 @@ func (g *Gateway) OperatorLoginLink(base string) string {
 	if g.config().Auth.Configured() {
 		return ""
 	}
-	once := g.console.OneTimeLogin(interlock.Approver{Principal: Operator, Tenant: interlock.TenantLocal})
+	once := g.console.OneTimeLogin(interlock.Identity{Principal: Operator, Tenant: interlock.TenantLocal})
 	return strings.TrimSuffix(base, "/") + "/console/login?once=" + once
 }
 
@@ -63,11 +63,11 @@ func (g *Gateway) consoleHandler() http.Handler {
 }
 
 // approverOf is who a verified API key or access token names.
-func approverOf(ti *auth.TokenInfo) interlock.Approver {
+func approverOf(ti *auth.TokenInfo) interlock.Identity {
 	principal, _ := ti.Extra["principal"].(string)
 	tenant, _ := ti.Extra["tenant"].(string)
 	groups, _ := ti.Extra["groups"].([]string)
-	return interlock.Approver{Principal: principal, Tenant: tenant, Groups: groups}
+	return interlock.Identity{Principal: principal, Tenant: tenant, Groups: groups}
 }
 
 // approvalURL is the base of the approval_url a pending approval carries.

@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
@@ -58,14 +59,14 @@ type Options struct {
 	Tracer trace.Tracer
 	// Approvals keeps the approvals of mode approval, Grants the standing
 	// grants approvers make; in memory when nil.
-	Approvals interlock.ApprovalStore
-	Grants    interlock.GrantStore
+	Approvals approval.Store
+	Grants    approval.GrantStore
 	// Budgets counts the calls of the policy's budgets; in memory when
 	// nil.
 	Budgets interlock.BudgetStore
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
-	OnApproval func(context.Context, *interlock.Approval)
+	OnApproval func(context.Context, *approval.Approval)
 	// PublicURL is where approvers reach this gateway over HTTP, such as
 	// http://127.0.0.1:8740: the approval_url of a pending approval points
 	// into its console. Empty leaves approval_url out. With auth.oauth it
@@ -148,7 +149,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Budgets:          opts.Budgets,
 		ApprovalURL:      approvalURL(opts.PublicURL),
 		// Pages that show approvals learn of a new one at once.
-		OnApproval: func(ctx context.Context, a *interlock.Approval) {
+		OnApproval: func(ctx context.Context, a *approval.Approval) {
 			g.console.Notify()
 			if opts.OnApproval != nil {
 				opts.OnApproval(ctx, a)

@@ -221,12 +221,12 @@ func (o oidcSignIn) AuthURL(ctx context.Context, state, nonce, verifier string) 
 	return o.s.AuthURL(ctx, state, nonce, verifier)
 }
 
-func (o oidcSignIn) Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Approver, error) {
+func (o oidcSignIn) Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Identity, error) {
 	id, err := o.s.Exchange(ctx, code, verifier, nonce)
 	if err != nil {
-		return interlock.Approver{}, err
+		return interlock.Identity{}, err
 	}
-	return interlock.Approver{Principal: id.Principal, Tenant: id.Tenant, Groups: id.Groups}, nil
+	return interlock.Identity{Principal: id.Principal, Tenant: id.Tenant, Groups: id.Groups}, nil
 }
 
 // consoleSignIn is the console's sign-in with the issuer, or nil when

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 // Webhook is one place to notify.
@@ -75,7 +75,7 @@ func (n *Notifier) SetHooks(hooks []Webhook) { n.hooks.Store(&hooks) }
 
 // Pending queues the notification of a new pending approval; it never
 // blocks. It fits [interlock.GateOptions.OnApproval].
-func (n *Notifier) Pending(_ context.Context, a *interlock.Approval) {
+func (n *Notifier) Pending(_ context.Context, a *approval.Approval) {
 	e := Event{Event: "approval_pending", ID: a.ID, Tool: a.Tool, Upstream: a.Upstream, Rule: a.Rule, Tenant: a.Tenant,
 		Principal: a.Principal, Summary: a.Summary, Approvers: a.Approvers, Quorum: a.Quorum, ExpiresAt: a.ExpiresAt}
 	if n.url != nil {

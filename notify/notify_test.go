@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 func TestWebhooks(t *testing.T) {
@@ -39,7 +39,7 @@ func TestWebhooks(t *testing.T) {
 	defer cancel()
 	go n.Run(ctx)
 
-	n.Pending(ctx, &interlock.Approval{ID: "apr_1", Tool: "refund_invoice", Tenant: "local", Principal: "anonymous",
+	n.Pending(ctx, &approval.Approval{ID: "apr_1", Tool: "refund_invoice", Tenant: "local", Principal: "anonymous",
 		Summary: "Refund $5,000.00 on inv_1001.", Approvers: []string{"operator", "group:finance"}, Quorum: 1,
 		Args: map[string]any{"card_token": "tok_secret"}, ExpiresAt: time.Now().Add(time.Hour)})
 
@@ -93,8 +93,8 @@ func TestSetHooks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go n.Run(ctx)
-	n.Pending(ctx, &interlock.Approval{ID: "apr_1"})
-	n.Pending(ctx, &interlock.Approval{ID: "apr_2"})
+	n.Pending(ctx, &approval.Approval{ID: "apr_1"})
+	n.Pending(ctx, &approval.Approval{ID: "apr_2"})
 	for range 2 {
 		if p := <-paths; p != "/new" {
 			t.Errorf("delivered to %s, want /new", p)

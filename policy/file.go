@@ -703,6 +703,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}
 		checkRuleUpstream(f, r, names, add)
 		addRuleErrors(r.compile(f.IsSecret))
+		r.digest = r.definitionDigest("")
 	}
 	checkTenants(f, names, ruleNames, add, addRuleErrors)
 	checkBudgets(f, add)

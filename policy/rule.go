@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"regexp"
@@ -60,6 +62,9 @@ type Rule struct {
 	// RequirePasskey accepts only decisions approvers sign with their
 	// passkey in the console; REST and CLI decisions are refused.
 	RequirePasskey bool `yaml:"require_passkey"`
+	// RunWithin bounds how long an approved call may wait to run, from
+	// the vote that approved it; the timeout when absent.
+	RunWithin string `yaml:"run_within"`
 
 	Line  int `yaml:"-"`
 	lines lines
@@ -77,6 +82,46 @@ type Rule struct {
 	timeout     time.Duration
 	typeBack    *template.Template
 	choices     []interlock.Choice
+	runWithin   time.Duration
+	// digest identifies the rule's definition and where it is written
+	// (shared, or a tenant's overlay); a standing grant is bound to it.
+	digest string
+}
+
+// definitionDigest is the hex SHA-256 of the rule's definition, as YAML
+// writes its fields back, in scope ("" for the shared rules, a tenant's
+// name for its overlay). Where the rule stands in the file is not part of
+// it: moving a rule changes which calls it decides, and that is checked on
+// each call.
+func (r *Rule) definitionDigest(scope string) string {
+	b, err := yaml.Marshal(r)
+	if err != nil {
+		// Every field is a plain value; a rule that cannot be written
+		// back stands for nothing a grant could be bound to.
+		return ""
+	}
+	h := sha256.New()
+	h.Write([]byte("interlock rule v1\x00" + scope + "\x00"))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Digests returns the digest of every rule of the policy, shared and the
+// tenants' overlays, by rule name.
+func (f *File) Digests() map[string][]string {
+	out := map[string][]string{}
+	for _, rules := range f.ruleLists() {
+		for _, r := range rules {
+			out[r.Name] = append(out[r.Name], r.digest)
+		}
+	}
+	return out
+}
+
+// Stands reports whether the policy has a rule of that name and digest:
+// the rule a standing grant was made under, unchanged.
+func (f *File) Stands(rule, digest string) bool {
+	return digest != "" && slices.Contains(f.Digests()[rule], digest)
 }
 
 // Choice is an argument a human picks in the form, from fixed options.
@@ -288,6 +333,8 @@ func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(stri
 		fail("approvers", "approvers and quorum apply only to mode approval")
 	} else if r.RequirePasskey {
 		fail("require_passkey", "require_passkey applies only to mode approval")
+	} else if r.RunWithin != "" {
+		fail("run_within", "run_within applies only to mode approval")
 	}
 	if r.Mode != interlock.ModeElicit {
 		for _, f := range []struct {
@@ -367,6 +414,13 @@ func (r *Rule) compileApproval(fail func(string, string, ...any)) {
 			fail("timeout", "timeout %q must be a duration between 1s and 24h, such as 15m", r.Timeout)
 		}
 		r.timeout = d
+	}
+	if r.RunWithin != "" {
+		d, err := time.ParseDuration(r.RunWithin)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			fail("run_within", "run_within %q must be a duration between 1s and 24h, such as 10m: how long an approved call may wait to run", r.RunWithin)
+		}
+		r.runWithin = d
 	}
 }
 
@@ -541,13 +595,13 @@ func (r *Rule) render(c *interlock.Call, preview any, isSecret func(string) bool
 
 // decision is what the rule decides for c.
 func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool) (interlock.Decision, error) {
-	d := interlock.Decision{Rule: r.Name, Mode: r.Mode, TTL: r.ttl}
+	d := interlock.Decision{Rule: r.Name, RuleDigest: r.digest, Mode: r.Mode, TTL: r.ttl}
 	if d.Mode == interlock.ModeAllow || d.Mode == interlock.ModeDeny {
 		return d, nil
 	}
 	d.Summarize = func(preview any) string { return r.render(c, preview, isSecret) }
 	if d.Mode == interlock.ModeApproval {
-		d.Timeout, d.Approvers, d.Quorum, d.RequirePasskey = r.timeout, r.Approvers, r.Quorum, r.RequirePasskey
+		d.Timeout, d.Approvers, d.Quorum, d.RequirePasskey, d.RunWithin = r.timeout, r.Approvers, r.Quorum, r.RequirePasskey, r.runWithin
 	}
 	if d.Mode == interlock.ModeElicit {
 		d.Fallback, d.Timeout = r.Fallback, r.timeout

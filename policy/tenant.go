@@ -118,6 +118,7 @@ func checkTenants(f *File, upstreams, shared map[string]int, add func(int, strin
 			}
 			checkRuleUpstream(f, r, upstreams, add)
 			addRuleErrors(r.compile(f.IsSecret))
+			r.digest = r.definitionDigest(t.Name)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
 const approvalsSchema = `
@@ -39,8 +39,8 @@ type Approvals struct {
 }
 
 var (
-	_ interlock.ApprovalStore = (*Approvals)(nil)
-	_ interlock.GrantStore    = (*Approvals)(nil)
+	_ approval.Store      = (*Approvals)(nil)
+	_ approval.GrantStore = (*Approvals)(nil)
 )
 
 // OpenApprovals connects to the database at url and creates the tables it
@@ -71,19 +71,19 @@ func OpenApprovals(ctx context.Context, url string) (*Approvals, error) {
 
 func (s *Approvals) fail(err error) error { return fmt.Errorf("approval store %s: %w", s.where, err) }
 
-func scanApproval(row pgx.Row) (*interlock.Approval, error) {
+func scanApproval(row pgx.Row) (*approval.Approval, error) {
 	var body string
 	if err := row.Scan(&body); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, interlock.ErrApprovalUnknown
+			return nil, approval.ErrUnknown
 		}
 		return nil, err
 	}
-	a := &interlock.Approval{}
+	a := &approval.Approval{}
 	return a, json.Unmarshal([]byte(body), a)
 }
 
-func (s *Approvals) put(ctx context.Context, tx pgx.Tx, a *interlock.Approval) error {
+func (s *Approvals) put(ctx context.Context, tx pgx.Tx, a *approval.Approval) error {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return err
@@ -93,31 +93,29 @@ func (s *Approvals) put(ctx context.Context, tx pgx.Tx, a *interlock.Approval) e
 	return err
 }
 
-// Request implements [interlock.ApprovalStore].
-func (s *Approvals) Request(ctx context.Context, a *interlock.Approval) (*interlock.Approval, error) {
+// Request implements [approval.Store].
+func (s *Approvals) Request(ctx context.Context, a *approval.Approval) (*approval.Approval, error) {
 	out := a
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", a.Key); err != nil {
 			return err
 		}
 		live, err := scanApproval(tx.QueryRow(ctx, "SELECT body FROM approvals WHERE key = $1 ORDER BY created_at DESC LIMIT 1", a.Key))
-		if err != nil && !errors.Is(err, interlock.ErrApprovalUnknown) {
+		if err != nil && !errors.Is(err, approval.ErrUnknown) {
 			return err
 		}
-		if live != nil {
-			if answers, changed := live.Answers(time.Now()); answers {
-				out = live
-				if changed {
-					return s.put(ctx, tx, live)
-				}
-				return nil
+		answer, store := approval.Resolve(live, a, time.Now())
+		out = answer
+		if store == nil {
+			return nil
+		}
+		if store == a {
+			// Approvals long gone leave the table.
+			if _, err := tx.Exec(ctx, "DELETE FROM approvals WHERE expires_at < $1", time.Now().Add(-48*time.Hour)); err != nil {
+				return err
 			}
 		}
-		// Approvals long gone leave the table.
-		if _, err := tx.Exec(ctx, "DELETE FROM approvals WHERE expires_at < $1", time.Now().Add(-48*time.Hour)); err != nil {
-			return err
-		}
-		return s.put(ctx, tx, a)
+		return s.put(ctx, tx, store)
 	})
 	if err != nil {
 		return nil, s.fail(err)
@@ -125,29 +123,29 @@ func (s *Approvals) Request(ctx context.Context, a *interlock.Approval) (*interl
 	return out, nil
 }
 
-// Get implements [interlock.ApprovalStore].
-func (s *Approvals) Get(ctx context.Context, id string) (*interlock.Approval, error) {
+// Get implements [approval.Store].
+func (s *Approvals) Get(ctx context.Context, id string) (*approval.Approval, error) {
 	a, err := scanApproval(s.pool.QueryRow(ctx, "SELECT body FROM approvals WHERE id = $1", id))
-	if err != nil && !errors.Is(err, interlock.ErrApprovalUnknown) {
+	if err != nil && !errors.Is(err, approval.ErrUnknown) {
 		return nil, s.fail(err)
 	}
 	return a, err
 }
 
-// List implements [interlock.ApprovalStore].
-func (s *Approvals) List(ctx context.Context) ([]*interlock.Approval, error) {
+// List implements [approval.Store].
+func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
 	rows, err := s.pool.Query(ctx, "SELECT body FROM approvals WHERE expires_at > $1 ORDER BY created_at", time.Now())
 	if err != nil {
 		return nil, s.fail(err)
 	}
 	defer rows.Close()
-	var out []*interlock.Approval
+	var out []*approval.Approval
 	for rows.Next() {
 		a, err := scanApproval(rows)
 		if err != nil {
 			return nil, s.fail(err)
 		}
-		if a.State(time.Now()) == interlock.ApprovalPending {
+		if a.State(time.Now()) == approval.Pending {
 			out = append(out, a)
 		}
 	}
@@ -155,8 +153,8 @@ func (s *Approvals) List(ctx context.Context) ([]*interlock.Approval, error) {
 }
 
 // change applies fn to the approval id, locked, and stores it.
-func (s *Approvals) change(ctx context.Context, id string, fn func(a *interlock.Approval) error) (*interlock.Approval, error) {
-	var out *interlock.Approval
+func (s *Approvals) change(ctx context.Context, id string, fn func(a *approval.Approval) error) (*approval.Approval, error) {
+	var out *approval.Approval
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		a, err := scanApproval(tx.QueryRow(ctx, "SELECT body FROM approvals WHERE id = $1 FOR UPDATE", id))
 		if err != nil {
@@ -171,42 +169,42 @@ func (s *Approvals) change(ctx context.Context, id string, fn func(a *interlock.
 	return out, err
 }
 
-// Decide implements [interlock.ApprovalStore].
-func (s *Approvals) Decide(ctx context.Context, id string, v interlock.Vote, approve bool) (*interlock.Approval, error) {
-	a, err := s.change(ctx, id, func(a *interlock.Approval) error {
-		return a.AddVote(v, approve, time.Now())
+// Decide implements [approval.Store].
+func (s *Approvals) Decide(ctx context.Context, id string, v approval.Vote) (*approval.Approval, error) {
+	a, err := s.change(ctx, id, func(a *approval.Approval) error {
+		return a.AddVote(v, time.Now())
 	})
-	if err != nil && !errors.Is(err, interlock.ErrAlreadyDecided) && !errors.Is(err, interlock.ErrAlreadyVoted) && !errors.Is(err, interlock.ErrApprovalUnknown) {
+	if err != nil && !errors.Is(err, approval.ErrAlreadyDecided) && !errors.Is(err, approval.ErrAlreadyVoted) && !errors.Is(err, approval.ErrUnknown) {
 		return nil, s.fail(err)
 	}
 	return a, err
 }
 
-// Consume implements [interlock.ApprovalStore].
+// Consume implements [approval.Store].
 func (s *Approvals) Consume(ctx context.Context, id string) (bool, error) {
-	_, err := s.change(ctx, id, func(a *interlock.Approval) error {
+	_, err := s.change(ctx, id, func(a *approval.Approval) error {
 		return a.Consume(time.Now())
 	})
-	spent, err := interlock.Spent(err)
+	spent, err := approval.Spent(err)
 	if err != nil {
 		return false, s.fail(err)
 	}
 	return spent, nil
 }
 
-func scanGrant(row pgx.Row) (*interlock.StandingGrant, error) {
+func scanGrant(row pgx.Row) (*approval.StandingGrant, error) {
 	var body string
 	if err := row.Scan(&body); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, interlock.ErrGrantUnknown
+			return nil, approval.ErrGrantUnknown
 		}
 		return nil, err
 	}
-	g := &interlock.StandingGrant{}
+	g := &approval.StandingGrant{}
 	return g, json.Unmarshal([]byte(body), g)
 }
 
-func putGrant(ctx context.Context, tx pgx.Tx, g *interlock.StandingGrant) error {
+func putGrant(ctx context.Context, tx pgx.Tx, g *approval.StandingGrant) error {
 	b, err := json.Marshal(g)
 	if err != nil {
 		return err
@@ -216,22 +214,22 @@ func putGrant(ctx context.Context, tx pgx.Tx, g *interlock.StandingGrant) error 
 	return err
 }
 
-// AddGrant implements [interlock.GrantStore].
-func (s *Approvals) AddGrant(ctx context.Context, g *interlock.StandingGrant) error {
+// AddGrant implements [approval.GrantStore].
+func (s *Approvals) AddGrant(ctx context.Context, g *approval.StandingGrant) error {
 	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return putGrant(ctx, tx, g) }); err != nil {
 		return s.fail(err)
 	}
 	return nil
 }
 
-// LiveGrants implements [interlock.GrantStore].
-func (s *Approvals) LiveGrants(ctx context.Context) ([]*interlock.StandingGrant, error) {
+// LiveGrants implements [approval.GrantStore].
+func (s *Approvals) LiveGrants(ctx context.Context) ([]*approval.StandingGrant, error) {
 	rows, err := s.pool.Query(ctx, "SELECT body FROM grants WHERE expires_at > $1", time.Now())
 	if err != nil {
 		return nil, s.fail(err)
 	}
 	defer rows.Close()
-	var out []*interlock.StandingGrant
+	var out []*approval.StandingGrant
 	for rows.Next() {
 		g, err := scanGrant(rows)
 		if err != nil {
@@ -244,8 +242,8 @@ func (s *Approvals) LiveGrants(ctx context.Context) ([]*interlock.StandingGrant,
 	return out, rows.Err()
 }
 
-func (s *Approvals) changeGrant(ctx context.Context, id string, fn func(g *interlock.StandingGrant) error) (*interlock.StandingGrant, error) {
-	var out *interlock.StandingGrant
+func (s *Approvals) changeGrant(ctx context.Context, id string, fn func(g *approval.StandingGrant) error) (*approval.StandingGrant, error) {
+	var out *approval.StandingGrant
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		g, err := scanGrant(tx.QueryRow(ctx, "SELECT body FROM grants WHERE id = $1 FOR UPDATE", id))
 		if err != nil {
@@ -260,31 +258,31 @@ func (s *Approvals) changeGrant(ctx context.Context, id string, fn func(g *inter
 	return out, err
 }
 
-// UseGrant implements [interlock.GrantStore].
+// UseGrant implements [approval.GrantStore].
 func (s *Approvals) UseGrant(ctx context.Context, id string) (bool, error) {
-	_, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
+	_, err := s.changeGrant(ctx, id, func(g *approval.StandingGrant) error {
 		return g.Use(time.Now())
 	})
-	spent, err := interlock.Spent(err)
+	spent, err := approval.Spent(err)
 	if err != nil {
 		return false, s.fail(err)
 	}
 	return spent, nil
 }
 
-// RevokeGrant implements [interlock.GrantStore].
-func (s *Approvals) RevokeGrant(ctx context.Context, id string) (*interlock.StandingGrant, error) {
-	g, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error { g.Revoked = true; return nil })
-	if err != nil && !errors.Is(err, interlock.ErrGrantUnknown) {
+// RevokeGrant implements [approval.GrantStore].
+func (s *Approvals) RevokeGrant(ctx context.Context, id, void string) (*approval.StandingGrant, error) {
+	g, err := s.changeGrant(ctx, id, func(g *approval.StandingGrant) error { g.Revoke(void); return nil })
+	if err != nil && !errors.Is(err, approval.ErrGrantUnknown) {
 		return nil, s.fail(err)
 	}
 	return g, err
 }
 
-// Grant implements [interlock.GrantStore].
-func (s *Approvals) Grant(ctx context.Context, id string) (*interlock.StandingGrant, error) {
+// Grant implements [approval.GrantStore].
+func (s *Approvals) Grant(ctx context.Context, id string) (*approval.StandingGrant, error) {
 	g, err := scanGrant(s.pool.QueryRow(ctx, "SELECT body FROM grants WHERE id = $1", id))
-	if err != nil && !errors.Is(err, interlock.ErrGrantUnknown) {
+	if err != nil && !errors.Is(err, approval.ErrGrantUnknown) {
 		return nil, s.fail(err)
 	}
 	return g, err

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/approvaltest"
+	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/approval/approvaltest"
 )
 
 // twoGateways opens two handles on one fresh schema, as two gateways
@@ -24,13 +24,13 @@ func twoGateways(t *testing.T) (*Approvals, *Approvals) {
 }
 
 func TestApprovalsConformance(t *testing.T) {
-	approvaltest.Run(t, func(t *testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
+	approvaltest.Run(t, func(t *testing.T) (approval.Store, approval.Store) {
 		return twoGateways(t)
 	})
 }
 
 func TestGrantsConformance(t *testing.T) {
-	approvaltest.RunGrants(t, func(t *testing.T) (interlock.GrantStore, interlock.GrantStore) {
+	approvaltest.RunGrants(t, func(t *testing.T) (approval.GrantStore, approval.GrantStore) {
 		return twoGateways(t)
 	})
 }

@@ -9,10 +9,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
-// Approvals is an [interlock.ApprovalStore] in Redis, so that any gateway
+// Approvals is an [approval.Store] in Redis, so that any gateway
 // sharing the server serves an approved call, once.
 //
 // Each approval is a JSON value under approval:ID; approval-key:KEY names
@@ -25,7 +25,7 @@ type Approvals struct {
 	prefix string
 }
 
-var _ interlock.ApprovalStore = (*Approvals)(nil)
+var _ approval.Store = (*Approvals)(nil)
 
 // Approvals returns the approval store that shares the token store's
 // connection and prefix.
@@ -34,7 +34,7 @@ func (t *Tokens) Approvals() *Approvals { return &Approvals{client: t.client, pr
 func (s *Approvals) idKey(id string) string    { return s.prefix + "approval:" + id }
 func (s *Approvals) bindKey(key string) string { return s.prefix + "approval-key:" + key }
 func (s *Approvals) listKey() string           { return s.prefix + "approvals" }
-func keep(a *interlock.Approval) time.Duration { return time.Until(a.ExpiresAt) + time.Hour }
+func keep(a *approval.Approval) time.Duration  { return time.Until(a.ExpiresAt) + time.Hour }
 
 // maxAttempts bounds the retries of a transaction that keeps losing races.
 const maxAttempts = 50
@@ -76,38 +76,36 @@ func setJSON(ctx context.Context, p goredis.Pipeliner, key string, v any, ttl ti
 	return nil
 }
 
-func (s *Approvals) read(ctx context.Context, c goredis.Cmdable, id string) (*interlock.Approval, error) {
-	return getJSON[interlock.Approval](ctx, c, s.idKey(id), interlock.ErrApprovalUnknown)
+func (s *Approvals) read(ctx context.Context, c goredis.Cmdable, id string) (*approval.Approval, error) {
+	return getJSON[approval.Approval](ctx, c, s.idKey(id), approval.ErrUnknown)
 }
 
-func (s *Approvals) write(ctx context.Context, p goredis.Pipeliner, a *interlock.Approval) error {
+func (s *Approvals) write(ctx context.Context, p goredis.Pipeliner, a *approval.Approval) error {
 	return setJSON(ctx, p, s.idKey(a.ID), a, keep(a))
 }
 
-// Request implements [interlock.ApprovalStore].
-func (s *Approvals) Request(ctx context.Context, a *interlock.Approval) (*interlock.Approval, error) {
-	var out *interlock.Approval
+// Request implements [approval.Store].
+func (s *Approvals) Request(ctx context.Context, a *approval.Approval) (*approval.Approval, error) {
+	var out *approval.Approval
 	err := s.update(ctx, func(tx *goredis.Tx) error {
-		out = a
 		id, err := tx.Get(ctx, s.bindKey(a.Key)).Result()
 		if err != nil && !errors.Is(err, goredis.Nil) {
 			return fmt.Errorf("redis store: %w", err)
 		}
+		var live *approval.Approval
 		if id != "" {
-			live, err := s.read(ctx, tx, id)
-			if err != nil && !errors.Is(err, interlock.ErrApprovalUnknown) {
+			if live, err = s.read(ctx, tx, id); err != nil && !errors.Is(err, approval.ErrUnknown) {
 				return err
 			}
-			if live != nil {
-				if answers, changed := live.Answers(time.Now()); answers {
-					out = live
-					if changed {
-						_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return s.write(ctx, p, live) })
-						return err
-					}
-					return nil
-				}
-			}
+		}
+		answer, store := approval.Resolve(live, a, time.Now())
+		out = answer
+		switch store {
+		case nil:
+			return nil
+		case live:
+			_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return s.write(ctx, p, live) })
+			return err
 		}
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			if err := s.write(ctx, p, a); err != nil {
@@ -127,28 +125,28 @@ func (s *Approvals) Request(ctx context.Context, a *interlock.Approval) (*interl
 	return out, nil
 }
 
-// Get implements [interlock.ApprovalStore].
-func (s *Approvals) Get(ctx context.Context, id string) (*interlock.Approval, error) {
+// Get implements [approval.Store].
+func (s *Approvals) Get(ctx context.Context, id string) (*approval.Approval, error) {
 	return s.read(ctx, s.client, id)
 }
 
-// List implements [interlock.ApprovalStore].
-func (s *Approvals) List(ctx context.Context) ([]*interlock.Approval, error) {
+// List implements [approval.Store].
+func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
 	ids, err := s.client.ZRange(ctx, s.listKey(), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis store: listing approvals: %w", err)
 	}
-	var out []*interlock.Approval
+	var out []*approval.Approval
 	now := time.Now()
 	for _, id := range ids {
 		a, err := s.read(ctx, s.client, id)
-		if errors.Is(err, interlock.ErrApprovalUnknown) {
+		if errors.Is(err, approval.ErrUnknown) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if a.State(now) == interlock.ApprovalPending {
+		if a.State(now) == approval.Pending {
 			out = append(out, a)
 		}
 	}
@@ -156,9 +154,9 @@ func (s *Approvals) List(ctx context.Context) ([]*interlock.Approval, error) {
 }
 
 // change applies fn to the approval id under WATCH and writes it back.
-func (s *Approvals) change(ctx context.Context, id string, fn func(a *interlock.Approval) error) (*interlock.Approval, error) {
-	return watched(ctx, s, s.idKey(id), func(c goredis.Cmdable) (*interlock.Approval, error) { return s.read(ctx, c, id) },
-		func(p goredis.Pipeliner, a *interlock.Approval) error { return s.write(ctx, p, a) }, fn)
+func (s *Approvals) change(ctx context.Context, id string, fn func(a *approval.Approval) error) (*approval.Approval, error) {
+	return watched(ctx, s, s.idKey(id), func(c goredis.Cmdable) (*approval.Approval, error) { return s.read(ctx, c, id) },
+		func(p goredis.Pipeliner, a *approval.Approval) error { return s.write(ctx, p, a) }, fn)
 }
 
 // watched reads a value under WATCH of key, applies fn, and writes it back
@@ -181,17 +179,17 @@ func watched[T any](ctx context.Context, s *Approvals, key string, read func(gor
 	return out, err
 }
 
-// Decide implements [interlock.ApprovalStore].
-func (s *Approvals) Decide(ctx context.Context, id string, v interlock.Vote, approve bool) (*interlock.Approval, error) {
-	return s.change(ctx, id, func(a *interlock.Approval) error {
-		return a.AddVote(v, approve, time.Now())
+// Decide implements [approval.Store].
+func (s *Approvals) Decide(ctx context.Context, id string, v approval.Vote) (*approval.Approval, error) {
+	return s.change(ctx, id, func(a *approval.Approval) error {
+		return a.AddVote(v, time.Now())
 	})
 }
 
-// Consume implements [interlock.ApprovalStore].
+// Consume implements [approval.Store].
 func (s *Approvals) Consume(ctx context.Context, id string) (bool, error) {
-	_, err := s.change(ctx, id, func(a *interlock.Approval) error {
+	_, err := s.change(ctx, id, func(a *approval.Approval) error {
 		return a.Consume(time.Now())
 	})
-	return interlock.Spent(err)
+	return approval.Spent(err)
 }

@@ -8,17 +8,17 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
 )
 
-// Grants is an [interlock.GrantStore] in Redis: each grant a JSON value
+// Grants is an [approval.GrantStore] in Redis: each grant a JSON value
 // under grant:ID, the set grants listing them. A use is counted under
 // WATCH, so concurrent uses on any gateway never exceed the grant's limit.
 type Grants struct {
 	*Approvals
 }
 
-var _ interlock.GrantStore = (*Grants)(nil)
+var _ approval.GrantStore = (*Grants)(nil)
 
 // Grants returns the grant store that shares the token store's connection
 // and prefix.
@@ -27,16 +27,16 @@ func (t *Tokens) Grants() *Grants { return &Grants{t.Approvals()} }
 func (s *Grants) grantKey(id string) string { return s.prefix + "grant:" + id }
 func (s *Grants) grantsKey() string         { return s.prefix + "grants" }
 
-func (s *Grants) readGrant(ctx context.Context, c goredis.Cmdable, id string) (*interlock.StandingGrant, error) {
-	return getJSON[interlock.StandingGrant](ctx, c, s.grantKey(id), interlock.ErrGrantUnknown)
+func (s *Grants) readGrant(ctx context.Context, c goredis.Cmdable, id string) (*approval.StandingGrant, error) {
+	return getJSON[approval.StandingGrant](ctx, c, s.grantKey(id), approval.ErrGrantUnknown)
 }
 
-func (s *Grants) writeGrant(ctx context.Context, p goredis.Pipeliner, g *interlock.StandingGrant) error {
+func (s *Grants) writeGrant(ctx context.Context, p goredis.Pipeliner, g *approval.StandingGrant) error {
 	return setJSON(ctx, p, s.grantKey(g.ID), g, time.Until(g.ExpiresAt)+24*time.Hour)
 }
 
-// AddGrant implements [interlock.GrantStore].
-func (s *Grants) AddGrant(ctx context.Context, g *interlock.StandingGrant) error {
+// AddGrant implements [approval.GrantStore].
+func (s *Grants) AddGrant(ctx context.Context, g *approval.StandingGrant) error {
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		if err := s.writeGrant(ctx, p, g); err != nil {
 			return err
@@ -51,17 +51,17 @@ func (s *Grants) AddGrant(ctx context.Context, g *interlock.StandingGrant) error
 	return nil
 }
 
-// LiveGrants implements [interlock.GrantStore].
-func (s *Grants) LiveGrants(ctx context.Context) ([]*interlock.StandingGrant, error) {
+// LiveGrants implements [approval.GrantStore].
+func (s *Grants) LiveGrants(ctx context.Context) ([]*approval.StandingGrant, error) {
 	ids, err := s.client.ZRangeByScore(ctx, s.grantsKey(), &goredis.ZRangeBy{Min: fmt.Sprint(time.Now().UnixMilli()), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis store: listing grants: %w", err)
 	}
-	var out []*interlock.StandingGrant
+	var out []*approval.StandingGrant
 	now := time.Now()
 	for _, id := range ids {
 		g, err := s.readGrant(ctx, s.client, id)
-		if errors.Is(err, interlock.ErrGrantUnknown) {
+		if errors.Is(err, approval.ErrGrantUnknown) {
 			continue
 		}
 		if err != nil {
@@ -75,28 +75,28 @@ func (s *Grants) LiveGrants(ctx context.Context) ([]*interlock.StandingGrant, er
 }
 
 // changeGrant applies fn to the grant id under WATCH and writes it back.
-func (s *Grants) changeGrant(ctx context.Context, id string, fn func(g *interlock.StandingGrant) error) (*interlock.StandingGrant, error) {
-	return watched(ctx, s.Approvals, s.grantKey(id), func(c goredis.Cmdable) (*interlock.StandingGrant, error) { return s.readGrant(ctx, c, id) },
-		func(p goredis.Pipeliner, g *interlock.StandingGrant) error { return s.writeGrant(ctx, p, g) }, fn)
+func (s *Grants) changeGrant(ctx context.Context, id string, fn func(g *approval.StandingGrant) error) (*approval.StandingGrant, error) {
+	return watched(ctx, s.Approvals, s.grantKey(id), func(c goredis.Cmdable) (*approval.StandingGrant, error) { return s.readGrant(ctx, c, id) },
+		func(p goredis.Pipeliner, g *approval.StandingGrant) error { return s.writeGrant(ctx, p, g) }, fn)
 }
 
-// UseGrant implements [interlock.GrantStore].
+// UseGrant implements [approval.GrantStore].
 func (s *Grants) UseGrant(ctx context.Context, id string) (bool, error) {
-	_, err := s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
+	_, err := s.changeGrant(ctx, id, func(g *approval.StandingGrant) error {
 		return g.Use(time.Now())
 	})
-	return interlock.Spent(err)
+	return approval.Spent(err)
 }
 
-// RevokeGrant implements [interlock.GrantStore].
-func (s *Grants) RevokeGrant(ctx context.Context, id string) (*interlock.StandingGrant, error) {
-	return s.changeGrant(ctx, id, func(g *interlock.StandingGrant) error {
-		g.Revoked = true
+// RevokeGrant implements [approval.GrantStore].
+func (s *Grants) RevokeGrant(ctx context.Context, id, void string) (*approval.StandingGrant, error) {
+	return s.changeGrant(ctx, id, func(g *approval.StandingGrant) error {
+		g.Revoke(void)
 		return nil
 	})
 }
 
-// Grant implements [interlock.GrantStore].
-func (s *Grants) Grant(ctx context.Context, id string) (*interlock.StandingGrant, error) {
+// Grant implements [approval.GrantStore].
+func (s *Grants) Grant(ctx context.Context, id string) (*approval.StandingGrant, error) {
 	return s.readGrant(ctx, s.client, id)
 }

@@ -16,7 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/approvaltest"
+	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/approval/approvaltest"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -214,7 +215,7 @@ func BenchmarkConsumeParallel(b *testing.B) {
 // TestApprovalsConformance runs the approval store's rules against two
 // handles on one Redis, as two gateways would share it.
 func TestApprovalsConformance(t *testing.T) {
-	approvaltest.Run(t, func(t *testing.T) (interlock.ApprovalStore, interlock.ApprovalStore) {
+	approvaltest.Run(t, func(t *testing.T) (approval.Store, approval.Store) {
 		s := store(t)
 		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
 		if err != nil {
@@ -228,7 +229,7 @@ func TestApprovalsConformance(t *testing.T) {
 // TestGrantsConformance runs the grant store's rules against two handles
 // on one Redis.
 func TestGrantsConformance(t *testing.T) {
-	approvaltest.RunGrants(t, func(t *testing.T) (interlock.GrantStore, interlock.GrantStore) {
+	approvaltest.RunGrants(t, func(t *testing.T) (approval.GrantStore, approval.GrantStore) {
 		s := store(t)
 		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
 		if err != nil {

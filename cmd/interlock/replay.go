@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,9 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		v := next.Judge(ctx, c)
 		guessed := next.Unfaithful(c)
-		differs := v.Rule != r.Rule || string(v.Mode) != r.Mode
+		// Records written before every record named its rule leave the
+		// default's name out.
+		differs := cmp.Or(v.Rule, interlock.DefaultRule) != cmp.Or(r.Rule, interlock.DefaultRule) || string(v.Mode) != r.Mode
 		if !differs && len(guessed) == 0 {
 			continue
 		}
@@ -93,7 +96,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			mark, note = "?", fmt.Sprintf(" (cannot be told: %s reads an argument the log holds redacted)", ruleList(guessed))
 		}
 		fmt.Fprintf(stdout, "%s %s (%s, record %d, %s): %s -> %s%s\n", mark, r.Tool, who(r), r.Seq,
-			r.Time.UTC().Format("2006-01-02T15:04:05Z"), decisionOf(r.Rule, r.Mode), decisionOf(v.Rule, string(v.Mode)), note)
+			r.Time.UTC().Format("2006-01-02T15:04:05Z"), decisionOf(r.Rule, r.Mode), decisionOf(cmp.Or(v.Rule, interlock.DefaultRule), string(v.Mode)), note)
 	}
 	fmt.Fprintf(stdout, "%d of %d calls would be decided differently", changed, calls)
 	if unfaithful > 0 {
@@ -124,7 +127,7 @@ func recordedHints(r *interlock.AuditRecord, offered map[string]policy.OfferedTo
 
 // decisionOf shows a rule and mode as `token (rule "refunds")`.
 func decisionOf(rule, mode string) string {
-	if rule == "" {
+	if rule == "" || rule == interlock.DefaultRule {
 		return mode + " (default)"
 	}
 	return fmt.Sprintf("%s (rule %q)", mode, rule)
