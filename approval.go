@@ -20,8 +20,9 @@ import (
 // the rule says otherwise.
 const DefaultApprovalTimeout = 15 * time.Minute
 
-// approvalKey binds an approval to a call.
-func approvalKey(c *Call) (string, error) {
+// approvalKey binds an approval to a call and to the rule that asks for
+// it (ruleDigest): a rule that changes asks its approvers anew.
+func approvalKey(c *Call, ruleDigest string) (string, error) {
 	digest, err := c.digest()
 	if err != nil {
 		return "", fmt.Errorf("digesting arguments of %s: %w", c.Tool, err)
@@ -33,6 +34,7 @@ func approvalKey(c *Call) (string, error) {
 	}
 	h.Write(digest[:])
 	h.Write(c.definition[:])
+	h.Write([]byte(ruleDigest))
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
@@ -67,7 +69,7 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		}
 		return err
 	}
-	key, err := approvalKey(c)
+	key, err := approvalKey(c, d.approvalDigest())
 	if err != nil {
 		return err
 	}

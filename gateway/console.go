@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -68,6 +69,34 @@ func approverOf(ti *auth.TokenInfo) interlock.Identity {
 	tenant, _ := ti.Extra["tenant"].(string)
 	groups, _ := ti.Extra["groups"].([]string)
 	return interlock.Identity{Principal: principal, Tenant: tenant, Groups: groups}
+}
+
+// currentIdentity is who as the configuration in force knows them: the
+// groups of every API key of that tenant and principal, and false when no
+// key names them any more. Principals the gateway cannot list (an OAuth
+// issuer's, or the local operator of a gateway without keys) are taken as
+// they were.
+func (g *Gateway) currentIdentity(who interlock.Identity) (interlock.Identity, bool) {
+	a := g.config().Auth
+	if len(a.Keys) == 0 {
+		return who, true
+	}
+	now := interlock.Identity{Tenant: who.Tenant, Principal: who.Principal}
+	found := false
+	for _, k := range a.Keys {
+		if k.Tenant == who.Tenant && k.Principal == who.Principal {
+			found = true
+			for _, grp := range k.Groups {
+				if !slices.Contains(now.Groups, grp) {
+					now.Groups = append(now.Groups, grp)
+				}
+			}
+		}
+	}
+	if !found && a.OAuth != nil {
+		return who, true
+	}
+	return now, found
 }
 
 // approvalURL is the base of the approval_url a pending approval carries.

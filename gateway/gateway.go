@@ -156,6 +156,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 			}
 		},
 		CompileCondition: policy.CompileCondition,
+		Identities:       g.currentIdentity,
 	})
 	if err != nil {
 		return nil, err

@@ -51,8 +51,10 @@ func (g *Gateway) verifyKey(ctx context.Context, token string, r *http.Request) 
 // is shown as before keeps its pending confirmations. Hints an upstream
 // loosened, which the gateway kept at their stricter value, are taken as
 // the upstream now states them. digest identifies the file's contents in
-// the audit record of the reload. Confirm tokens, approvals, grants and
-// client sessions are left alone.
+// the audit record of the reload. A standing grant whose rule the new file
+// changed or removed is voided, with a record of each; confirm tokens,
+// approvals, other grants and client sessions are left alone (an approval
+// is bound to its rule's digest, so a changed rule asks anew).
 //
 // An error means some upstream could not be listed: its tools stay
 // advertised as they were, and the new policy decides their calls.
@@ -77,6 +79,14 @@ func (g *Gateway) Reload(ctx context.Context, f *policy.File, digest string) err
 		}
 	}
 	g.event(ctx, "config_reloaded", &interlock.AuditRecord{Detail: f.Path + " sha256:" + digest})
+	voided, err := g.gate.VoidGrants(ctx, f.Stands, "a reload changed or removed the rule it was made under")
+	if err != nil {
+		errs = append(errs, fmt.Errorf("voiding the grants of changed rules: %w", err))
+	}
+	if len(voided) > 0 {
+		g.console.Notify()
+		g.log.Warn("standing grants voided: the rules they were made under changed or are gone", "grants", len(voided))
+	}
 	g.log.Info("configuration reloaded", "file", f.Path, "sha256", digest, "rules", len(f.Rules))
 	return errors.Join(errs...)
 }
