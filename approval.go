@@ -242,11 +242,8 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	if g.approvals == nil {
 		return nil, approval.ErrUnknown
 	}
-	a, err := g.approvals.Get(ctx, id)
+	a, err := g.approvedFor(ctx, id, who)
 	if err != nil {
-		return nil, err
-	}
-	if err := approval.MayDecide(who, a); err != nil {
 		return nil, err
 	}
 	if a.State(time.Now()) != approval.Pending {
@@ -271,6 +268,23 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 		Upstream: a.Upstream, Rule: a.Rule, Decision: decision, Approval: a.ID, Caller: a.Principal,
 		RuleApprovers: a.Approvers, Reason: vote.Reason,
 		Detail: fmt.Sprintf("%s: %s of %s's call", a.ID, verdictWord(verdict), a.Principal)})
+	return a, nil
+}
+
+// approvedFor returns the approval id if who may decide it. One who may
+// not even see it is told it does not exist, as every face tells them, so
+// a decision cannot probe for another tenant's approvals.
+func (g *Gate) approvedFor(ctx context.Context, id string, who Identity) (*approval.Approval, error) {
+	a, err := g.approvals.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !approval.MaySee(who, a.Subject()) {
+		return nil, approval.ErrUnknown
+	}
+	if err := approval.MayDecide(who, a); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

@@ -128,8 +128,6 @@ func (c *Console) revokeGrant(w http.ResponseWriter, r *http.Request, s *session
 	switch {
 	case errors.Is(err, approval.ErrGrantUnknown):
 		status, problem = http.StatusNotFound, "There is no such grant."
-	case errors.Is(err, approval.ErrNotAnApprover):
-		status, problem = http.StatusForbidden, "Only the caller a grant covers, the approver who made it, or one its rule names may revoke it."
 	case err != nil:
 		c.fail(w, r, s, fmt.Errorf("revoking a grant: %w", err))
 		return

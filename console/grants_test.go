@@ -165,7 +165,7 @@ func TestRevokeGrant(t *testing.T) {
 	}{
 		{"the grantor revokes", "key-bob", "", http.StatusSeeOther, "", false},
 		{"the caller gives it up", "key-alice", "", http.StatusSeeOther, "", false},
-		{"someone the rule does not name may not", "key-mallory", "", http.StatusForbidden, "Only the caller a grant covers", true},
+		{"someone the rule does not name may not", "key-mallory", "", http.StatusNotFound, "There is no such grant.", true},
 		{"a grant that does not exist", "key-bob", "grt_none", http.StatusNotFound, "There is no such grant.", true},
 	}
 	for _, tt := range tests {

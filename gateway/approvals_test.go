@@ -66,8 +66,10 @@ rules:
 	if _, list := get(t, srv.URL+"/v1/approvals", "bob-key"); len(list["approvals"].([]any)) != 1 {
 		t.Errorf("bob's list: %v", list)
 	}
-	for key, want := range map[string]int{"alice-key": http.StatusForbidden, "mallory-key": http.StatusForbidden} {
-		if status, body := decide(id, "approve", key); status != want || body["code"] != "PERMISSION_DENIED" {
+	// The caller is told she may not; mallory, whom the rule does not
+	// name, is told what every face tells her: there is no such approval.
+	for key, want := range map[string]string{"alice-key": "PERMISSION_DENIED", "mallory-key": "NOT_FOUND"} {
+		if status, body := decide(id, "approve", key); body["code"] != want || (want == "NOT_FOUND") != (status == http.StatusNotFound) {
 			t.Errorf("%s approves: %d %v", key, status, body)
 		}
 	}
