@@ -21,6 +21,7 @@ func TestApprovalsCommand(t *testing.T) {
   keys:
     - {sha256: %s, principal: agent}
     - {sha256: %s, principal: bob}
+    - {sha256: %s, principal: bob, tenant: other}
 rules:
   - name: reminders-need-approval
     match: {tools: [send_reminder]}
@@ -30,7 +31,7 @@ rules:
     match: {tools: [refund_invoice]}
     mode: approval
     approvers: [bob]
-    require_passkey: true`, gateway.HashKey("agent-key"), gateway.HashKey("bob-key")), 1)
+    require_passkey: true`, gateway.HashKey("agent-key"), gateway.HashKey("bob-key"), gateway.HashKey("other-bob-key")), 1)
 	cfg = strings.Replace(cfg, "command: [interlock, demo]", fmt.Sprintf("command: [interlock, demo, --db, %s]", filepath.Join(data, "demo.db")), 1)
 	config := filepath.Join(data, "config.yaml")
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
@@ -55,6 +56,16 @@ rules:
 	}
 	if code, _, errText := cli("agent-key", "approve", id); code != 1 || !strings.Contains(errText, "PERMISSION_DENIED") {
 		t.Errorf("the caller approves: %d %q", code, errText)
+	}
+	// bob of another tenant is another person: the approval is not there
+	// for him, whatever he tries.
+	if code, out, _ := cli("other-bob-key", "list"); code != 0 || strings.Contains(out, id) {
+		t.Errorf("list by bob of tenant other: %d %q", code, out)
+	}
+	for _, verb := range []string{"approve", "deny"} {
+		if code, _, errText := cli("other-bob-key", verb, id); code != 1 || !strings.Contains(errText, "NOT_FOUND") {
+			t.Errorf("%s by bob of tenant other: %d %q", verb, code, errText)
+		}
 	}
 	if code, out, errText := cli("bob-key", "approve", id, "--reason", "customer asked"); code != 0 || out != id+": approved\n" {
 		t.Fatalf("approve: %d %q %q", code, out, errText)
