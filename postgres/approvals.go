@@ -100,7 +100,9 @@ func (s *Approvals) Request(ctx context.Context, a *approval.Approval) (*approva
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", a.Key); err != nil {
 			return err
 		}
-		live, err := scanApproval(tx.QueryRow(ctx, "SELECT body FROM approvals WHERE key = $1 ORDER BY created_at DESC LIMIT 1", a.Key))
+		// The live row is locked as Decide and Consume lock it, so marking
+		// it Reported never overwrites a vote or a consumption.
+		live, err := scanApproval(tx.QueryRow(ctx, "SELECT body FROM approvals WHERE key = $1 ORDER BY created_at DESC LIMIT 1 FOR UPDATE", a.Key))
 		if err != nil && !errors.Is(err, approval.ErrUnknown) {
 			return err
 		}

@@ -94,6 +94,11 @@ func (s *Approvals) Request(ctx context.Context, a *approval.Approval) (*approva
 		}
 		var live *approval.Approval
 		if id != "" {
+			// The live approval is watched too: marking it Reported must
+			// not overwrite a vote or a consumption, nor be done twice.
+			if err := tx.Watch(ctx, s.idKey(id)).Err(); err != nil {
+				return fmt.Errorf("redis store: %w", err)
+			}
 			if live, err = s.read(ctx, tx, id); err != nil && !errors.Is(err, approval.ErrUnknown) {
 				return err
 			}
