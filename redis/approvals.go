@@ -34,7 +34,17 @@ func (t *Tokens) Approvals() *Approvals { return &Approvals{client: t.client, pr
 func (s *Approvals) idKey(id string) string    { return s.prefix + "approval:" + id }
 func (s *Approvals) bindKey(key string) string { return s.prefix + "approval-key:" + key }
 func (s *Approvals) listKey() string           { return s.prefix + "approvals" }
-func keep(a *approval.Approval) time.Duration  { return time.Until(a.ExpiresAt) + time.Hour }
+
+// keep is how long an approval and its binding stay: an hour past the end
+// of the wait for a decision, or past the deadline to run once approved,
+// which can be later.
+func keep(a *approval.Approval) time.Duration {
+	end := a.ExpiresAt
+	if a.RunBy.After(end) {
+		end = a.RunBy
+	}
+	return time.Until(end) + time.Hour
+}
 
 // maxAttempts bounds the retries of a transaction that keeps losing races.
 const maxAttempts = 50
@@ -159,9 +169,17 @@ func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
 }
 
 // change applies fn to the approval id under WATCH and writes it back.
+// Only a pending or approved approval changes here, and either is still
+// its binding's live one, so the binding is kept as long as the approval.
 func (s *Approvals) change(ctx context.Context, id string, fn func(a *approval.Approval) error) (*approval.Approval, error) {
 	return watched(ctx, s, s.idKey(id), func(c goredis.Cmdable) (*approval.Approval, error) { return s.read(ctx, c, id) },
-		func(p goredis.Pipeliner, a *approval.Approval) error { return s.write(ctx, p, a) }, fn)
+		func(p goredis.Pipeliner, a *approval.Approval) error {
+			if err := s.write(ctx, p, a); err != nil {
+				return err
+			}
+			p.PExpire(ctx, s.bindKey(a.Key), keep(a))
+			return nil
+		}, fn)
 }
 
 // watched reads a value under WATCH of key, applies fn, and writes it back

@@ -239,3 +239,31 @@ func TestGrantsConformance(t *testing.T) {
 		return s.Grants(), other.Grants()
 	})
 }
+
+// TestApprovedKeptUntilItsDeadline checks that Redis keeps an approved
+// approval and its binding at least until its deadline to run, which may
+// be long after the wait for a decision ended.
+func TestApprovedKeptUntilItsDeadline(t *testing.T) {
+	ctx := context.Background()
+	s := store(t)
+	approvals := s.Approvals()
+	now := time.Now()
+	a := &approval.Approval{ID: "apr_keep", Key: "kkeep", Tenant: "acme", Principal: "alice", Tool: "refund_invoice",
+		Approvers: []string{"bob"}, Quorum: 1, CreatedAt: now, ExpiresAt: now.Add(time.Minute), RunWithin: 3 * time.Hour}
+	if _, err := approvals.Request(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	approved, err := approvals.Decide(ctx, a.ID, approval.Vote{Principal: "bob", Verdict: approval.Approve, At: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, _ := goredis.ParseURL(redisURL)
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	for _, key := range []string{"approval:apr_keep", "approval-key:kkeep"} {
+		ttl, err := c.PTTL(ctx, s.Prefix()+key).Result()
+		if err != nil || ttl < time.Until(approved.RunBy) {
+			t.Errorf("%s is kept %v (%v), less than the %v until its deadline to run", key, ttl, err, time.Until(approved.RunBy).Round(time.Second))
+		}
+	}
+}
