@@ -14,7 +14,10 @@ import (
 // the approvers' registered credentials, which the gate never sees.
 type PasskeyVerifier interface {
 	// VerifyPasskey returns nil when v.Passkey is an assertion, by a
-	// credential v.Tenant and v.Principal registered, over challenge.
+	// credential v.Tenant and v.Principal registered, over challenge. The
+	// same assertion is verified again before the approved call runs, so
+	// one that was accepted once must pass again. An error that wraps
+	// [ErrPasskeyReplayed] is recorded in the audit log.
 	VerifyPasskey(ctx context.Context, a *approval.Approval, v approval.Vote, challenge []byte) error
 }
 
@@ -22,6 +25,11 @@ type PasskeyVerifier interface {
 var (
 	ErrPasskeyRequired = errors.New("the rule accepts only decisions signed with a passkey in the console")
 	ErrPasskeyInvalid  = errors.New("the passkey assertion does not sign this decision")
+	// ErrPasskeyReplayed is an assertion whose signature counter is not
+	// above the one its credential presented last: a copy of an earlier
+	// assertion, or one made by a clone of the authenticator (WebAuthn
+	// §6.1.1, "Signature Counter Considerations").
+	ErrPasskeyReplayed = errors.New("the passkey's signature counter did not grow")
 )
 
 // UsePasskeys makes v the verifier of passkey-signed decisions. Without
@@ -43,6 +51,14 @@ func (g *Gate) verifyVote(ctx context.Context, a *approval.Approval, v approval.
 		return err
 	}
 	if err := (*verifier).VerifyPasskey(ctx, a, v, challenge); err != nil {
+		if errors.Is(err, ErrPasskeyReplayed) {
+			// A valid signature with a stale counter means the approver's
+			// key may be in two places: worth a record, not only a refusal.
+			g.RecordEvent(ctx, &AuditRecord{Event: "passkey_refused", Tenant: a.Tenant, Principal: v.Principal, Tool: a.Tool,
+				Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Caller: a.Principal, RuleApprovers: a.Approvers,
+				Detail: clip(fmt.Sprintf("%s: %s's passkey to %s %s's call refused: %v", a.ID, v.Principal,
+					v.Verdict, a.Principal, err))})
+		}
 		return fmt.Errorf("%w: %w", ErrPasskeyInvalid, err)
 	}
 	return nil

@@ -5,6 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +18,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/policy"
 )
 
 // signingVerifier stands in for the console: an "assertion" is the JSON
@@ -167,4 +173,104 @@ rules:
 			t.Errorf("the re-call: %+v, ran %d times", b, runs.Load())
 		}
 	})
+}
+
+// failingVerifier refuses every assertion with err.
+type failingVerifier struct{ err error }
+
+func (f failingVerifier) VerifyPasskey(context.Context, *approval.Approval, approval.Vote, []byte) error {
+	return f.err
+}
+
+// recordedEvents keeps what a gate records.
+type recordedEvents struct {
+	mu   sync.Mutex
+	recs []*interlock.AuditRecord
+}
+
+func (l *recordedEvents) Append(_ context.Context, _ bool, recs ...*interlock.AuditRecord) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, recs...)
+	return nil
+}
+
+func (l *recordedEvents) named(event string) []*interlock.AuditRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*interlock.AuditRecord
+	for _, r := range l.recs {
+		if r.Event == event {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestPasskeyReplayIsRecorded: an assertion the verifier refuses as
+// replayed, by its signature counter, is refused and recorded as
+// passkey_refused, naming the approver, the approval and its caller; other
+// refusals are only refused.
+func TestPasskeyReplayIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
+	bob := interlock.Identity{Principal: "bob", Tenant: "acme"}
+	tests := []struct {
+		name     string
+		err      error
+		recorded bool
+	}{
+		{"a counter that did not grow", fmt.Errorf("%w: 4 after 5, credential q0pVkw5r1uwd", interlock.ErrPasskeyReplayed), true},
+		{"a bad signature", errors.New("signature mismatch"), false},
+		{"an unknown credential", errors.New("the assertion's credential is not one the approver registered"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := policy.Parse("approvals.yaml", []byte(`
+rules:
+  - name: payouts
+    match: {tools: [pay_out]}
+    mode: approval
+    approvers: [bob]
+    require_passkey: true
+`), func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := &recordedEvents{}
+			g, err := interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition,
+				Logger: slog.New(slog.DiscardHandler), Audit: log, Getenv: func(k string) string {
+					if k == "MCP_DRY_RUN" {
+						return "false"
+					}
+					return strings.Repeat("s", 32)
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.UsePasskeys(failingVerifier{tt.err})
+			tool, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
+			b := interlock.BodyOfResult(g.Call(ctx, tool, alice, json.RawMessage(`{"amount":100}`), nil))
+			if b.Code != interlock.CodeApprovalPending {
+				t.Fatalf("the call: %+v", b)
+			}
+			_, err = g.DecideWithPasskey(ctx, b.ApprovalID, bob, approval.Deny, "", json.RawMessage(`{}`))
+			if !errors.Is(err, interlock.ErrPasskeyInvalid) || errors.Is(err, interlock.ErrPasskeyReplayed) != tt.recorded {
+				t.Fatalf("DecideWithPasskey: %v", err)
+			}
+			recs := log.named("passkey_refused")
+			if !tt.recorded {
+				if len(recs) != 0 {
+					t.Errorf("recorded %+v", recs[0])
+				}
+				return
+			}
+			want := fmt.Sprintf("%s: bob's passkey to deny alice's call refused: %v", b.ApprovalID, tt.err)
+			if len(recs) != 1 || recs[0].Tenant != "acme" || recs[0].Principal != "bob" || recs[0].Caller != "alice" ||
+				recs[0].Approval != b.ApprovalID || recs[0].Tool != "pay_out" || recs[0].Rule != "payouts" ||
+				!slices.Equal(recs[0].RuleApprovers, []string{"bob"}) || recs[0].Detail != want {
+				t.Errorf("records %+v, want one with detail %q", *recs[0], want)
+			}
+		})
+	}
 }

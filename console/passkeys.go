@@ -1,14 +1,17 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,7 +31,17 @@ type registered struct {
 	credential webauthn.Credential
 	rpID       string
 	origin     string
+	// accepted are the digests of what the credential signed in the
+	// assertions accepted from it, oldest first: the gate verifies a
+	// decision's assertion again before its call runs, and that one must
+	// pass although its counter no longer grows.
+	accepted [][sha256.Size]byte
 }
+
+// keepAccepted bounds the assertions remembered per credential. An
+// approval's call runs long before its approver signs this many others;
+// one that does not is refused, never run unchecked.
+const keepAccepted = 1024
 
 // passkeyAccount is one approver's WebAuthn user; it implements
 // webauthn.User.
@@ -86,7 +99,50 @@ func (p *passkeys) account(who interlock.Identity) *passkeyAccount {
 	}
 	c := *a
 	c.credentials = append([]registered(nil), a.credentials...)
+	for i := range c.credentials {
+		// Only accept reads them, under the lock.
+		c.credentials[i].accepted = nil
+	}
 	return &c
+}
+
+// accept records that a credential of who made an assertion whose signed
+// data has the given digest and signature counter, once its signature is
+// verified. It refuses, wrapping [interlock.ErrPasskeyReplayed], an
+// assertion not accepted before whose counter is not above the one
+// stored, unless both are 0: an authenticator without a counter reports 0
+// always (WebAuthn §6.1.1). The check and the update are one step, so two
+// assertions with one counter never both pass.
+func (p *passkeys) accept(who interlock.Identity, id []byte, signed [sha256.Size]byte, counter uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.accounts[owner{who.Tenant, who.Principal}]
+	if a == nil {
+		return errors.New("the approver has no passkey")
+	}
+	i := slices.IndexFunc(a.credentials, func(r registered) bool { return bytes.Equal(r.credential.ID, id) })
+	if i < 0 {
+		return errors.New("the assertion's credential is not one the approver registered")
+	}
+	r := &a.credentials[i]
+	if slices.Contains(r.accepted, signed) {
+		return nil
+	}
+	stored := r.credential.Authenticator
+	updated := stored
+	updated.UpdateCounter(counter)
+	if updated.CloneWarning {
+		// The record names the credential by a prefix of its id: the
+		// audit record's detail is short.
+		return fmt.Errorf("%w: %d after %d, credential %.12s", interlock.ErrPasskeyReplayed,
+			counter, stored.SignCount, base64.RawURLEncoding.EncodeToString(id))
+	}
+	r.credential.Authenticator.SignCount = updated.SignCount
+	if len(r.accepted) >= keepAccepted {
+		r.accepted = slices.Delete(r.accepted, 0, len(r.accepted)-keepAccepted+1)
+	}
+	r.accepted = append(r.accepted, signed)
+	return nil
 }
 
 func (p *passkeys) add(who interlock.Identity, r registered) {
@@ -121,7 +177,8 @@ func hostOf(r *http.Request) (rpID, origin string) {
 
 // VerifyPasskey implements [interlock.PasskeyVerifier]: v.Passkey must be
 // an assertion, by a credential v's approver registered, over challenge,
-// with the user verified.
+// with the user verified, and with a signature counter above the last one
+// the credential presented, unless it is the assertion accepted before.
 func (p *passkeys) VerifyPasskey(_ context.Context, a *approval.Approval, v approval.Vote, challenge []byte) error {
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(v.Passkey)
 	if err != nil {
@@ -141,9 +198,25 @@ func (p *passkeys) VerifyPasskey(_ context.Context, a *approval.Approval, v appr
 		if _, err := wa.ValidateLogin(account, session, parsed); err != nil {
 			return fmt.Errorf("verifying the assertion on %s: %w", a.ID, err)
 		}
-		return nil
+		// ValidateLogin compared the counter with a copy of the credential;
+		// accept compares it with the stored one, and stores it.
+		return p.accept(interlock.Identity{Tenant: v.Tenant, Principal: v.Principal}, r.credential.ID,
+			signedData(parsed), parsed.Response.AuthenticatorData.Counter)
 	}
 	return errors.New("the assertion's credential is not one the approver registered")
+}
+
+// signedData is the digest of what an assertion's signature covers: its
+// authenticator data and the hash of its client data. Two encodings of
+// one assertion, or two signatures of one statement, have one digest.
+func signedData(parsed *protocol.ParsedCredentialAssertionData) [sha256.Size]byte {
+	client := sha256.Sum256(parsed.Raw.AssertionResponse.ClientDataJSON)
+	h := sha256.New()
+	h.Write(parsed.Raw.AssertionResponse.AuthenticatorData)
+	h.Write(client[:])
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
 // passkeyData is what the passkey page shows.
