@@ -261,6 +261,31 @@ func TestSignIn(t *testing.T) {
 	if id.Principal != "ann@example.com" || id.Tenant != "default" || !slices.Equal(id.Groups, []string{"finance"}) {
 		t.Errorf("identity = %+v", id)
 	}
+	// An ID token for several clients signs in only the one it names as
+	// its authorized party.
+	for _, tt := range []struct {
+		name   string
+		claims map[string]any
+		ok     bool
+	}{
+		{"one audience, no azp", map[string]any{"aud": "console"}, true},
+		{"one audience, azp this client", map[string]any{"aud": "console", "azp": "console"}, true},
+		{"one audience, azp another client", map[string]any{"aud": "console", "azp": "other"}, false},
+		{"several audiences, no azp", map[string]any{"aud": []any{"other", "console"}}, false},
+		{"several audiences, azp another client", map[string]any{"aud": []any{"other", "console"}, "azp": "other"}, false},
+		{"several audiences, azp this client", map[string]any{"aud": []any{"other", "console"}, "azp": "console"}, true},
+		{"several audiences, azp not a string", map[string]any{"aud": []any{"other", "console"}, "azp": []any{"console"}}, false},
+		{"several audiences, azp differs in case", map[string]any{"aud": []any{"other", "console"}, "azp": "Console"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			iss.OverrideIDClaims(tt.claims)
+			defer iss.OverrideIDClaims(nil)
+			_, err := s.Exchange(context.Background(), code(verifier), verifier, "nonce-1")
+			if (err == nil) != tt.ok {
+				t.Errorf("signed in: %t (%v), want %t", err == nil, err, tt.ok)
+			}
+		})
+	}
 }
 
 // TestJWTProfile: with the jwt profile, the plain JWT access tokens many

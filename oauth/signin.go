@@ -88,5 +88,26 @@ func (s *SignIn) Exchange(ctx context.Context, code, verifier, nonce string) (*I
 	if err := idt.Claims(&claims); err != nil {
 		return nil, fmt.Errorf("%w: ID token claims: %w", ErrInvalidToken, err)
 	}
+	if err := s.checkAuthorizedParty(idt.Audience, claims["azp"]); err != nil {
+		return nil, err
+	}
 	return s.p.identity(claims)
+}
+
+// checkAuthorizedParty applies OpenID Connect Core 3.1.3.7: an ID token
+// whose aud names several clients must name this one as its authorized
+// party (azp), and an azp that is present must be this client. Otherwise
+// a token the provider issued to another client that merely lists this
+// one would sign someone in here.
+func (s *SignIn) checkAuthorizedParty(aud []string, azp any) error {
+	party, present := azp.(string)
+	switch {
+	case azp != nil && !present:
+		return fmt.Errorf("%w: ID token: azp is not a string", ErrInvalidToken)
+	case len(aud) > 1 && !present:
+		return fmt.Errorf("%w: ID token: aud names %d clients and azp is missing", ErrInvalidToken, len(aud))
+	case present && subtle.ConstantTimeCompare([]byte(party), []byte(s.clientID)) != 1:
+		return fmt.Errorf("%w: ID token: azp names another client", ErrInvalidToken)
+	}
+	return nil
 }

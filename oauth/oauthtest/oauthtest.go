@@ -57,6 +57,8 @@ type Issuer struct {
 	user map[string]any
 	// Audience is put in the access tokens /token issues.
 	audience string
+	// idOverrides replace claims of the ID tokens /token issues.
+	idOverrides map[string]any
 
 	jwksFetches atomic.Int64
 	serial      atomic.Int64
@@ -124,6 +126,15 @@ func (iss *Issuer) JWKSFetches() int64 { return iss.jwksFetches.Load() }
 func (iss *Issuer) Register(c Client) {
 	iss.mu.Lock()
 	iss.clients[c.ID] = c
+	iss.mu.Unlock()
+}
+
+// OverrideIDClaims makes the ID tokens /token issues from now on carry
+// claims in place of the issuer's own (such as an aud that names several
+// clients, or an azp); nil restores them.
+func (iss *Issuer) OverrideIDClaims(claims map[string]any) {
+	iss.mu.Lock()
+	iss.idOverrides = maps.Clone(claims)
 	iss.mu.Unlock()
 }
 
@@ -270,7 +281,7 @@ func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	g, ok := iss.codes[code]
 	delete(iss.codes, code)
 	c := iss.clients[id]
-	user, audience := maps.Clone(iss.user), iss.audience
+	user, audience, overrides := maps.Clone(iss.user), iss.audience, maps.Clone(iss.idOverrides)
 	iss.mu.Unlock()
 	sum := sha256.Sum256([]byte(r.PostFormValue("code_verifier")))
 	switch {
@@ -287,6 +298,7 @@ func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	idClaims := maps.Clone(user)
 	maps.Copy(idClaims, map[string]any{"iss": iss.URL, "aud": id, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "nonce": g.nonce})
+	maps.Copy(idClaims, overrides)
 	access := iss.AccessClaims(audience, fmt.Sprint(user["sub"]))
 	access["client_id"] = id
 	writeJSON(w, http.StatusOK, map[string]any{
