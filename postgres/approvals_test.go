@@ -34,3 +34,30 @@ func TestGrantsConformance(t *testing.T) {
 		return twoGateways(t)
 	})
 }
+
+// TestGrantUsesAcrossProcesses has two gateway processes use one grant in
+// one database at once; between them they use it exactly its number of
+// uses.
+func TestGrantUsesAcrossProcesses(t *testing.T) {
+	url, _ := schemaURL(t)
+	s, err := OpenApprovals(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	approvaltest.UsesAcrossProcesses(t, s, url)
+}
+
+// TestHelperProcess is a gateway process of TestGrantUsesAcrossProcesses,
+// using the grants of the schema its URL names; run as a test it does
+// nothing.
+func TestHelperProcess(t *testing.T) {
+	approvaltest.HelperProcess(t, func(t *testing.T, url string) approval.GrantStore {
+		s, err := OpenApprovals(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	})
+}

@@ -267,3 +267,24 @@ func TestApprovedKeptUntilItsDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantUsesAcrossProcesses has two gateway processes use one grant in
+// one Redis at once; between them they use it exactly its number of uses.
+func TestGrantUsesAcrossProcesses(t *testing.T) {
+	s := store(t)
+	approvaltest.UsesAcrossProcesses(t, s.Grants(), s.Prefix())
+}
+
+// TestHelperProcess is a gateway process of TestGrantUsesAcrossProcesses,
+// using the grants under the prefix it is given; run as a test it does
+// nothing.
+func TestHelperProcess(t *testing.T) {
+	approvaltest.HelperProcess(t, func(t *testing.T, prefix string) approval.GrantStore {
+		s, err := redis.Open(context.Background(), redisURL, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s.Grants()
+	})
+}
