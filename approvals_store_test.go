@@ -7,6 +7,9 @@ import (
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
 )
 
+// The in-memory stores serve one process, so both handles of a race are
+// the same store.
+
 func TestMemoryApprovals(t *testing.T) {
 	approvaltest.Run(t, func(*testing.T) (approval.Store, approval.Store) {
 		s := approval.NewMemory()

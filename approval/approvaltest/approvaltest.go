@@ -187,8 +187,11 @@ func Run(t *testing.T, open Open) {
 					want = last.At.Add(timeout)
 				}
 				got, err := s.Get(ctx, a.ID)
-				if err != nil || !got.RunBy.Equal(want) {
-					t.Fatalf("RunBy = %v (%v), want %v", got.RunBy, err, want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !got.RunBy.Equal(want) {
+					t.Fatalf("RunBy = %v, want %v", got.RunBy, want)
 				}
 				if st := got.State(want.Add(-time.Millisecond)); st != approval.Approved {
 					t.Errorf("just before its deadline: %s", st)
@@ -405,7 +408,10 @@ func Run(t *testing.T, open Open) {
 		s, other := open(t)
 		// Each trial consumes at its own moment around the deadline while
 		// requests of the binding ask the other way; what a store must
-		// never do is both run the call and report it lapsed.
+		// never do is both run the call and report it lapsed. The moments
+		// lean early, from 3.6 ms before the deadline to 0.8 ms after,
+		// because a consumer reaches the store later than it wakes: so
+		// both outcomes are common.
 		const trials = 12
 		var wg sync.WaitGroup
 		for k := range trials {
@@ -449,7 +455,13 @@ func raceDeadline(t *testing.T, s, other approval.Store, k int, offset time.Dura
 		})
 		wg.Go(func() {
 			time.Sleep(time.Until(runBy.Add(-2 * time.Millisecond)))
-			for i := 0; time.Now().Before(runBy.Add(time.Second)); i++ {
+			// Asking ends once a request is answered with another
+			// approval: the old one ran, or its caller was told.
+			for i := 0; ; i++ {
+				if time.Now().After(runBy.Add(10 * time.Second)) {
+					t.Errorf("%s still answers requests long after its deadline", a.ID)
+					return
+				}
 				got, err := h.Request(ctx, newApproval(fmt.Sprintf("%s_%d_%d", a.ID, n, i), a.Key, 1, time.Minute))
 				if err != nil {
 					t.Error(err)
@@ -567,8 +579,12 @@ func RunGrants(t *testing.T, open OpenGrants) {
 
 	t.Run("an expired grant is not live", func(t *testing.T) {
 		s, other := open(t)
-		add(t, s, grant("grt_gone", 5, 50*time.Millisecond))
-		if live, err := other.LiveGrants(ctx); err != nil || len(live) != 1 {
+		g := grant("grt_gone", 5, 50*time.Millisecond)
+		add(t, s, g)
+		// On a slow machine the grant may have expired already; it must be
+		// listed only if it has not.
+		live, err := other.LiveGrants(ctx)
+		if err != nil || (len(live) != 1 && time.Now().Before(g.ExpiresAt)) {
 			t.Fatalf("live before expiry: %v %v", live, err)
 		}
 		time.Sleep(100 * time.Millisecond)
