@@ -55,9 +55,18 @@ type History interface {
 type Options struct {
 	// Gate decides approvals and keeps them.
 	Gate *interlock.Gate
-	// Authenticate returns who holds an API key. Nil when the gateway has
-	// no keys: then only one-time links sign anyone in.
-	Authenticate func(ctx context.Context, key string) (interlock.Identity, error)
+	// Authenticate returns who holds an API key, and the credential a
+	// session made with it stands on. Nil when the gateway has no keys:
+	// then only one-time links sign anyone in.
+	Authenticate func(ctx context.Context, key string) (interlock.Identity, Credential, error)
+	// Recheck returns who the credential of a session of who names now, or
+	// an error
+	// when it names nobody any more (a key removed or replaced). The
+	// console asks on every request of a session and on [Console.Recheck];
+	// a session whose credential fails, or names another identity (another
+	// tenant, other groups), ends at once. Nil: sessions end only when
+	// they idle out, sign out, or their credential's lifetime ends.
+	Recheck func(ctx context.Context, who interlock.Identity, cred Credential) (interlock.Identity, error)
 	// SignIn, when set, offers approvers to sign in with an identity
 	// provider; the provider must send them back to CallbackPath.
 	SignIn IdentityProvider
@@ -77,7 +86,8 @@ type Options struct {
 // Console serves the approvers' pages.
 type Console struct {
 	gate    *interlock.Gate
-	authn   func(context.Context, string) (interlock.Identity, error)
+	authn   func(context.Context, string) (interlock.Identity, Credential, error)
+	recheck func(context.Context, interlock.Identity, Credential) (interlock.Identity, error)
 	history History
 	log     *slog.Logger
 	pages   map[string]*template.Template
@@ -89,7 +99,9 @@ type Console struct {
 	// signInWith is the identity provider approvers may sign in with;
 	// nil when there is none.
 	signInWith IdentityProvider
-	flows      oidcFlows
+	// flowKey seals the sign-ins under way into the browser's cookie, so
+	// the console keeps nothing for a sign-in that has not come back.
+	flowKey []byte
 }
 
 // New returns a console. Its watcher of approvals runs until [Console.Close].
@@ -106,8 +118,8 @@ func New(opts Options) *Console {
 	if poll <= 0 {
 		poll = time.Second
 	}
-	c := &Console{gate: opts.Gate, authn: opts.Authenticate, signInWith: opts.SignIn, history: opts.History, log: log, pages: parsePages(),
-		sessions: newSessions(idle), passkeys: newPasskeys(), flows: oidcFlows{byKey: map[string]oidcFlow{}}}
+	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, signInWith: opts.SignIn, history: opts.History,
+		log: log, pages: parsePages(), sessions: newSessions(idle), passkeys: newPasskeys(), flowKey: newFlowKey()}
 	opts.Gate.UsePasskeys(c.passkeys)
 	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c
@@ -140,7 +152,8 @@ func (c *Console) Notify() { c.changes.poke() }
 func (c *Console) Close() { c.changes.close() }
 
 // OneTimeLogin returns a token that signs who in once, for a link such as
-// /console/login?once=TOKEN.
+// /console/login?once=TOKEN. The session it starts stands on a
+// credential of kind [CredentialLink].
 func (c *Console) OneTimeLogin(who interlock.Identity) string { return c.sessions.oneTime(who) }
 
 // Handler serves the console under [Path].

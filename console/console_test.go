@@ -46,11 +46,11 @@ func newRig(t *testing.T, tls bool, history History) *rig {
 		t.Fatal(err)
 	}
 	c := New(Options{Gate: gate, Logger: quiet, Poll: 20 * time.Millisecond, History: history,
-		Authenticate: func(_ context.Context, key string) (interlock.Identity, error) {
+		Authenticate: func(_ context.Context, key string) (interlock.Identity, Credential, error) {
 			if who, ok := keys[key]; ok {
-				return who, nil
+				return who, Credential{Kind: CredentialKey, Ref: key}, nil
 			}
-			return interlock.Identity{}, errors.New("unknown key")
+			return interlock.Identity{}, Credential{}, errors.New("unknown key")
 		}})
 	srv := httptest.NewUnstartedServer(c.Handler())
 	if tls {
@@ -359,7 +359,7 @@ func TestOneTimeLinkSignsInOnce(t *testing.T) {
 
 func TestSessionIdleExpiry(t *testing.T) {
 	ss := newSessions(time.Minute)
-	id, s := ss.start(interlock.Identity{Principal: "bob"})
+	id, s := ss.start(interlock.Identity{Principal: "bob"}, Credential{Kind: CredentialKey})
 	if ss.get(id, true) != s {
 		t.Fatal("a fresh session is not live")
 	}

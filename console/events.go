@@ -323,6 +323,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-s.ended:
+			// Signed out, idled out, or its credential fell: the stream
+			// tells nothing more.
+			return
 		case ch, ok := <-changes:
 			if !ok {
 				return
@@ -333,6 +337,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)
 		case <-beat.C:
 			if !c.sessions.live(s) {
+				return
+			}
+			if ck, err := r.Cookie(sessionCookie); err != nil || !c.stands(r.Context(), ck.Value, s) {
 				return
 			}
 			_, err = fmt.Fprint(w, ": still here\n\n")

@@ -2,9 +2,13 @@ package console
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/interlock-mcp/interlock"
@@ -12,14 +16,15 @@ import (
 
 // IdentityProvider signs approvers in with an OpenID provider: the
 // authorization code flow with PKCE, state and nonce. The console makes
-// the state, nonce and verifier, keeps them until the provider sends the
-// browser back, and binds them to the browser with a cookie.
+// the state, nonce and verifier and seals them into a cookie of the
+// browser that started the sign-in, until the provider sends it back.
 type IdentityProvider interface {
 	// AuthURL is where to send the browser to sign in.
 	AuthURL(ctx context.Context, state, nonce, verifier string) (string, error)
 	// Exchange redeems the code the provider sent back and returns whom
-	// its ID token names.
-	Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Identity, error)
+	// its ID token names, and when that sign-in ends (the ID token's
+	// expiry): the console session made from it ends then too.
+	Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Identity, time.Time, error)
 }
 
 // Paths of the sign-in with the identity provider. The provider sends
@@ -30,50 +35,75 @@ const (
 	oidcCookie    = "interlock_console_oidc"
 )
 
-// oidcFlow is a sign-in waiting for the provider's answer.
+// oidcFlow is a sign-in waiting for the provider's answer. It lives only
+// in the cookie of the browser that started it, sealed with the
+// console's key: the console keeps no state for a sign-in that has not
+// come back, so no number of requests to start sign-ins can crowd out a
+// real one.
 type oidcFlow struct {
-	nonce, verifier, next string
-	expires               time.Time
+	State    string    `json:"s"`
+	Nonce    string    `json:"n"`
+	Verifier string    `json:"v"`
+	Next     string    `json:"x"`
+	Expires  time.Time `json:"e"`
 }
 
-// oidcFlows are the sign-ins under way, by state. They are few and short:
-// a browser that never comes back leaves one for ten minutes, and there
-// are at most maxFlows, so requests to start sign-ins cannot fill memory.
-type oidcFlows struct {
-	mu    sync.Mutex
-	byKey map[string]oidcFlow
-}
+const flowTTL = 10 * time.Minute
 
-const (
-	flowTTL  = 10 * time.Minute
-	maxFlows = 10_000
-)
+// flowAAD binds a sealed flow to its purpose.
+var flowAAD = []byte("interlock console sign-in v1")
 
-func (fs *oidcFlows) put(state string, f oidcFlow) bool {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if len(fs.byKey) >= maxFlows {
-		now := time.Now()
-		for k, old := range fs.byKey {
-			if now.After(old.expires) {
-				delete(fs.byKey, k)
-			}
-		}
-		if len(fs.byKey) >= maxFlows {
-			return false
-		}
+// newFlowKey returns a random AES-256 key. A sign-in must come back to
+// the process that started it, which a restart or another replica
+// without the same key refuses with "Sign in again".
+func newFlowKey() []byte {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic(err)
 	}
-	fs.byKey[state] = f
-	return true
+	return k
 }
 
-// take returns the flow of state, once.
-func (fs *oidcFlows) take(state string) (oidcFlow, bool) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	f, ok := fs.byKey[state]
-	delete(fs.byKey, state)
-	return f, ok && time.Now().Before(f.expires)
+func (c *Console) flowCipher() cipher.AEAD {
+	block, err := aes.NewCipher(c.flowKey)
+	if err != nil {
+		panic(err) // a 32-byte key always makes a cipher
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	return aead
+}
+
+// sealFlow returns f encrypted and authenticated for a cookie.
+func (c *Console) sealFlow(f oidcFlow) string {
+	plain, _ := json.Marshal(f) // strings and a time always encode
+	aead := c.flowCipher()
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, plain, flowAAD))
+}
+
+// openFlow returns the flow a cookie holds, if this console sealed it and
+// it has not expired.
+func (c *Console) openFlow(v string) (oidcFlow, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	aead := c.flowCipher()
+	if err != nil || len(b) < aead.NonceSize() {
+		return oidcFlow{}, false
+	}
+	plain, err := aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], flowAAD)
+	if err != nil {
+		return oidcFlow{}, false
+	}
+	var f oidcFlow
+	if json.Unmarshal(plain, &f) != nil || !time.Now().Before(f.Expires) {
+		return oidcFlow{}, false
+	}
+	return f, true
 }
 
 // setFlowCookie binds a sign-in to the browser that started it. Unlike
@@ -87,19 +117,15 @@ func setFlowCookie(w http.ResponseWriter, r *http.Request, value string, maxAge 
 
 // oidcStart sends the browser to the identity provider.
 func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
-	state, nonce, verifier := randomToken(), randomToken(), randomToken()
-	target, err := c.signInWith.AuthURL(r.Context(), state, nonce, verifier)
+	f := oidcFlow{State: randomToken(), Nonce: randomToken(), Verifier: randomToken(), Next: safeNext(r.URL.Query().Get("next")),
+		Expires: time.Now().Add(flowTTL)}
+	target, err := c.signInWith.AuthURL(r.Context(), f.State, f.Nonce, f.Verifier)
 	if err != nil {
 		c.log.ErrorContext(r.Context(), "console sign-in with the identity provider", "error", err)
 		c.showLogin(w, r, http.StatusServiceUnavailable, "The identity provider cannot be reached right now. Try again in a moment.")
 		return
 	}
-	if !c.flows.put(state, oidcFlow{nonce: nonce, verifier: verifier, next: safeNext(r.URL.Query().Get("next")),
-		expires: time.Now().Add(flowTTL)}) {
-		c.showLogin(w, r, http.StatusServiceUnavailable, "Too many sign-ins are under way. Try again in a few minutes.")
-		return
-	}
-	setFlowCookie(w, r, state, int(flowTTL/time.Second))
+	setFlowCookie(w, r, c.sealFlow(f), int(flowTTL/time.Second))
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
@@ -108,7 +134,6 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 // verify with the flow's nonce.
 func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	state := q.Get("state")
 	ck, err := r.Cookie(oidcCookie)
 	setFlowCookie(w, r, "", -1)
 	refuse := func(why, message string) {
@@ -116,29 +141,29 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 			Detail: fmt.Sprintf("console sign-in from %s with %s", r.RemoteAddr, why)})
 		c.showLogin(w, r, http.StatusUnauthorized, message)
 	}
-	if err != nil || !sameToken(state, ck.Value) {
+	if err != nil {
 		refuse("a state this browser did not start", "This sign-in was not started in this browser, or took too long. Sign in again.")
 		return
 	}
-	flow, ok := c.flows.take(state)
-	if !ok {
-		refuse("an unknown or expired state", "This sign-in was already used or took too long. Sign in again.")
+	flow, ok := c.openFlow(ck.Value)
+	if !ok || !sameToken(q.Get("state"), flow.State) {
+		refuse("a state this browser did not start", "This sign-in was not started in this browser, or took too long. Sign in again.")
 		return
 	}
 	if e := q.Get("error"); e != "" {
 		refuse("the identity provider's refusal", "The identity provider did not sign you in. Sign in again, or ask its administrator for access.")
 		return
 	}
-	who, err := c.signInWith.Exchange(r.Context(), q.Get("code"), flow.verifier, flow.nonce)
+	who, ends, err := c.signInWith.Exchange(r.Context(), q.Get("code"), flow.Verifier, flow.Nonce)
 	if err != nil {
 		c.log.WarnContext(r.Context(), "console sign-in with the identity provider", "error", err)
 		refuse("an answer of the identity provider that did not verify", "The identity provider's answer could not be verified. Sign in again.")
 		return
 	}
-	c.startSession(w, r, who, "the identity provider")
+	c.startSession(w, r, who, Credential{Kind: CredentialProvider, Expires: ends})
 	// A page of the console's own sends the browser on: the redirect
 	// chain began on the provider's site, and the browser would not send
 	// the Strict session cookie on a redirect within it.
-	c.render(w, r, http.StatusOK, "message", page{Title: "Signed in", Refresh: flow.next,
+	c.render(w, r, http.StatusOK, "message", page{Title: "Signed in", Refresh: flow.Next,
 		Message: fmt.Sprintf("Signed in as %s. Taking you to the console…", who.Principal)})
 }

@@ -1,40 +1,91 @@
 package console
 
 import (
-	"fmt"
+	"context"
+	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/interlock-mcp/interlock"
 )
 
-// TestSignInFlows: a sign-in under way is taken once, not after its ten
-// minutes, and no more than maxFlows wait at once.
-func TestSignInFlows(t *testing.T) {
+// TestSealedSignInFlows: a sign-in under way lives in its browser's
+// cookie, sealed: it opens only in the console that sealed it, unaltered,
+// within its ten minutes.
+func TestSealedSignInFlows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := oidcFlows{byKey: map[string]oidcFlow{}}
-		fs.put("a", oidcFlow{nonce: "n", expires: time.Now().Add(flowTTL)})
-		fs.put("b", oidcFlow{nonce: "n", expires: time.Now().Add(flowTTL)})
-		if f, ok := fs.take("a"); !ok || f.nonce != "n" {
-			t.Fatalf("take a = %+v, %v", f, ok)
+		c, other := &Console{flowKey: newFlowKey()}, &Console{flowKey: newFlowKey()}
+		f := oidcFlow{State: "s", Nonce: "n", Verifier: "v", Next: "/console/grants", Expires: time.Now().Add(flowTTL)}
+		sealed := c.sealFlow(f)
+		if strings.Contains(sealed, "/console/grants") || strings.Contains(sealed, `"v"`) {
+			t.Errorf("the cookie shows what it holds: %s", sealed)
 		}
-		if _, ok := fs.take("a"); ok {
-			t.Error("a was taken twice")
+		if got, ok := c.openFlow(sealed); !ok || got.State != "s" || got.Nonce != "n" || got.Verifier != "v" || got.Next != "/console/grants" {
+			t.Fatalf("open = %+v, %t", got, ok)
 		}
-		time.Sleep(flowTTL + time.Second)
-		if _, ok := fs.take("b"); ok {
-			t.Error("b was taken after it expired")
-		}
-		for i := range maxFlows {
-			if !fs.put(fmt.Sprint(i), oidcFlow{expires: time.Now().Add(flowTTL)}) {
-				t.Fatalf("flow %d refused", i)
+		flipped := []byte(sealed)
+		flipped[len(flipped)/2] ^= 1
+		for name, v := range map[string]string{
+			"another console's": other.sealFlow(f),
+			"altered":           string(flipped),
+			"cut short":         sealed[:len(sealed)-4],
+			"empty":             "",
+			"not base64":        "%%%",
+			"a bare nonce":      sealed[:10],
+		} {
+			if _, ok := c.openFlow(v); ok {
+				t.Errorf("%s cookie opened", name)
 			}
 		}
-		if fs.put("one-more", oidcFlow{expires: time.Now().Add(flowTTL)}) {
-			t.Error("a flow beyond maxFlows was kept")
+		time.Sleep(flowTTL)
+		if _, ok := c.openFlow(sealed); ok {
+			t.Error("a flow opened after its ten minutes")
 		}
-		time.Sleep(flowTTL + time.Second)
-		if !fs.put("later", oidcFlow{expires: time.Now().Add(flowTTL)}) {
-			t.Error("expired flows still fill the table")
+	})
+}
+
+// TestSessionsEndWithTheirCredential: a session made with the identity
+// provider ends when the sign-in it came from does, and one whose
+// credential the gateway no longer stands by ends at its next request.
+func TestSessionsEndWithTheirCredential(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Logger: quiet, Getenv: func(string) string { return "" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := map[string]bool{}
+		c := New(Options{Gate: gate, Logger: quiet, SessionIdle: 24 * time.Hour,
+			Recheck: func(_ context.Context, who interlock.Identity, cred Credential) (interlock.Identity, error) {
+				if gone[cred.Ref] {
+					return interlock.Identity{}, errors.New("gone")
+				}
+				return who, nil
+			}})
+		defer c.Close()
+		carol := interlock.Identity{Tenant: "acme", Principal: "carol"}
+		provided, s := c.sessions.start(carol, Credential{Kind: CredentialProvider, Ref: "p", Expires: time.Now().Add(time.Hour)})
+		keyed, k := c.sessions.start(carol, Credential{Kind: CredentialKey, Ref: "k"})
+		time.Sleep(time.Hour - time.Second)
+		if !c.stands(context.Background(), provided, s) || !c.stands(context.Background(), keyed, k) {
+			t.Fatal("a session ended before its credential did")
+		}
+		time.Sleep(time.Second)
+		if c.stands(context.Background(), provided, s) {
+			t.Error("a session outlived the identity provider's sign-in")
+		}
+		if c.sessions.get(provided, false) != nil {
+			t.Error("the ended session is still kept")
+		}
+		select {
+		case <-s.ended:
+		default:
+			t.Error("the ended session's streams were not told")
+		}
+		gone["k"] = true
+		if n := c.Recheck(context.Background()); n != 1 || c.sessions.get(keyed, false) != nil {
+			t.Errorf("Recheck ended %d sessions", n)
 		}
 	})
 }

@@ -1,12 +1,15 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,10 +26,37 @@ const (
 	loginCookie   = "interlock_console_login"
 )
 
+// Credential is what a console session stands on: how its approver
+// signed in, and what to ask the gateway again ([Options.Recheck]). A
+// session lasts no longer than its credential: when a key is removed or
+// changed, its tenant or groups change, or an identity provider's sign-in
+// reaches its end, every session made from it ends at once.
+type Credential struct {
+	// Kind is how the approver signed in.
+	Kind string
+	// Ref names the credential to the gateway, such as an API key's
+	// SHA-256; never the secret itself.
+	Ref string
+	// Expires, when set, ends the session whatever else holds: the end of
+	// the identity provider's sign-in (its ID token's lifetime).
+	Expires time.Time
+}
+
+// The kinds of credential a session stands on.
+const (
+	CredentialKey      = "key"
+	CredentialProvider = "identity provider"
+	CredentialLink     = "one-time link"
+)
+
 // session is one signed-in approver.
 type session struct {
 	who  interlock.Identity
+	cred Credential
 	csrf string
+	// ended is closed when the session ends, so its event streams stop
+	// at once.
+	ended chan struct{}
 
 	mu       sync.Mutex
 	lastSeen time.Time
@@ -106,20 +136,27 @@ func (ss *sessions) spend(token string) (interlock.Identity, bool) {
 	return who, ok
 }
 
-// start opens a session for who and returns its id.
-func (ss *sessions) start(who interlock.Identity) (string, *session) {
+// start opens a session for who, standing on cred, and returns its id.
+func (ss *sessions) start(who interlock.Identity, cred Credential) (string, *session) {
 	id := randomToken()
-	s := &session{who: who, csrf: randomToken(), lastSeen: time.Now()}
+	s := &session{who: who, cred: cred, csrf: randomToken(), lastSeen: time.Now(), ended: make(chan struct{})}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	now := time.Now()
 	for old, o := range ss.byID {
 		if o.idleSince(now) > ss.idle {
-			delete(ss.byID, old)
+			ss.endLocked(old)
 		}
 	}
 	ss.byID[id] = s
 	return id, s
+}
+
+// each returns every live session, by id.
+func (ss *sessions) each() map[string]*session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return maps.Clone(ss.byID)
 }
 
 func (s *session) idleSince(now time.Time) time.Duration {
@@ -152,8 +189,15 @@ func (ss *sessions) get(id string, touch bool) *session {
 
 func (ss *sessions) end(id string) {
 	ss.mu.Lock()
-	delete(ss.byID, id)
+	ss.endLocked(id)
 	ss.mu.Unlock()
+}
+
+func (ss *sessions) endLocked(id string) {
+	if s, ok := ss.byID[id]; ok {
+		close(s.ended)
+		delete(ss.byID, id)
+	}
 }
 
 // live reports whether the session s is still signed in.
@@ -182,6 +226,9 @@ func (c *Console) signedIn(h handlerFunc) http.HandlerFunc {
 		var s *session
 		if ck, err := r.Cookie(sessionCookie); err == nil {
 			s = c.sessions.get(ck.Value, r.Header.Get(refreshHeader) == "" && r.URL.Path != "/console/events")
+			if s != nil && !c.stands(r.Context(), ck.Value, s) {
+				s = nil
+			}
 		}
 		if s == nil {
 			if r.Method != http.MethodGet || r.URL.Path == "/console/events" {
@@ -236,7 +283,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 					"Restart interlock serve for a new one, or sign in with an API key."})
 			return
 		}
-		c.signIn(w, r, who, "a one-time link", "/console/")
+		c.signIn(w, r, who, Credential{Kind: CredentialLink}, "/console/")
 		return
 	}
 	c.showLogin(w, r, http.StatusOK, "")
@@ -266,7 +313,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
-	who, err := c.authn(r.Context(), key)
+	who, cred, err := c.authn(r.Context(), key)
 	if key == "" || err != nil {
 		c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "auth_refused",
 			Detail: fmt.Sprintf("console sign-in from %s with an unknown API key", r.RemoteAddr)})
@@ -274,22 +321,84 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setCookie(w, r, loginCookie, "/console/login", "", -1)
-	c.signIn(w, r, who, "an API key", safeNext(r.PostFormValue("next")))
+	c.signIn(w, r, who, cred, safeNext(r.PostFormValue("next")))
 }
 
 // signIn starts a session for who and sends the browser on to next.
-func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.Identity, how, next string) {
-	c.startSession(w, r, who, how)
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.Identity, cred Credential, next string) {
+	c.startSession(w, r, who, cred)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // startSession starts a session for who, sets its cookie and records the
 // sign-in.
-func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Identity, how string) {
-	id, _ := c.sessions.start(who)
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Identity, cred Credential) {
+	id, _ := c.sessions.start(who, cred)
 	setCookie(w, r, sessionCookie, "/console/", id, 0)
 	c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
-		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, how)})
+		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, articled(cred.Kind))})
+}
+
+func articled(kind string) string {
+	if kind == CredentialKey {
+		return "an API key"
+	}
+	if kind == CredentialProvider {
+		return "the identity provider"
+	}
+	return "a " + kind
+}
+
+// stands reports whether the session id still stands on its credential,
+// and ends it (with an audit record) when it does not.
+func (c *Console) stands(ctx context.Context, id string, s *session) bool {
+	why := c.fallen(ctx, s)
+	if why == "" {
+		return true
+	}
+	c.sessions.end(id)
+	c.gate.RecordEvent(ctx, &interlock.AuditRecord{Event: "console_session_ended", Tenant: s.who.Tenant, Principal: s.who.Principal,
+		Detail: fmt.Sprintf("the console session made with %s ended: %s", articled(s.cred.Kind), why)})
+	return false
+}
+
+// fallen says why the session's credential no longer holds it up, or ""
+// when it does.
+func (c *Console) fallen(ctx context.Context, s *session) string {
+	if !s.cred.Expires.IsZero() && !time.Now().Before(s.cred.Expires) {
+		return "its sign-in's lifetime ended"
+	}
+	if c.recheck == nil {
+		return ""
+	}
+	now, err := c.recheck(ctx, s.who, s.cred)
+	switch {
+	case err != nil:
+		return "its credential is gone"
+	case !now.Is(s.who):
+		return "its credential names another identity now"
+	case !sameGroups(now.Groups, s.who.Groups):
+		return "its credential names other groups now"
+	}
+	return ""
+}
+
+func sameGroups(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
+
+// Recheck ends every session whose credential no longer holds it up, with
+// an audit record of each, so that a reload that removes or changes a key
+// ends the sessions made with it before anyone uses them again. It returns
+// how many ended.
+func (c *Console) Recheck(ctx context.Context) int {
+	n := 0
+	for id, s := range c.sessions.each() {
+		if !c.stands(ctx, id, s) {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {

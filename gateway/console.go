@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/subtle"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,14 +21,14 @@ const Operator = "operator"
 // newConsole makes the approvers' console over the gateway's gate, its
 // API keys, its OAuth issuer and its audit log.
 func (g *Gateway) newConsole(audit interlock.AuditLog, public string) *console.Console {
-	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public)}
+	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential}
 	if len(g.config().Auth.Keys) > 0 {
-		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, error) {
+		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, console.Credential, error) {
 			ti, err := g.verifyKey(ctx, key, nil)
 			if err != nil {
-				return interlock.Identity{}, err
+				return interlock.Identity{}, console.Credential{}, err
 			}
-			return approverOf(ti), nil
+			return approverOf(ti), console.Credential{Kind: console.CredentialKey, Ref: HashKey(key)}, nil
 		}
 	}
 	if h, ok := audit.(console.History); ok {
@@ -69,6 +71,35 @@ func approverOf(ti *auth.TokenInfo) interlock.Identity {
 	tenant, _ := ti.Extra["tenant"].(string)
 	groups, _ := ti.Extra["groups"].([]string)
 	return interlock.Identity{Principal: principal, Tenant: tenant, Groups: groups}
+}
+
+// recheckCredential is who a console session's credential names under the
+// configuration in force: the key of that SHA-256, if it is still there;
+// the local operator, while the gateway still has no authentication; an
+// identity provider's sign-in, while the gateway still takes its issuer
+// (the session ends at the sign-in's own end in any case).
+func (g *Gateway) recheckCredential(_ context.Context, who interlock.Identity, cred console.Credential) (interlock.Identity, error) {
+	a := g.config().Auth
+	switch cred.Kind {
+	case console.CredentialKey:
+		for _, k := range a.Keys {
+			if subtle.ConstantTimeCompare([]byte(k.SHA256), []byte(cred.Ref)) == 1 {
+				return interlock.Identity{Tenant: k.Tenant, Principal: k.Principal, Groups: k.Groups}, nil
+			}
+		}
+		return interlock.Identity{}, errors.New("no API key of that hash is configured")
+	case console.CredentialLink:
+		if !a.Configured() {
+			return interlock.Identity{Tenant: interlock.TenantLocal, Principal: Operator}, nil
+		}
+		return interlock.Identity{}, errors.New("the gateway now authenticates its callers")
+	case console.CredentialProvider:
+		if a.OAuth != nil {
+			return who, nil
+		}
+		return interlock.Identity{}, errors.New("the gateway no longer takes the identity provider's sign-ins")
+	}
+	return interlock.Identity{}, errors.New("a credential the gateway cannot check again")
 }
 
 // currentIdentity is who as the configuration in force knows them: the

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -39,6 +40,8 @@ type authenticator struct {
 	// metadata is the URL of the protected resource metadata; empty
 	// without OAuth.
 	metadata string
+	// refusals bounds the auth_refused records of each source.
+	refusals refusals
 }
 
 // newAuthenticator prepares the authentication of f for a gateway reached
@@ -124,7 +127,8 @@ type verifiedKey struct{}
 // answers the others 401 (403 for a token without a required scope) with
 // a WWW-Authenticate challenge: with OAuth it points at the protected
 // resource metadata, so a client can find the authorization server.
-// Every refusal is recorded as auth_refused, never with the credential.
+// Every refusal is recorded as auth_refused, never with the credential;
+// those of a source past refusalBurst in a window are counted instead.
 func (g *Gateway) requireAuth(h http.Handler) http.Handler {
 	skew := oauth.DefaultLeeway
 	inner := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -182,8 +186,17 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, sent bool, err 
 		// the credential was refused.
 		g.log.InfoContext(r.Context(), "credential refused", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
 	}
-	g.event(r.Context(), "auth_refused", &interlock.AuditRecord{
-		Detail: fmt.Sprintf("%s %s from %s with %s", r.Method, r.URL.Path, r.RemoteAddr, why)})
+	if record, note := a.refusals.admit(r.RemoteAddr); record {
+		if note != "" {
+			why += " (" + note + ")"
+		}
+		// The request's method and path come last: the audit log cuts a
+		// detail that is too long at its end.
+		g.event(r.Context(), "auth_refused", &interlock.AuditRecord{
+			Detail: fmt.Sprintf("from %s with %s: %s %s", r.RemoteAddr, why, r.Method, r.URL.Path)})
+	} else if g.metrics != nil {
+		g.metrics.Event("auth_refused")
+	}
 	w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
 	http.Error(w, message, status)
 }
@@ -221,12 +234,12 @@ func (o oidcSignIn) AuthURL(ctx context.Context, state, nonce, verifier string) 
 	return o.s.AuthURL(ctx, state, nonce, verifier)
 }
 
-func (o oidcSignIn) Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Identity, error) {
+func (o oidcSignIn) Exchange(ctx context.Context, code, verifier, nonce string) (interlock.Identity, time.Time, error) {
 	id, err := o.s.Exchange(ctx, code, verifier, nonce)
 	if err != nil {
-		return interlock.Identity{}, err
+		return interlock.Identity{}, time.Time{}, err
 	}
-	return interlock.Identity{Principal: id.Principal, Tenant: id.Tenant, Groups: id.Groups}, nil
+	return interlock.Identity{Principal: id.Principal, Tenant: id.Tenant, Groups: id.Groups}, id.Expiry, nil
 }
 
 // consoleSignIn is the console's sign-in with the issuer, or nil when

@@ -79,6 +79,11 @@ func (g *Gateway) Reload(ctx context.Context, f *policy.File, digest string) err
 		}
 	}
 	g.event(ctx, "config_reloaded", &interlock.AuditRecord{Detail: f.Path + " sha256:" + digest})
+	// A session of the console stands on its credential: one whose key
+	// this file removed or changed ends now, before anyone uses it.
+	if n := g.console.Recheck(ctx); n > 0 {
+		g.log.Warn("console sessions ended: their credentials were removed or changed", "sessions", n)
+	}
 	voided, err := g.gate.VoidGrants(ctx, f.Stands, "a reload changed or removed the rule it was made under")
 	if err != nil {
 		errs = append(errs, fmt.Errorf("voiding the grants of changed rules: %w", err))

@@ -60,8 +60,11 @@ func statusOf(code interlock.Code) int {
 	return http.StatusUnprocessableEntity
 }
 
+// writeJSON writes an answer of the REST face. None may be kept by a
+// cache on the way: results, previews and approvals hold arguments.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
