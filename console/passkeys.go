@@ -83,6 +83,22 @@ type passkeys struct {
 
 func newPasskeys() *passkeys { return &passkeys{accounts: map[owner]*passkeyAccount{}} }
 
+// forget drops the registrations of every account whose owner gone says
+// has no credential left, and returns who they were.
+func (p *passkeys) forget(gone func(interlock.Identity) bool) []interlock.Identity {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []interlock.Identity
+	for o, a := range p.accounts {
+		who := interlock.Identity{Tenant: o.tenant, Principal: o.principal}
+		if len(a.credentials) > 0 && gone(who) {
+			delete(p.accounts, o)
+			out = append(out, who)
+		}
+	}
+	return out
+}
+
 // account returns a copy of who's account, made on first use.
 func (p *passkeys) account(who interlock.Identity) *passkeyAccount {
 	p.mu.Lock()

@@ -387,6 +387,19 @@ func sameGroups(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
+// ForgetPasskeys drops the passkeys of every approver gone says has no
+// credential left (a key removed on reload), with an audit record of
+// each: a passkey signs decisions only for an approver who may still sign
+// in. It returns how many approvers' passkeys it dropped.
+func (c *Console) ForgetPasskeys(ctx context.Context, gone func(interlock.Identity) bool) int {
+	forgotten := c.passkeys.forget(gone)
+	for _, who := range forgotten {
+		c.gate.RecordEvent(ctx, &interlock.AuditRecord{Event: "passkeys_removed", Tenant: who.Tenant, Principal: who.Principal,
+			Detail: "the approver's passkeys were removed: no credential names them any more"})
+	}
+	return len(forgotten)
+}
+
 // Recheck ends every session whose credential no longer holds it up, with
 // an audit record of each, so that a reload that removes or changes a key
 // ends the sessions made with it before anyone uses them again. It returns

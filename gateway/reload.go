@@ -84,6 +84,10 @@ func (g *Gateway) Reload(ctx context.Context, f *policy.File, digest string) err
 	if n := g.console.Recheck(ctx); n > 0 {
 		g.log.Warn("console sessions ended: their credentials were removed or changed", "sessions", n)
 	}
+	gone := func(who interlock.Identity) bool { _, ok := g.currentIdentity(who); return !ok }
+	if n := g.console.ForgetPasskeys(ctx, gone); n > 0 {
+		g.log.Warn("passkeys removed: no key names their approvers any more", "approvers", n)
+	}
 	voided, err := g.gate.VoidGrants(ctx, f.Stands, "a reload changed or removed the rule it was made under")
 	if err != nil {
 		errs = append(errs, fmt.Errorf("voiding the grants of changed rules: %w", err))
