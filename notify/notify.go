@@ -3,8 +3,15 @@
 // body or in the shape Slack's and Mattermost's incoming webhooks accept,
 // with the summary and the approval's link. Deliveries run in the
 // background and are retried with backoff; a webhook that stays down
-// never holds up a call. The body carries no argument values, only the
-// summary, which is rendered over redacted arguments.
+// never holds up a call.
+//
+// The body carries no arguments, but the summary is rendered over them
+// (redacted) and the preview's result, so it quotes whatever values its
+// template names. It, and the names of the tool, tenant and caller, are
+// text from outside: each is made valid UTF-8 and cut to a bound, and in
+// a chat message escaped for the chat's markup, so that no mention or
+// link in it (nor, in Mattermost, any Markdown) takes effect and the
+// approval's link is the only link in the message.
 package notify
 
 import (
@@ -17,6 +24,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/interlock-mcp/interlock/approval"
 )
@@ -76,8 +85,13 @@ func (n *Notifier) SetHooks(hooks []Webhook) { n.hooks.Store(&hooks) }
 // Pending queues the notification of a new pending approval; it never
 // blocks. It fits [interlock.GateOptions.OnApproval].
 func (n *Notifier) Pending(_ context.Context, a *approval.Approval) {
-	e := Event{Event: "approval_pending", ID: a.ID, Tool: a.Tool, Upstream: a.Upstream, Rule: a.Rule, Tenant: a.Tenant,
-		Principal: a.Principal, Summary: a.Summary, Approvers: a.Approvers, Quorum: a.Quorum, ExpiresAt: a.ExpiresAt}
+	approvers := make([]string, len(a.Approvers))
+	for i, name := range a.Approvers {
+		approvers[i] = bound(name, maxName)
+	}
+	e := Event{Event: "approval_pending", ID: a.ID, Tool: bound(a.Tool, maxName), Upstream: bound(a.Upstream, maxName),
+		Rule: bound(a.Rule, maxName), Tenant: bound(a.Tenant, maxName), Principal: bound(a.Principal, maxName),
+		Summary: bound(a.Summary, maxSummary), Approvers: approvers, Quorum: a.Quorum, ExpiresAt: a.ExpiresAt}
 	if n.url != nil {
 		e.URL = n.url(a.ID)
 	}
@@ -150,9 +164,13 @@ func encode(format string, e Event) ([]byte, error) {
 	case "", "json":
 		return json.Marshal(e)
 	case "slack", "mattermost":
-		// Both accept {"text": …} with Markdown-style links.
-		who := strings.Join(e.Approvers, ", ")
-		text := fmt.Sprintf("*%s* (%s/%s) waits for approval by %s: %s", e.Tool, e.Tenant, e.Principal, who, e.Summary)
+		esc := func(s string) string { return escape(format, s) }
+		who := make([]string, len(e.Approvers))
+		for i, name := range e.Approvers {
+			who[i] = esc(name)
+		}
+		text := fmt.Sprintf("*%s* (%s/%s) waits for approval by %s: %s", esc(e.Tool), esc(e.Tenant), esc(e.Principal),
+			strings.Join(who, ", "), esc(e.Summary))
 		if e.URL != "" {
 			if format == "slack" {
 				text += fmt.Sprintf(" <%s|Open approval %s>", e.URL, e.ID)
@@ -160,9 +178,112 @@ func encode(format string, e Event) ([]byte, error) {
 				text += fmt.Sprintf(" [Open approval %s](%s)", e.ID, e.URL)
 			}
 		}
-		return json.Marshal(map[string]string{"text": text})
+		// Without JSON's \u003c for <: it decodes alike, and the escapes
+		// above read better in a webhook's log as they are.
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(map[string]string{"text": text}); err != nil {
+			return nil, fmt.Errorf("encoding a %s message: %w", format, err)
+		}
+		return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 	}
 	return nil, fmt.Errorf("unknown webhook format %q", format)
+}
+
+// Bounds, in characters, of the text from outside in a notification.
+const (
+	maxSummary = 500
+	maxName    = 100
+)
+
+// bound makes s valid UTF-8 and cuts it to at most limit characters,
+// the last of them an ellipsis when it was cut.
+func bound(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	return string([]rune(s)[:limit-1]) + "…"
+}
+
+// joiner is U+2060 WORD JOINER: invisible, and not a letter, digit or
+// punctuation to any chat's parser, so one placed after the "@" of
+// "@here" or the "." of "evil.example" leaves the text as it reads and
+// makes it no mention and no address.
+const joiner = '\u2060'
+
+// escape writes text from outside for a chat's message, on one line, so
+// that none of it is markup. Both chats read &, < and > as control
+// characters: Slack's mrkdwn for <!channel>, <@U…>, <#C…>, <!subteam^…>
+// and <url|text>, and Mattermost's incoming webhooks too, which turn
+// <!channel> into @channel and <url|text> into a link before reading the
+// rest as Markdown, so both get the HTML escapes, which each shows as the
+// character. Mattermost's Markdown delimiters are escaped with a
+// backslash. What neither's markup covers, the mentions, channel links,
+// hashtags, URLs, domain names and e-mail addresses each finds in plain
+// text, is broken with a word joiner: after every @, # and ~, after a
+// : that something follows, and after a . that a letter follows.
+// Slack's *, _, ~ and ` have no escape; they can only change how the
+// summary looks.
+func escape(format, s string) string {
+	runes := []rune(oneLine(s))
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/4)
+	for i, r := range runes {
+		var next rune
+		if i+1 < len(runes) {
+			next = runes[i+1]
+		}
+		switch {
+		case r == '&':
+			b.WriteString("&amp;")
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '>':
+			b.WriteString("&gt;")
+		case format == "mattermost" && strings.ContainsRune(markdownDelimiters, r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+		switch {
+		case r == '@', r == '#', r == '~',
+			r == ':' && next != 0 && next != ' ',
+			r == '.' && unicode.IsLetter(next):
+			b.WriteRune(joiner)
+		}
+	}
+	return b.String()
+}
+
+// markdownDelimiters are the characters that start or end Markdown's
+// inline markup: emphasis, strikethrough, code, links and images (the
+// brackets), table cells, LaTeX and escapes. Block markup starts a line,
+// which text from outside never does here.
+const markdownDelimiters = "\\`*_~[]|$"
+
+// oneLine turns every run of white space, control characters and
+// directional formatting characters in s into one space, and trims it:
+// a line break could start a line that looks like the chat's own, and
+// directional overrides could show the text in another order than it is.
+func oneLine(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) ||
+			r == '\u2028' || r == '\u2029' {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // redact keeps a webhook's secret path out of the log: Slack and
