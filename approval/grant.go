@@ -60,10 +60,12 @@ func (s *StandingGrant) Use(now time.Time) error {
 // Revoke ends the grant; void, when not empty, says why it ended without
 // anyone revoking it.
 func (s *StandingGrant) Revoke(void string) {
-	s.Revoked = true
-	if void != "" && s.Voided == "" {
-		s.Voided = void
+	if s.Revoked {
+		// The first end stands: a grant someone revoked did not end
+		// because its rule changed later.
+		return
 	}
+	s.Revoked, s.Voided = true, void
 }
 
 // Granter is the identity that made the grant, as it was then.
