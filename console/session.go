@@ -387,6 +387,13 @@ func sameGroups(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
+// SignedIn reports whether r carries the cookie of a live session, without
+// counting it as the approver's activity.
+func (c *Console) SignedIn(r *http.Request) bool {
+	ck, err := r.Cookie(sessionCookie)
+	return err == nil && c.sessions.get(ck.Value, false) != nil
+}
+
 // ForgetPasskeys drops the passkeys of every approver gone says has no
 // credential left (a key removed on reload), with an audit record of
 // each: a passkey signs decisions only for an approver who may still sign

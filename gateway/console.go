@@ -61,6 +61,9 @@ func (g *Gateway) consoleHandler() http.Handler {
 			http.Error(w, "Without API keys this gateway's console answers only loopback names such as 127.0.0.1.", http.StatusForbidden)
 			return
 		}
+		if g.console.SignedIn(r) {
+			proveConn(r.Context())
+		}
 		h.ServeHTTP(w, r)
 	})
 }

@@ -20,6 +20,29 @@ import (
 	"github.com/interlock-mcp/interlock/policy"
 )
 
+// connKey is the context key of the connection a request came on.
+type connKey struct{}
+
+// ConnContext is an [http.Server]'s ConnContext: it keeps the connection
+// in the context of its requests, so that a request that authenticates can
+// tell a connection that implements [Prover].
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// Prover is a connection that can be told it carried an authenticated
+// request, such as the listener of interlock serve keeps, which holds a
+// share of its connections for those.
+type Prover interface{ Prove() }
+
+// proveConn tells the request's connection that it carried an
+// authenticated request, if it listens.
+func proveConn(ctx context.Context) {
+	if p, ok := ctx.Value(connKey{}).(Prover); ok {
+		p.Prove()
+	}
+}
+
 // MCPPath is where the gateway serves MCP over streamable HTTP.
 const MCPPath = "/mcp"
 

@@ -148,6 +148,7 @@ func (g *Gateway) requireAuth(h http.Handler) http.Handler {
 			g.refuse(w, r, sent, err)
 			return
 		}
+		proveConn(r.Context())
 		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey{}, ti)))
 	})
 }

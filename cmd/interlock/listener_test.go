@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,7 +38,7 @@ func serveConfig(t *testing.T, yaml string) string {
 		t.Fatal(err)
 	}
 	srv := httpServer(f.HTTP, gw.Handler(false))
-	go srv.Serve(limitListener(ln, f.HTTP.MaxConnections))
+	go srv.Serve(limitListener(ln, f.HTTP.MaxConnections, f.Auth.Configured()))
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	return ln.Addr().String()
 }
@@ -126,4 +127,39 @@ func TestConnectionLimit(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
 		t.Errorf("the waiting connection was not served once a slot freed: %q %v", line, err)
 	}
+}
+
+// TestUnauthenticatedConnectionsLeaveAShare: connections that never
+// carry a credential cannot take the whole connection cap of a gateway
+// with API keys: a caller with a key is served during the flood, and its
+// kept-alive connection survives a second one.
+func TestUnauthenticatedConnectionsLeaveAShare(t *testing.T) {
+	addr := serveConfig(t, fmt.Sprintf("http: {max_connections: 8}\nauth:\n  keys:\n    - {sha256: %s, principal: alice}\n", gateway.HashKey("alice-key")))
+	flood := func() {
+		for range 20 {
+			c := dial(t, addr)
+			// A request line and no more: the connection waits for
+			// headers that never come.
+			io.WriteString(c, "GET /v1/tools HTTP/1.1\r\n")
+		}
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	call := func(what string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/tools", nil)
+		req.Header.Set("Authorization", "Bearer alice-key")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", what, res.StatusCode)
+		}
+	}
+	flood()
+	call("a caller with a key during a flood")
+	flood()
+	call("the same caller after a second flood")
 }

@@ -301,7 +301,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	// Console pages hold event streams open; they end when shutdown starts.
 	srv.RegisterOnShutdown(gw.Console().Close)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(limitListener(ln, f.HTTP.MaxConnections)) }()
+	go func() { errc <- srv.Serve(limitListener(ln, f.HTTP.MaxConnections, f.Auth.Configured())) }()
 	select {
 	case err := <-errc:
 		return err
