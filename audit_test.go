@@ -1,17 +1,21 @@
 package interlock
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -378,9 +382,10 @@ func linkCases() []linkCase {
 			Hints: &Hints{}, LatencyMS: math.Copysign(0, -1)}, 5, "", `{"event":"call","hash":"b14b1e37231b44e16284d1ed5392594a13b5ef6bbda175848ca2cdcd76f4499c","hints":{"destructive":false,"idempotent":false,"openWorld":false,"readOnly":false},"prev":"","seq":5,"time":"0001-01-01T00:00:00Z"}`},
 		{"unicode and escapes", &AuditRecord{Event: "call", Tool: "naïve_€", Summary: "line\nbreak\t\"quoted\" \\ \u2028\u2029 <a&b> \x01 😀",
 			Detail: "Ünïcödé", Args: map[string]any{"é": "ü", "z": "\u2028", "A": "<&>", "\u00e9t\u00e9": "\u00e8", "😀": "a\"b"}}, 6, "", `{"args":{"A":"\u003c\u0026\u003e","z":"\u2028","é":"ü","été":"è","😀":"a\"b"},"detail":"Ünïcödé","event":"call","hash":"dcc16f54a7695939937939783889b524adbe7fdabc1dd5ad30942b1fe8cb85ce","prev":"","seq":6,"summary":"line\nbreak\t\"quoted\" \\ \u2028\u2029 \u003ca\u0026b\u003e \u0001 😀","time":"0001-01-01T00:00:00Z","tool":"naïve_€"}`},
-		// Such a record does not verify: its hash covers the escapes
-		// \ufffd, its stored bytes read back as the character itself.
-		{"invalid UTF-8, as written", &AuditRecord{Event: "auth_refused", Detail: "GET /\xff\xfe", Args: map[string]any{"\xff": "\xc3"}}, 7, "", `{"args":{"\ufffd":"\ufffd"},"detail":"GET /\ufffd\ufffd","event":"auth_refused","hash":"8e1409c800be7cf122a1a674131efe7fb877e46072770320eec5d738d808645d","prev":"","seq":7,"time":"0001-01-01T00:00:00Z"}`},
+		// Bytes that are not UTF-8 are stored as the text \xNN, which
+		// reads back as written (encoding/json would write \ufffd, which
+		// reads back as the character itself and failed verification).
+		{"invalid UTF-8, escaped", &AuditRecord{Event: "auth_refused", Detail: "GET /\xff\xfe", Args: map[string]any{"\xff": "\xc3"}}, 7, "", `{"args":{"\\xff":"\\xc3"},"detail":"GET /\\xff\\xfe","event":"auth_refused","hash":"b856caf6edc3f7f1b3239cc3b03c049c337c8a10027ce4b26d5a25fe997722f2","prev":"","seq":7,"time":"0001-01-01T00:00:00Z"}`},
 		{"nested args", &AuditRecord{Event: "call", Args: map[string]any{
 			"list":  []any{1.0, -2.5, 1e21, 1e-7, 0.1, 123456789.0, []any{}, map[string]any{}, nil, false},
 			"obj":   map[string]any{"z": map[string]any{"y": []any{map[string]any{"b": 1.0, "a": 2.0}}}, "B": true, "a": nil},
@@ -480,5 +485,290 @@ func TestAddedMembersBreakTheHash(t *testing.T) {
 	}
 	if h, err := r.ComputeHash(); err != nil || h != r.Hash {
 		t.Errorf("the record as written does not hash as written: %s %v", h, err)
+	}
+}
+
+// TestOutsideTextKeepsTheChainWhole: whatever bytes reach a string field
+// of a record, it is stored as valid UTF-8, a bad byte as the text \xNN,
+// cut to its bound with a note of how much was cut; it reads back as Link
+// left it in the record, and the chain verifies.
+func TestOutsideTextKeepsTheChainWhole(t *testing.T) {
+	variants := []struct{ name, s string }{
+		{"plain", "refund_invoice"},
+		{"a byte that is not UTF-8", "a\xffb"},
+		{"an overlong slash", "/\xc0\xaf/"},
+		{"a surrogate in UTF-8", "\xed\xa0\x80"},
+		{"a character cut short", "caf\xc3"},
+		{"the replacement character", "\ufffd"},
+		{"NUL", "a\x00b"},
+		{"controls, separators and JSON's specials", "\x1b[2J\x7f\u2028\u2029<&>\"\\\b\f\n\r\t"},
+		{"text that looks escaped", `\xff`},
+		{"60 KB", strings.Repeat("a", 60_000)},
+		{"60 KB of bad bytes", strings.Repeat("\xff", 60_000)},
+		{"bad bytes around the cut", strings.Repeat("a", 1000) + strings.Repeat("\xfe", 100)},
+		{"a long run of characters of three bytes", strings.Repeat("€", 2000)},
+		{"4 KiB and one", strings.Repeat("x", 4<<10+1)},
+	}
+	limits := map[string]int{"Summary": maxTextBytes, "Reason": maxTextBytes}
+	log := &memoryAudit{}
+	rt := reflect.TypeFor[AuditRecord]()
+	for i := range rt.NumField() {
+		sf := rt.Field(i)
+		if sf.Type.Kind() != reflect.String || sf.Name == "Prev" || sf.Name == "Hash" {
+			continue
+		}
+		limit := cmp.Or(limits[sf.Name], maxFieldBytes)
+		for _, v := range append(variants, struct{ name, s string }{"at the limit", strings.Repeat("b", limit)},
+			struct{ name, s string }{"one past the limit", strings.Repeat("b", limit+1)}) {
+			t.Run(sf.Name+"/"+v.name, func(t *testing.T) {
+				r := &AuditRecord{Event: "call"}
+				reflect.ValueOf(r).Elem().Field(i).SetString(v.s)
+				if err := log.Append(context.Background(), false, r); err != nil {
+					t.Fatal(err)
+				}
+				got := reflect.ValueOf(r).Elem().Field(i).String()
+				checkBounded(t, v.s, got, limit)
+				stored := log.stored[len(log.stored)-1]
+				back, err := DecodeAuditRecord(stored)
+				if err != nil || !utf8.Valid(stored) {
+					t.Fatalf("stored %q (UTF-8 %v) reads back: %v", stored, utf8.Valid(stored), err)
+				}
+				if b := reflect.ValueOf(back).Elem().Field(i).String(); b != got {
+					t.Errorf("reads back as %q, Link left %q", b, got)
+				}
+				if h, err := back.ComputeHash(); err != nil || h != r.Hash {
+					t.Errorf("stored bytes hash as %s (%v), Link set %s", h, err, r.Hash)
+				}
+			})
+		}
+	}
+	if n, err := VerifyChain(log.Records(context.Background(), 1)); err != nil || n != int64(len(log.stored)) {
+		t.Errorf("verify: %d of %d, %v", n, len(log.stored), err)
+	}
+}
+
+// cutNoteRE finds the note that ends a string that was cut.
+var cutNoteRE = regexp.MustCompile(`…\[cut (\d+) bytes\]$`)
+
+// checkBounded checks that got is what a field holding sent holds once
+// bounded to limit bytes: sent with bad bytes escaped, whole when that
+// fits, else its start and a note of how many bytes of sent were cut.
+func checkBounded(t *testing.T, sent, got string, limit int) {
+	t.Helper()
+	var esc strings.Builder
+	for i := 0; i < len(sent); {
+		r, n := utf8.DecodeRuneInString(sent[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&esc, `\x%02x`, sent[i])
+		} else {
+			esc.WriteString(sent[i : i+n])
+		}
+		i += n
+	}
+	if !utf8.ValidString(got) || len(got) > limit {
+		t.Fatalf("%d bytes, UTF-8 %v: %q", len(got), utf8.ValidString(got), got)
+	}
+	if esc.Len() <= limit {
+		if got != esc.String() {
+			t.Errorf("%q is stored as %q, want %q", sent, got, esc.String())
+		}
+		return
+	}
+	m := cutNoteRE.FindStringSubmatch(got)
+	if m == nil {
+		t.Fatalf("%d bytes are stored as %d with no note of the cut: %q", len(sent), len(got), got[max(len(got)-40, 0):])
+	}
+	kept := strings.TrimSuffix(got, m[0])
+	if !strings.HasPrefix(esc.String(), kept) || len(kept) < limit-100 {
+		t.Errorf("kept %d bytes that do not begin what was sent", len(kept))
+	}
+	// How many bytes of sent the kept text stands for.
+	from, n := 0, 0
+	for n < len(kept) {
+		r, w := utf8.DecodeRuneInString(sent[from:])
+		if r == utf8.RuneError && w == 1 {
+			n += 4
+		} else {
+			n += w
+		}
+		from += w
+	}
+	if cut, _ := strconv.Atoi(m[1]); cut != len(sent)-from {
+		t.Errorf("the note says %d bytes were cut, %d were", cut, len(sent)-from)
+	}
+}
+
+// TestArgumentsAreBounded: arguments of any shape, and the values a human
+// replaced, are stored valid UTF-8 at every depth, keys too, with each
+// string, the nesting and the whole bounded; the record reads back as Link
+// left it, the caller's map is untouched, and the chain verifies.
+func TestArgumentsAreBounded(t *testing.T) {
+	var fromJSON map[string]any
+	if err := json.Unmarshal([]byte(`{"\ud800":"\udfff lone","pair":"\ud83d\ude00","bad":"`+"\xff"+`"}`), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	nested := func(depth int) map[string]any {
+		var v any = "bottom"
+		for i := range depth {
+			if i%2 == 0 {
+				v = []any{v}
+			} else {
+				v = map[string]any{"k": v}
+			}
+		}
+		return map[string]any{"deep": v}
+	}
+	many := map[string]any{}
+	for i := range 2000 {
+		many[fmt.Sprintf("key%04d", i)] = strings.Repeat("v", 100)
+	}
+	bigList := make([]any, 5000)
+	for i := range bigList {
+		bigList[i] = "yyyyyyyyyy"
+	}
+	tests := []struct {
+		name string
+		args map[string]any
+		// want is the args stored, when the case says exactly; holds is
+		// text their canonical form must hold.
+		want  map[string]any
+		holds string
+	}{
+		{"bad bytes in a key and a value", map[string]any{"\xff": "\xc0\xaf"}, map[string]any{`\xff`: `\xc0\xaf`}, ""},
+		{"bad bytes nested", map[string]any{"a": []any{map[string]any{"\xfe": []any{"\xed\xa0\x80", 1.0, nil, true}}}},
+			map[string]any{"a": []any{map[string]any{`\xfe`: []any{`\xed\xa0\x80`, 1.0, nil, true}}}}, ""},
+		{"lone surrogates as JSON escapes", fromJSON, map[string]any{"\ufffd": "\ufffd lone", "pair": "😀", "bad": "\ufffd"}, ""},
+		{"NUL and controls", map[string]any{"a\x00": "\x00\x1b\u2028"}, map[string]any{"a\x00": "\x00\x1b\u2028"}, ""},
+		{"keys equal once escaped", map[string]any{"\xff": 1.0, `\xff`: 2.0, `\xff~2`: 3.0},
+			map[string]any{`\xff`: 2.0, `\xff~2`: 3.0, `\xff~3`: 1.0}, ""},
+		{"a 60 KB value", map[string]any{"q": strings.Repeat("s", 60_000)}, nil, `s…[cut 55938 bytes]"}`},
+		{"a 60 KB key", map[string]any{strings.Repeat("k", 60_000): 1.0}, nil, `k…[cut 59778 bytes]":1}`},
+		{"2000 members", many, nil, `,"…":"[cut 1711 arguments, 193343 bytes]"}`},
+		{"one member too large", map[string]any{"a": "x", "big": bigList, "z": 1.0}, map[string]any{"a": "x", "big": "…[cut 65001 bytes]", "z": 1.0}, ""},
+		{"nested 100 deep", nested(100), nil, `[{"k":"…[cut: nested deeper than 32]"}]`},
+		{"nested 5000 deep", nested(5000), nil, `[{"k":"…[cut: nested deeper than 32]"}]`},
+		{"values of Go types", map[string]any{"n": 1, "s": struct{ A string }{"\xff"}, "l": []string{"\xfe"}},
+			map[string]any{"n": 1.0, "s": map[string]any{"A": "\ufffd"}, "l": []any{"\ufffd"}}, ""},
+	}
+	log := &memoryAudit{}
+	for _, tt := range tests {
+		for _, field := range []string{"args", "replaced"} {
+			t.Run(tt.name+"/"+field, func(t *testing.T) {
+				before := fmt.Sprintf("%#v", tt.args)
+				r := &AuditRecord{Event: "call", Tool: "t"}
+				if field == "args" {
+					r.Args = tt.args
+				} else {
+					r.Replaced = tt.args
+				}
+				if err := log.Append(context.Background(), false, r); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprintf("%#v", tt.args) != before {
+					t.Error("bounding changed the caller's map")
+				}
+				got := r.Args
+				if field == "replaced" {
+					got = r.Replaced
+				}
+				if tt.want != nil && !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("stored %#v, want %#v", got, tt.want)
+				}
+				canon, err := seal.AppendValue(nil, got)
+				if err != nil || len(canon) > maxArgsBytes || !utf8.Valid(canon) {
+					t.Errorf("%d bytes, UTF-8 %v, %v", len(canon), utf8.Valid(canon), err)
+				}
+				if !strings.Contains(string(canon), tt.holds) {
+					t.Errorf("stored %s…, which lacks %s", canon[:min(len(canon), 200)], tt.holds)
+				}
+				if d := depthOf(got); d > maxArgsDepth {
+					t.Errorf("nested %d deep", d)
+				}
+				back, err := DecodeAuditRecord(log.stored[len(log.stored)-1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b := back.Args; !reflect.DeepEqual(b, got) && !reflect.DeepEqual(back.Replaced, got) {
+					t.Error("the stored record reads back with other arguments than Link left")
+				}
+				again := *r
+				if err := again.bound(); err != nil || !reflect.DeepEqual(again.Args, r.Args) || !reflect.DeepEqual(again.Replaced, r.Replaced) {
+					t.Errorf("bounding again changes the arguments (%v)", err)
+				}
+			})
+		}
+	}
+	if n, err := VerifyChain(log.Records(context.Background(), 1)); err != nil || n != int64(len(log.stored)) {
+		t.Errorf("verify: %d of %d, %v", n, len(log.stored), err)
+	}
+}
+
+// depthOf is how deep v nests, v itself at 1.
+func depthOf(v any) int {
+	d := 0
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			d = max(d, depthOf(e))
+		}
+	case map[string]any:
+		for _, e := range v {
+			d = max(d, depthOf(e))
+		}
+	default:
+		return 0
+	}
+	return d + 1
+}
+
+// TestRecordsHaveABoundedSize: a record with every field that takes text
+// from outside at its worst is stored in a bounded size, and verifies.
+func TestRecordsHaveABoundedSize(t *testing.T) {
+	huge := strings.Repeat("\xff", 100_000)
+	r := everyField(t, time.Now())
+	v := reflect.ValueOf(r).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.String && v.Type().Field(i).Name != "Prev" {
+			f.SetString(huge)
+		}
+	}
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = huge
+	}
+	wide := map[string]any{}
+	for i := range 300 {
+		wide[strconv.Itoa(i)+huge[:300]] = huge
+	}
+	r.Approvers, r.RuleApprovers, r.Args, r.Replaced = names, names, wide, wide
+	log := &memoryAudit{}
+	if err := log.Append(context.Background(), false, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(log.stored[0]); n > 256<<10 {
+		t.Errorf("a record is stored in %d bytes", n)
+	}
+	if len(r.Approvers) != maxListLen || r.Approvers[maxListLen-1] != "…[cut 937 names]" {
+		t.Errorf("%d approvers, the last %q", len(r.Approvers), r.Approvers[len(r.Approvers)-1])
+	}
+	if _, err := VerifyChain(log.Records(context.Background(), 1)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestACallNoRuleMatchedNamesTheDefaultRule: the record of a call names
+// the rule that decided it, and "default" when no rule did.
+func TestACallNoRuleMatchedNamesTheDefaultRule(t *testing.T) {
+	for _, tt := range []struct{ rule, want string }{{"", DefaultRule}, {"reminders", "reminders"}} {
+		t.Run(tt.want, func(t *testing.T) {
+			log := &memoryAudit{}
+			g := newGate(t, fixedPolicy{d: Decision{Rule: tt.rule, Mode: ModeAllow}}, &GateOptions{Getenv: env("false"), Logger: quiet, Audit: log})
+			var rec recorder
+			g.Call(context.Background(), testTool(t), alice, json.RawMessage(`{"customer_id":"a"}`), rec.run)
+			r, err := DecodeAuditRecord(log.stored[0])
+			if err != nil || r.Rule != tt.want || !strings.Contains(string(r.Raw), `"rule":"`+tt.want+`"`) {
+				t.Errorf("record %s (%v), want rule %q", r.Raw, err, tt.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package interlock
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -79,9 +81,10 @@ func FuzzDecodeJSON(f *testing.F) {
 	})
 }
 
-// FuzzLink: Link stores every record exactly as the two-pass Link did
-// (linkTwoPass), so logs written before it verify and go on, and the hash
-// it sets is the one ComputeHash finds.
+// FuzzLink: Link stores every record, once bounded, exactly as the
+// two-pass Link did (linkTwoPass), so logs written before it verify and go
+// on, and the hash it sets is the one ComputeHash finds, in the record and
+// in the bytes stored.
 func FuzzLink(f *testing.F) {
 	f.Add(int64(1), "", "call", "refund_invoice", []byte(`{"invoice_id":"inv_1","amount":12.5}`), 0.42, int64(1_790_000_000_123_456_789), uint8(1))
 	f.Add(int64(1_000_000), "3f1c", "naïve <&> \u2028", "a\"b\\c\n", []byte(`{"a":{"z":[1e21,null,{"__m":true}],"B":-0.0}}`), 1e-7, int64(-1), uint8(0xff))
@@ -107,7 +110,12 @@ func FuzzLink(f *testing.F) {
 				r.Args = map[string]any{"n": len(s2), "a": a}
 			}
 		}
-		want, hash, wantErr := linkTwoPass(r, seq, prev)
+		bounded := *r
+		boundErr := bounded.bound()
+		want, hash, wantErr := linkTwoPass(&bounded, seq, prev)
+		if boundErr != nil {
+			wantErr = boundErr
+		}
 		got, err := r.Link(seq, prev)
 		if (err != nil) != (wantErr != nil) {
 			t.Fatalf("Link: %v; two passes: %v", err, wantErr)
@@ -120,6 +128,17 @@ func FuzzLink(f *testing.F) {
 		}
 		if h, err := r.ComputeHash(); err != nil || h != r.Hash {
 			t.Fatalf("ComputeHash = %s, %v; Link set %s", h, err, r.Hash)
+		}
+		// prev is a hash the store gives, never text from outside.
+		if !utf8.ValidString(prev) {
+			return
+		}
+		back, err := DecodeAuditRecord(got)
+		if err != nil {
+			t.Fatalf("stored %s does not read back: %v", got, err)
+		}
+		if h, err := back.ComputeHash(); err != nil || h != r.Hash {
+			t.Fatalf("stored %s hashes as %s, %v; Link set %s", got, h, err, r.Hash)
 		}
 	})
 }
@@ -215,4 +234,74 @@ func decodedJSON(v any) bool {
 		return true
 	}
 	return false
+}
+
+// FuzzAuditChain: records whose every field that text from outside
+// reaches holds any bytes (tenant, principal, client, session, tool,
+// upstream, the keys and values of args and replaced at any depth,
+// detail, summary, reason, caller and the rest) link into a chain that
+// verifies after each, from the bytes a store keeps; each is stored as
+// valid UTF-8 in bounded size, reads back as Link left it, keeps text
+// that needed no change as it was, and hashes the same from its JSON as
+// `audit export` prints it.
+func FuzzAuditChain(f *testing.F) {
+	f.Add("acme", "alice", "claude-code/2.1", "/v1/tools/\xff", []byte(`{"id":"acct_9931","n":[1,2.5,null,true]}`), "k\xc0\xaf", uint16(1), uint8(0))
+	f.Add("\xed\xa0\x80", "a\x00b", "\x1b[2J\u2028<&>", `\xff`, []byte(`{"\ud800":["\udfff",{"a":null}],"`+"\xff"+`":"`+"\xfe"+`"}`), "\xff", uint16(3000), uint8(0xff))
+	f.Add("", "", "", "é", []byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`), "", uint16(40_000), uint8(63))
+	f.Fuzz(func(t *testing.T, a, b, c, d string, raw []byte, key string, repeat uint16, flags uint8) {
+		ctx := context.Background()
+		long := strings.Repeat(d, min(int(repeat), 70_000/max(len(d), 1)))
+		var decoded any
+		_ = json.Unmarshal(raw, &decoded)
+		var deep any = key
+		for range flags % 64 {
+			deep = []any{map[string]any{key: deep}}
+		}
+		args := map[string]any{key: decoded, a: b, c: []any{d, map[string]any{b: a}, long}, d: deep}
+		recs := []*AuditRecord{
+			{Event: "auth_refused", Detail: "from " + a + " with " + b + ": " + c + " " + long},
+			{Event: "call", Tenant: a, Principal: b, Client: c + "/" + d, Session: d, Tool: a, Upstream: b, Rule: c, Mode: d,
+				Args: args, ArgsDigest: key, Summary: long, Decision: b, ConfirmedBy: c, Approvers: []string{a, b, long}, Approval: d,
+				Caller: a, RuleApprovers: []string{c, d}, Reason: long + a, Grant: b, Replaced: map[string]any{key: decoded, long: a},
+				Outcome: c, Detail: d, ShadowRule: a, ShadowMode: b, Hints: &Hints{Destructive: flags&64 != 0}, LatencyMS: float64(repeat)},
+			{Event: a + b, Tool: key, Detail: key + long},
+		}
+		log := &memoryAudit{}
+		for i, r := range recs {
+			if err := log.Append(ctx, flags&128 != 0, r); err != nil {
+				t.Fatalf("record %d: %v", i+1, err)
+			}
+			stored := log.stored[i]
+			if !utf8.Valid(stored) || len(stored) > 256<<10 {
+				t.Fatalf("record %d is stored in %d bytes, UTF-8 %v", i+1, len(stored), utf8.Valid(stored))
+			}
+			if n, err := VerifyChain(log.Records(ctx, 1)); err != nil || n != int64(i+1) {
+				t.Fatalf("after record %d: %d verify, %v\n%s", i+1, n, err, stored)
+			}
+			back, err := DecodeAuditRecord(stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err1 := r.Encode()
+			got, err2 := back.Encode()
+			if err1 != nil || err2 != nil || string(got) != string(want) {
+				t.Fatalf("record %d reads back as\n%s\nLink left\n%s", i+1, got, want)
+			}
+			exported, err := DecodeAuditRecord(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h, err := exported.ComputeHash(); err != nil || h != r.Hash {
+				t.Fatalf("record %d as exported hashes as %s, %v; Link set %s", i+1, h, err, r.Hash)
+			}
+			if h, err := r.ComputeHash(); err != nil || h != r.Hash {
+				t.Fatalf("record %d, bounded again, hashes as %s, %v; Link set %s", i+1, h, err, r.Hash)
+			}
+		}
+		for _, s := range []struct{ sent, kept string }{{a, recs[1].Tenant}, {b, recs[1].Principal}, {d, recs[1].Session}, {key, recs[2].Tool}} {
+			if utf8.ValidString(s.sent) && len(s.sent) <= maxFieldBytes && s.kept != s.sent {
+				t.Fatalf("%q, which needed no change, is stored as %q", s.sent, s.kept)
+			}
+		}
+	})
 }
