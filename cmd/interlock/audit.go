@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -363,7 +364,33 @@ func printRecord(w io.Writer, r *interlock.AuditRecord, asJSON bool) {
 			line += " " + kv[0] + "=" + kv[1]
 		}
 	}
-	fmt.Fprintln(w, line)
+	fmt.Fprintln(w, terminalText(line))
+}
+
+// terminalText escapes what a terminal would act on instead of showing:
+// control characters, since an escape sequence can rewrite the screen,
+// and the marks that reorder or break lines. A record's text came from
+// outside: a refused request's path is anyone's to choose.
+func terminalText(s string) string {
+	if !strings.ContainsFunc(s, actsOnTerminal) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !actsOnTerminal(r):
+			b.WriteRune(r)
+		case r <= 0xff:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+func actsOnTerminal(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }
 
 func tailAudit(ctx context.Context, store auditStore, n int, follow, asJSON bool, stdout io.Writer) error {
