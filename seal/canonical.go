@@ -81,6 +81,10 @@ func sortedKeys(m map[string]any) []string {
 // AppendString appends s to b as encoding/json writes it, quoted, the form
 // [Canonical] gives strings; it lets a caller that writes a canonical object
 // member by member, such as an audit record, write no string differently.
+// Like encoding/json it writes each byte of s that is not UTF-8 as \ufffd,
+// which reads back as another string: decoded JSON never holds one, and a
+// caller whose form is parsed back gives it valid UTF-8 (the audit log
+// does).
 func AppendString(b []byte, s string) []byte {
 	if plain(s) {
 		// What encoding/json writes for such a string, without its
