@@ -118,6 +118,15 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 					t.Errorf("the call ran: %v", out)
 				}
 			}
+			// The REST face answers the key as the new file names it: a
+			// removed or replaced key is refused, a re-scoped one no
+			// longer sees the approval.
+			status, _ = get(t, srv.URL+"/v1/approvals/"+id, tt.key)
+			// bob is named by principal, so a group more changes what his
+			// session stood on but not what he may see.
+			if sees := status == http.StatusOK; sees == (tt.ends && !strings.Contains(tt.name, "given a group")) {
+				t.Errorf("after the reload the key reads the approval over REST: %d", status)
+			}
 			ended := 0
 			for rec, err := range log.Records(context.Background(), 1) {
 				if err != nil {

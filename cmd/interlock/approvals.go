@@ -75,6 +75,9 @@ func approvals(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("the gateway does not take the key in INTERLOCK_KEY (%s): it was removed or changed, or is not one of its keys", resp.Status)
+	}
 	var out map[string]any
 	if err := json.Unmarshal(data, &out); err != nil {
 		return fmt.Errorf("the gateway answered %s, not JSON", resp.Status)

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/gateway"
 )
 
 // lockedBuffer collects a process's output while tests read it.
@@ -288,4 +289,47 @@ func TestWatchPicksUpAChangedShadowPolicy(t *testing.T) {
 		_, out, _ := runBinary(t, "audit", "export", "--data", data)
 		return strings.Contains(out, `"shadow_rule":"no-reminders"`)
 	})
+}
+
+// TestReloadEndsARemovedApprover: after a reload that removes bob's key,
+// the command line refuses bob at once, and so does the console session
+// he made with it.
+func TestReloadEndsARemovedApprover(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "interlock.yaml")
+	keys := fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: agent}\n", gateway.HashKey("agent-key"))
+	bob := fmt.Sprintf("    - {sha256: %s, principal: bob}\n", gateway.HashKey("bob-key"))
+	rules := reminderConfig(t, dir, "approval\n    approvers: [bob]", false)
+	if err := os.WriteFile(config, append([]byte(keys+bob), rules...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, logs, cmd := serveLogged(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", filepath.Join(dir, "data"))
+	status, body := restPost(t, base+"/v1/tools/send_reminder/call", "agent-key", `{"arguments":{"customer_id":"acct_9931"}}`)
+	id, _ := body["approval_id"].(string)
+	if status != http.StatusAccepted || id == "" {
+		t.Fatalf("send_reminder: %d %v", status, body)
+	}
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		t.Setenv("INTERLOCK_KEY", "bob-key")
+		return runCLI(t, append([]string{"approvals"}, append(args, "--url", base)...)...)
+	}
+	if code, out, errText := cli("list"); code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("bob's list before the reload: %d %q %q", code, out, errText)
+	}
+	if err := os.WriteFile(config, append([]byte(keys), rules...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "configuration reloaded") })
+	for _, args := range [][]string{{"list"}, {"approve", id}} {
+		if code, out, errText := cli(args...); code != 1 || !strings.Contains(errText, "does not take the key in INTERLOCK_KEY (401 Unauthorized)") {
+			t.Errorf("%v after the reload: %d %q %q", args, code, out, errText)
+		}
+	}
+	if status, _ := restPost(t, base+"/v1/tools/send_reminder/call", "agent-key", `{"arguments":{"customer_id":"acct_9931"}}`); status != http.StatusAccepted {
+		t.Errorf("the call after bob was removed: %d, want it still waiting", status)
+	}
 }
