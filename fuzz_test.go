@@ -129,8 +129,9 @@ func FuzzLink(f *testing.F) {
 		if h, err := r.ComputeHash(); err != nil || h != r.Hash {
 			t.Fatalf("ComputeHash = %s, %v; Link set %s", h, err, r.Hash)
 		}
-		// prev is a hash the store gives, never text from outside.
-		if !utf8.ValidString(prev) {
+		// A store gives seq, counting from 1, and prev, a hash: never text
+		// from outside.
+		if seq < 0 || seq > 1<<53 || !utf8.ValidString(prev) {
 			return
 		}
 		back, err := DecodeAuditRecord(got)
