@@ -1,6 +1,8 @@
-// Package sqlite keeps interlock's audit log in a SQLite database (the
-// default: audit.db in the gateway's data directory), using the pure-Go
-// modernc.org/sqlite driver so the binary stays static.
+// Package sqlite keeps interlock's state in SQLite databases in the
+// gateway's data directory (the default), using the pure-Go
+// modernc.org/sqlite driver so the binary stays static: the audit log
+// (audit.db), and the approvals and standing grants that every interlock
+// process on that directory shares.
 //
 // Records are stored as the JSON they were hashed from, one row each, keyed
 // by their sequence number. Appends are batched by [interlock.GroupCommit]
@@ -9,6 +11,13 @@
 // stays whole. The database runs in WAL mode with synchronous=NORMAL: a
 // commit survives a crash of the process. A batch that holds a durable
 // record is committed with synchronous=FULL, which also flushes it to disk.
+//
+// [Approvals] stores each approval and grant as its JSON, one row each.
+// Every change is one IMMEDIATE transaction that applies the rules of
+// package approval under the write lock, so processes sharing the file
+// consume an approval, and count a grant's uses, exactly once. Its
+// changes are all committed with synchronous=FULL: a call that ran must
+// not run again after a power cut.
 package sqlite
 
 import (
