@@ -3,7 +3,6 @@ package console
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -76,12 +75,6 @@ func (c *Console) grantScope(w http.ResponseWriter, r *http.Request, s *session)
 	sg, err := c.gate.GrantScope(r.Context(), id, s.who, interlock.GrantRequest{When: form.When, TTL: ttl, Uses: uses, Reason: form.Reason})
 	if err != nil {
 		status, problem := refusal(err)
-		if e, ok := errors.AsType[*interlock.Error](err); ok {
-			status, problem = http.StatusForbidden, e.Message
-			if e.Code == interlock.CodeValidationFailed {
-				status = http.StatusUnprocessableEntity
-			}
-		}
 		if status == 0 {
 			c.fail(w, r, s, fmt.Errorf("granting a scope: %w", err))
 			return
@@ -123,16 +116,12 @@ func (c *Console) grantsPage(w http.ResponseWriter, r *http.Request, s *session)
 // revokeGrant ends a grant from the grants page.
 func (c *Console) revokeGrant(w http.ResponseWriter, r *http.Request, s *session) {
 	sg, err := c.gate.RevokeGrant(r.Context(), r.PathValue("id"), s.who)
-	var problem string
-	status := http.StatusOK
-	switch {
-	case errors.Is(err, approval.ErrGrantUnknown):
-		status, problem = http.StatusNotFound, "There is no such grant."
-	case err != nil:
-		c.fail(w, r, s, fmt.Errorf("revoking a grant: %w", err))
-		return
-	}
-	if problem != "" {
+	if err != nil {
+		status, problem := refusal(err)
+		if status == 0 {
+			c.fail(w, r, s, fmt.Errorf("revoking a grant: %w", err))
+			return
+		}
 		c.render(w, r, status, "message", c.pageFor(s, "Not revoked", "grants", page{Message: problem}))
 		return
 	}

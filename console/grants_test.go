@@ -54,11 +54,11 @@ func TestGrantScope(t *testing.T) {
 		says      string
 	}{
 		{"an approver grants a scope", "key-bob", 1, scope("num(args.amount) <= 5000", "4h", "5"), http.StatusSeeOther, ""},
-		{"a condition that does not compile", "key-bob", 1, scope("args.amount >", "1h", "5"), http.StatusUnprocessableEntity,
+		{"a condition that does not compile", "key-bob", 1, scope("args.amount >", "1h", "5"), http.StatusBadRequest,
 			"The condition does not compile"},
 		{"a lifetime the form does not offer", "key-bob", 1, scope("", "48h", "5"), http.StatusBadRequest, "Choose how long the grant lasts."},
 		{"uses that are not a number", "key-bob", 1, scope("", "1h", "ten"), http.StatusBadRequest, "as a whole number from 1 to 10000"},
-		{"no uses", "key-bob", 1, scope("", "1h", "0"), http.StatusUnprocessableEntity, "A grant allows from 1 to 10000 uses, not 0."},
+		{"no uses", "key-bob", 1, scope("", "1h", "0"), http.StatusBadRequest, "A grant allows from 1 to 10000 uses, not 0."},
 		{"the caller", "key-alice", 1, scope("", "1h", "5"), http.StatusForbidden, "You cannot approve or deny your own call."},
 		{"someone the rule does not name", "key-mallory", 1, scope("", "1h", "5"), http.StatusNotFound, "no such approval"},
 		{"under a quorum of two", "key-bob", 2, scope("", "1h", "5"), http.StatusForbidden,
@@ -80,7 +80,7 @@ func TestGrantScope(t *testing.T) {
 				if len(live) != 0 || a.State(time.Now()) != approval.Pending {
 					t.Errorf("a refused form left grants %+v and the approval %s", live, a.State(time.Now()))
 				}
-				if tt.status == http.StatusUnprocessableEntity && !strings.Contains(page, `month-end refunds`) {
+				if tt.status == http.StatusBadRequest && !strings.Contains(page, `month-end refunds`) {
 					t.Errorf("the refused form lost what the approver typed:\n%s", page)
 				}
 				return
@@ -165,8 +165,8 @@ func TestRevokeGrant(t *testing.T) {
 	}{
 		{"the grantor revokes", "key-bob", "", http.StatusSeeOther, "", false},
 		{"the caller gives it up", "key-alice", "", http.StatusSeeOther, "", false},
-		{"someone the rule does not name may not", "key-mallory", "", http.StatusNotFound, "There is no such grant.", true},
-		{"a grant that does not exist", "key-bob", "grt_none", http.StatusNotFound, "There is no such grant.", true},
+		{"someone the rule does not name may not", "key-mallory", "", http.StatusNotFound, "There is no such grant, or it is not one you may see.", true},
+		{"a grant that does not exist", "key-bob", "grt_none", http.StatusNotFound, "There is no such grant, or it is not one you may see.", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

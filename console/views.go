@@ -14,6 +14,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // funcs are the helpers templates use; none of them marks text as safe
@@ -224,24 +225,15 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, ApprovalsPath+"/"+id, http.StatusSeeOther)
 }
 
-// refusal is the status and the words of a decision the gate refused; 0
-// for a failure that is not the approver's to fix.
+// refusal is the status and the words of a request the gate refused, as
+// every face reads it ([interlock.Refusal]); 0 for a failure that is not
+// the approver's to fix.
 func refusal(err error) (int, string) {
-	switch {
-	case errors.Is(err, approval.ErrUnknown):
-		return http.StatusNotFound, "There is no such approval."
-	case errors.Is(err, approval.ErrSelfApproval):
-		return http.StatusForbidden, "You cannot approve or deny your own call."
-	case errors.Is(err, approval.ErrNotAnApprover):
-		return http.StatusForbidden, "The policy does not name you as an approver of this call."
-	case errors.Is(err, interlock.ErrPasskeyRequired), errors.Is(err, interlock.ErrPasskeyInvalid):
-		return http.StatusForbidden, "The policy accepts a decision on this call only when it is signed with your passkey. Decide with the buttons below, and confirm with your passkey when the browser asks."
-	case errors.Is(err, approval.ErrAlreadyVoted):
-		return http.StatusConflict, "You already approved this call."
-	case errors.Is(err, approval.ErrAlreadyDecided):
-		return http.StatusConflict, "This approval is no longer waiting for a decision."
+	e := interlock.Refusal(err)
+	if e == nil {
+		return 0, ""
 	}
-	return 0, ""
+	return e.Code.Status(), e.Message
 }
 
 // historyRow is one line of the history page.
@@ -292,7 +284,7 @@ func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session
 // historyOf turns an audit record into a history line: decisions on
 // approvals, and the calls approvals decided. Who sees a line is who may
 // see the approval it is about ([approval.MaySee]).
-func historyOf(rec *interlock.AuditRecord, who interlock.Identity) (historyRow, bool) {
+func historyOf(rec *audit.Record, who interlock.Identity) (historyRow, bool) {
 	if !approval.MaySee(who, rec.Subject()) {
 		return historyRow{}, false
 	}
@@ -300,7 +292,7 @@ func historyOf(rec *interlock.AuditRecord, who interlock.Identity) (historyRow, 
 	switch {
 	case rec.Event == "approval_decided":
 		verb := "approved"
-		if rec.Decision == interlock.DecisionDeclined {
+		if rec.Decision == audit.DecisionDeclined {
 			verb = "denied"
 		}
 		row.Who, row.What = rec.Principal, verb
@@ -310,11 +302,11 @@ func historyOf(rec *interlock.AuditRecord, who interlock.Identity) (historyRow, 
 	case rec.Event == "call" && rec.Mode == string(interlock.ModeApproval) && rec.Outcome != "":
 		row.Who, row.Outcome = rec.Principal, rec.Outcome
 		switch rec.Decision {
-		case interlock.DecisionConfirmed:
+		case audit.DecisionConfirmed:
 			row.What = "ran, approved by " + strings.Join(rec.Approvers, ", ")
-		case interlock.DecisionDeclined:
+		case audit.DecisionDeclined:
 			row.What = "refused: an approver denied it"
-		case interlock.DecisionCancelled:
+		case audit.DecisionCancelled:
 			row.What = "refused: nobody decided in time"
 		default:
 			return historyRow{}, false

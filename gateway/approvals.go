@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -128,9 +127,6 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 			return
 		}
 		sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
-		if errors.Is(err, approval.ErrGrantUnknown) {
-			err = &interlock.Error{Code: interlock.CodeNotFound, Message: "No such grant.", Hint: "List the grants you may revoke with GET /v1/grants."}
-		}
 		if err != nil {
 			writeError(w, approvalError(err))
 			return
@@ -197,25 +193,12 @@ func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Id
 	return approverOf(ti), true
 }
 
-// approvalError is the wire error of a failed approval request.
+// approvalError is the wire error of a failed approval request
+// ([interlock.Refusal]); a failure that is not the approver's passes on
+// to writeError, which answers INTERNAL_ERROR without its text.
 func approvalError(err error) error {
-	switch {
-	case errors.Is(err, approval.ErrUnknown):
-		return &interlock.Error{Code: interlock.CodeNotFound, Message: "No such approval.",
-			Hint: "List the approvals you may decide with GET /v1/approvals."}
-	case errors.Is(err, approval.ErrSelfApproval):
-		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "You cannot approve or deny your own call.",
-			Hint: "Ask one of the approvers the policy names to decide it."}
-	case errors.Is(err, approval.ErrNotAnApprover):
-		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "The policy does not name you as an approver of this call.",
-			Hint: "Ask one of the approvers the policy names to decide it."}
-	case errors.Is(err, interlock.ErrPasskeyRequired), errors.Is(err, interlock.ErrPasskeyInvalid):
-		return &interlock.Error{Code: interlock.CodePermissionDenied,
-			Message: "The policy accepts a decision on this call only when it is signed with your passkey in the console.",
-			Hint:    "Open the approval in the console (/console/approvals/{id}), register a passkey there if you have none, and decide with it."}
-	case errors.Is(err, approval.ErrAlreadyDecided), errors.Is(err, approval.ErrAlreadyVoted):
-		return &interlock.Error{Code: interlock.CodeValidationFailed, Message: "The approval is no longer pending, or you already approved it.",
-			Hint: "Read its state with GET /v1/approvals/{id}."}
+	if e := interlock.Refusal(err); e != nil {
+		return e
 	}
 	return err
 }

@@ -24,42 +24,6 @@ type restCall struct {
 	ConfirmToken string `json:"confirm_token,omitempty"`
 }
 
-// statusOf maps a wire code to the HTTP status of the REST face; it is the
-// one place that decides.
-func statusOf(code interlock.Code) int {
-	switch code {
-	case interlock.CodeConfirmationRequired:
-		return http.StatusPreconditionRequired
-	case interlock.CodeValidationFailed:
-		return http.StatusBadRequest
-	case interlock.CodeNotFound:
-		return http.StatusNotFound
-	case interlock.CodeAuthInvalid:
-		return http.StatusUnauthorized
-	case interlock.CodePermissionDenied, interlock.CodeScopeRejected, interlock.CodeToolNotAllowed,
-		interlock.CodeConsentTokenInvalid, interlock.CodeConsentTokenMismatch, interlock.CodeDeclined:
-		return http.StatusForbidden
-	case interlock.CodeConsentTokenExpired:
-		return http.StatusGone
-	case interlock.CodeDryRunPreview, interlock.CodeCancelled:
-		return http.StatusConflict
-	case interlock.CodeApprovalPending:
-		return http.StatusAccepted
-	case interlock.CodeRateLimited:
-		return http.StatusTooManyRequests
-	case interlock.CodeUpstreamError:
-		return http.StatusBadGateway
-	case interlock.CodeUpstreamTimeout:
-		return http.StatusGatewayTimeout
-	case interlock.CodeUpstreamUnavailable, interlock.CodeCircuitOpen, interlock.CodeBulkheadFull:
-		return http.StatusServiceUnavailable
-	case interlock.CodeInternal:
-		return http.StatusInternalServerError
-	}
-	// A tool's own error result without an interlock code.
-	return http.StatusUnprocessableEntity
-}
-
 // writeJSON writes an answer of the REST face. None may be kept by a
 // cache on the way: results, previews and approvals hold arguments.
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -71,7 +35,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, err error) {
 	body := interlock.BodyOf(err)
-	writeJSON(w, statusOf(body.Code), body)
+	writeJSON(w, body.Code.Status(), body)
 }
 
 // restHandler serves the REST face for callers that do not speak MCP:
@@ -173,10 +137,10 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 	}
 	body := interlock.BodyOfResult(res)
 	if body.Code == "" {
-		writeJSON(w, statusOf(""), res)
+		writeJSON(w, interlock.Code("").Status(), res)
 		return
 	}
-	writeJSON(w, statusOf(body.Code), body)
+	writeJSON(w, body.Code.Status(), body)
 }
 
 // restRequest is a REST request as the gate identifies its caller: by the
