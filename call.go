@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -123,13 +124,25 @@ type parsedArgs struct {
 	token   string
 }
 
+// CheckJSON reports whether data is exactly one JSON value that every
+// reader decodes the same way, read as the gate reads a call's arguments:
+// no duplicate object keys at any depth (compared after unescaping), valid
+// UTF-8 with no lone surrogate escapes, numbers of at most 64 bytes that a
+// 64-bit float holds exactly, nesting at most 64 deep. It returns nil or a
+// VALIDATION_FAILED [*Error] naming the path of the first problem, so a
+// face that checks a whole request body with it refuses it in the gate's
+// words.
+func CheckJSON(data []byte) error {
+	return invalidJSON(strictjson.Check(data))
+}
+
 // splitArgs reads raw tool arguments, which must be a JSON object (absent
-// and null mean {}), with the one strict decoder ([DecodeJSON]) and takes
-// the meta-arguments out of them. Meta-arguments are recognised on the
+// and null mean {}), with the one strict decoder ([strictjson.Decode]) and
+// takes the meta-arguments out of them. Meta-arguments are recognised on the
 // decoded keys, so an escaped spelling such as "\u005f_confirm" is one too.
 //
 // The bytes the tool receives always decode to exactly args: they are the
-// client's own bytes when no meta-argument was present (DecodeJSON accepted
+// client's own bytes when no meta-argument was present (the decoder accepted
 // them, so every reader decodes them alike), and args re-encoded otherwise.
 func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 	var p parsedArgs
@@ -146,9 +159,9 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 			ValidationIssues: []ValidationIssue{{Path: "", Message: "arguments are not a JSON object", Code: "type"}},
 		}
 	}
-	v, err := DecodeJSON(trimmed)
+	v, err := strictjson.Decode(trimmed)
 	if err != nil {
-		return p, err
+		return p, invalidJSON(err)
 	}
 	p.args = v.(map[string]any)
 	var unknown []string
@@ -180,7 +193,7 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 		sort.Strings(unknown)
 		issues := make([]ValidationIssue, len(unknown))
 		for i, k := range unknown {
-			issues[i] = ValidationIssue{Path: clip(pathKey(k)), Message: "unknown meta-argument", Code: "unknown_meta_argument"}
+			issues[i] = ValidationIssue{Path: clip(strictjson.PathKey(k)), Message: "unknown meta-argument", Code: "unknown_meta_argument"}
 		}
 		return p, &Error{
 			Code:             CodeValidationFailed,
@@ -200,8 +213,8 @@ func splitArgs(raw json.RawMessage) (parsedArgs, error) {
 }
 
 // encodeArgs writes decoded arguments back as JSON. Every value came from
-// [DecodeJSON], so encoding cannot fail short of a bug; numbers come out in
-// their shortest form, which denotes the same float64.
+// [strictjson.Decode], so encoding cannot fail short of a bug; numbers come
+// out in their shortest form, which denotes the same float64.
 func encodeArgs(args map[string]any) (json.RawMessage, error) {
 	b, err := json.Marshal(args)
 	if err != nil {

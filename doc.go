@@ -34,9 +34,9 @@
 //
 // # One view of the arguments
 //
-// The raw arguments are read once, strictly ([DecodeJSON]): duplicate keys,
-// invalid UTF-8, lone surrogates and numbers a float64 does not hold as
-// written are refused. What is a meta-argument, what the policy sees, what
+// The raw arguments are read once, strictly (as [CheckJSON] checks JSON):
+// duplicate keys, invalid UTF-8, lone surrogates and numbers a float64 does
+// not hold as written are refused. What is a meta-argument, what the policy sees, what
 // is sealed, what a summary shows and what the tool receives all come from
 // that one value.
 //

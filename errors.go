@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 )
 
 // Code is a stable, machine-readable error code that an agent can branch on.
@@ -138,6 +141,45 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// invalidJSON turns a [strictjson.Error], JSON the gate refuses to read,
+// into the VALIDATION_FAILED a client sees; other errors pass unchanged.
+// The path is clipped: it is text the client chose.
+func invalidJSON(err error) error {
+	var e *strictjson.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	where := clip(e.Path)
+	at := "the arguments"
+	if where != "" {
+		at = where
+	}
+	return &Error{
+		Code:    CodeValidationFailed,
+		Message: fmt.Sprintf("The JSON is ambiguous or malformed at %s (byte %d): %s.", at, e.Offset, e.Message),
+		Hint: "Send one well-formed JSON object: each key once, valid UTF-8 text, numbers of at most " +
+			strconv.Itoa(strictjson.MaxNumberLength) + " characters that a 64-bit float holds exactly (send larger ids as strings).",
+		ValidationIssues: []ValidationIssue{{Path: where, Message: e.Message, Code: e.Code}},
+	}
+}
+
+// invalidArguments turns the first [strictjson.Issue] of a call's
+// arguments with the input schema of tool into the VALIDATION_FAILED a
+// client sees.
+func invalidArguments(tool string, issue *strictjson.Issue) error {
+	where := issue.Path
+	if where == "" {
+		where = "the arguments"
+	}
+	return &Error{
+		Code:             CodeValidationFailed,
+		Message:          fmt.Sprintf("Invalid arguments for %s: %s %s.", tool, where, issue.Message),
+		Hint:             fmt.Sprintf("Fix %s: it %s. Then call %s again.", where, issue.Message, tool),
+		ValidationIssues: []ValidationIssue{{Path: issue.Path, Message: issue.Message, Code: issue.Code}},
+		Err:              issue.Err,
+	}
+}
 
 // Errorf returns an *Error with the given code, recovery hint and formatted
 // message.

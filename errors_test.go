@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 )
 
 func TestErrorCode(t *testing.T) {
@@ -140,5 +142,36 @@ func TestResultWithUnencodablePreview(t *testing.T) {
 	body := decodeBody(t, res)
 	if body.Code != CodeDryRunPreview || body.Preview != nil {
 		t.Errorf("body = %+v; want the error without its preview", body)
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	if err := CheckJSON([]byte(`{"jsonrpc":"2.0","id":1,"params":{"arguments":{"a":1}}}`)); err != nil {
+		t.Errorf("valid envelope: %v", err)
+	}
+	err := CheckJSON([]byte(`{"params":{"arguments":{"a":1},"arguments":{"a":2}}}`))
+	if ErrorCode(err) != CodeValidationFailed || BodyOf(err).ValidationIssues[0].Path != "params.arguments" {
+		t.Errorf("duplicate arguments: %v", err)
+	}
+	// A path is text the client chose: it is clipped where it is quoted.
+	long := strings.Repeat("k", 5000)
+	body := BodyOf(CheckJSON([]byte(`{"` + long + `":1,"` + long + `":2}`)))
+	if body.Code != CodeValidationFailed || len(body.Message) > 400 || len(body.ValidationIssues[0].Path) > 300 || body.RecoveryHint == "" {
+		t.Errorf("duplicate long key: %+v", body)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	cause := errors.New("jsonschema-go's words")
+	err := invalidArguments("refund", &strictjson.Issue{Path: "amount", Message: "must be at least 0", Code: "minimum", Err: cause})
+	body := BodyOf(err)
+	want := Body{Code: CodeValidationFailed, Message: "Invalid arguments for refund: amount must be at least 0.",
+		RecoveryHint:     "Fix amount: it must be at least 0. Then call refund again.",
+		ValidationIssues: []ValidationIssue{{Path: "amount", Message: "must be at least 0", Code: "minimum"}}}
+	if fmt.Sprint(body) != fmt.Sprint(want) || !errors.Is(err, cause) {
+		t.Errorf("body = %+v, want %+v; cause kept: %v", body, want, errors.Is(err, cause))
+	}
+	if got := BodyOf(invalidArguments("refund", &strictjson.Issue{Message: "must be of type object, not array", Code: "type"})); got.Message != "Invalid arguments for refund: the arguments must be of type object, not array." || got.ValidationIssues[0].Path != "" {
+		t.Errorf("whole arguments: %+v", got)
 	}
 }

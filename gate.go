@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -308,14 +309,14 @@ type Tool struct {
 	inputSchema any
 	// full checks the arguments the tool finally runs with; model checks
 	// what the model sent, which lacks the arguments a human picks.
-	full, model validator
+	full, model strictjson.Validator
 	human       []string
 }
 
 // NewTool compiles the input schema (any form the SDK accepts) of a tool the
 // gate will guard.
 func NewTool(name, upstream string, h Hints, inputSchema any) (*Tool, error) {
-	v, err := compileValidator(inputSchema)
+	v, err := strictjson.Compile(inputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
@@ -330,12 +331,12 @@ func (t *Tool) setHumanArgs(names []string) error {
 		t.model = t.full
 		return nil
 	}
-	relaxed, err := schemaMap(t.inputSchema)
+	relaxed, err := strictjson.SchemaMap(t.inputSchema)
 	if err != nil {
 		return err
 	}
-	dropRequired(relaxed, names)
-	t.model, err = compileValidator(relaxed)
+	strictjson.DropRequired(relaxed, names)
+	t.model, err = strictjson.Compile(relaxed)
 	return err
 }
 
@@ -549,8 +550,8 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if err != nil {
 		return nil, d, err
 	}
-	if err := t.model.check(t.Name, p.args); err != nil {
-		return nil, d, err
+	if issue := t.model.Check(p.args); issue != nil {
+		return nil, d, invalidArguments(t.Name, issue)
 	}
 	c := &Call{Tool: t.Name, Upstream: t.Upstream, Hints: t.Hints, Identity: id, Args: p.args,
 		Confirm: p.confirm, ConfirmToken: p.token, raw: p.raw, human: t.human, sent: p.args, definition: t.Definition, policy: cur.policy}
@@ -592,8 +593,8 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 	if len(t.human) > 0 {
 		// What a human picked is in the arguments now; they must fit the
 		// tool as a whole.
-		if err := t.full.check(t.Name, c.Args); err != nil {
-			return nil, d, err
+		if issue := t.full.Check(c.Args); issue != nil {
+			return nil, d, invalidArguments(t.Name, issue)
 		}
 	}
 	if c.confirmedBy != "" && len(d.Budgets) > 0 {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 )
 
 // confirmSchema describes __confirm in the input schema of a tool that may
@@ -43,7 +45,7 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 		title = t.Annotations.Title
 	}
 	out.Annotations = h.Annotations(title)
-	schema, err := schemaMap(t.InputSchema)
+	schema, err := strictjson.SchemaMap(t.InputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: input %w", t.Name, err)
 	}
@@ -57,7 +59,7 @@ func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, erro
 	if human := g.Policy().HumanArgs(t.Name, upstream, h); len(human) > 0 {
 		// What a human picks is not the model's to require; it stays listed
 		// so an agent can relay the user's choice where no form can be shown.
-		dropRequired(schema, human)
+		strictjson.DropRequired(schema, human)
 		props, _ := schema["properties"].(map[string]any)
 		for _, name := range human {
 			if p, ok := props[name].(map[string]any); ok {
@@ -114,7 +116,7 @@ var errorBodySchema = map[string]any{
 // otherwise reject every preview and refusal the gate returns. Definitions
 // move to the root so that "#/$defs/…" references still resolve.
 func withErrorBody(outputSchema any) (map[string]any, error) {
-	orig, err := schemaMap(outputSchema)
+	orig, err := strictjson.SchemaMap(outputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("output %w", err)
 	}
@@ -210,7 +212,7 @@ func AddTool[In, Out any](s *mcp.Server, g *Gate, t *mcp.Tool, h mcp.ToolHandler
 		tt.OutputSchema = schema
 	}
 	if tt.OutputSchema != nil {
-		r, err := resolveSchema(tt.OutputSchema)
+		r, err := strictjson.ResolveSchema(tt.OutputSchema)
 		if err != nil {
 			panic(fmt.Sprintf("interlock: AddTool %q: output schema: %v", t.Name, err))
 		}

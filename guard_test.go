@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 )
 
 // connect serves s in memory and returns a connected client session at
@@ -145,7 +147,7 @@ func TestOutputSchemaAdmitsErrorBodies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, err := resolveSchema(adv.OutputSchema)
+	schema, err := strictjson.ResolveSchema(adv.OutputSchema)
 	if err != nil {
 		t.Fatalf("advertised output schema does not resolve: %v", err)
 	}

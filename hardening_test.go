@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -71,7 +72,7 @@ func TestForwardedBytesAreWhatWasDecided(t *testing.T) {
 				if len(rec.got) != 1 || len(seen) != 1 {
 					t.Fatalf("runs %d, decisions %d", len(rec.got), len(seen))
 				}
-				got, err := DecodeJSON(rec.got[0])
+				got, err := strictjson.Decode(rec.got[0])
 				if err != nil {
 					t.Fatalf("the tool got %s, which does not decode: %v", rec.got[0], err)
 				}
@@ -231,7 +232,7 @@ func TestTokensAreExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := `{"customer_id":"acct_1024","to":"scale"}`
-		v, _ := DecodeJSON([]byte(other))
+		v, _ := strictjson.Decode([]byte(other))
 		claims.Digest, _ = seal.Digest(v.(map[string]any))
 		forged := testSealer.Seal(claims)
 		if got := decodeBody(t, r.call(alice, withToken(other, forged))).Code; got != CodeConsentTokenInvalid {

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/internal/strictjson"
 )
 
 // Verdict is what a policy decides for a call, in the terms tests and
@@ -157,7 +158,7 @@ func (c *Case) Call(upstream string, h interlock.Hints) (*interlock.Call, error)
 		if err != nil {
 			return nil, fmt.Errorf("case %q: arguments: %w", c.Name, err)
 		}
-		v, err := interlock.DecodeJSON(raw)
+		v, err := strictjson.Decode(raw)
 		if err != nil {
 			return nil, fmt.Errorf("case %q: arguments: %w", c.Name, err)
 		}

@@ -1,4 +1,4 @@
-package interlock
+package strictjson
 
 import (
 	"testing"
@@ -19,16 +19,16 @@ func TestValidateArgs(t *testing.T) {
 		"required":             []any{"id"},
 		"additionalProperties": false,
 	}
-	fast, err := NewTool("tool", "", Hints{}, raw)
-	if err != nil || fast.full.fast == nil {
+	fast, err := Compile(raw)
+	if err != nil || fast.fast == nil {
 		t.Fatalf("the schema should compile to the fast validator (%v)", err)
 	}
-	resolved, err := resolveSchema(raw)
+	resolved, err := ResolveSchema(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Both validators must tell the same story.
-	validators := map[string]validator{"fast": fast.full, "jsonschema": {schema: resolved}}
+	validators := map[string]Validator{"fast": fast, "jsonschema": {schema: resolved}}
 	tests := []struct {
 		name     string
 		args     map[string]any
@@ -44,26 +44,27 @@ func TestValidateArgs(t *testing.T) {
 		{name: "enum", args: map[string]any{"id": "a", "to": "gold"}, wantPath: "to", wantCode: "enum"},
 		{name: "minimum", args: map[string]any{"id": "a", "amount": -1.0}, wantPath: "amount", wantCode: "minimum"},
 	}
-	for vname, tool := range validators {
+	for vname, v := range validators {
 		for _, tt := range tests {
 			t.Run(vname+"/"+tt.name, func(t *testing.T) {
-				err := tool.check("tool", tt.args)
+				issue := v.Check(tt.args)
 				if tt.wantPath == "" {
-					if err != nil {
-						t.Fatalf("unexpected error: %v", err)
+					if issue != nil {
+						t.Fatalf("unexpected issue: %+v", issue)
 					}
 					return
 				}
-				e, ok := err.(*Error)
-				if !ok || e.Code != CodeValidationFailed {
-					t.Fatalf("err = %v, want VALIDATION_FAILED", err)
+				if issue == nil {
+					t.Fatal("no issue")
 				}
-				issue := e.ValidationIssues[0]
 				if issue.Path != tt.wantPath || issue.Code != tt.wantCode {
 					t.Errorf("issue = %+v, want path %q code %q", issue, tt.wantPath, tt.wantCode)
 				}
-				if issue.Message == "" || e.Hint == "" {
-					t.Errorf("issue %+v / hint %q must say what to fix", issue, e.Hint)
+				if issue.Message == "" {
+					t.Errorf("issue %+v must say what to fix", issue)
+				}
+				if (issue.Err != nil) != (vname == "jsonschema") {
+					t.Errorf("issue %+v: the cause is jsonschema-go's report, and only its", issue)
 				}
 			})
 		}
@@ -87,11 +88,11 @@ func TestCompileArgSchemaFallsBack(t *testing.T) {
 			if got := compileArgSchema(tt.schema) != nil; got != tt.fast {
 				t.Errorf("fast = %v, want %v", got, tt.fast)
 			}
-			tool, err := NewTool("t", "", Hints{}, tt.schema)
+			v, err := Compile(tt.schema)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tool.full.fast == nil && tool.full.schema == nil {
+			if v.fast == nil && v.schema == nil {
 				t.Error("no validator at all")
 			}
 		})

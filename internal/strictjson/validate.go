@@ -1,4 +1,4 @@
-package interlock
+package strictjson
 
 import (
 	"encoding/json"
@@ -10,9 +10,10 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// resolveSchema compiles a tool's input schema, given in any of the forms the
-// SDK accepts (a *jsonschema.Schema, a map, raw JSON).
-func resolveSchema(schema any) (*jsonschema.Resolved, error) {
+// ResolveSchema compiles a schema, given in any of the forms the SDK
+// accepts (a *jsonschema.Schema, a map, raw JSON), for jsonschema-go; nil
+// for no schema.
+func ResolveSchema(schema any) (*jsonschema.Resolved, error) {
 	if schema == nil {
 		return nil, nil
 	}
@@ -34,47 +35,66 @@ func resolveSchema(schema any) (*jsonschema.Resolved, error) {
 	return r, nil
 }
 
-// validator checks arguments against one input schema: the compiled fast
+// Issue is the first way a value does not fit its schema.
+type Issue struct {
+	// Path is the argument at fault, as a path ("owner.email", "tags[]"
+	// for any item of tags); "" is the value itself.
+	Path string
+	// Message says what is wrong, as a predicate of the argument: "is
+	// required", "must be at most 5".
+	Message string
+	// Code is the schema keyword broken: type, required, enum, minimum,
+	// additional_properties and so on.
+	Code string
+	// Err is jsonschema-go's own report, when it found the issue; it is
+	// for logs, and its words are not the Message.
+	Err error
+}
+
+// Validator checks arguments against one input schema: the compiled fast
 // path for the common schemas (no allocation on success), jsonschema-go for
-// the others, nothing when the tool has no schema.
-type validator struct {
+// the others, nothing when the tool has no schema. The zero Validator
+// accepts everything.
+type Validator struct {
 	fast   *argSchema
 	schema *jsonschema.Resolved
 }
 
-func compileValidator(inputSchema any) (validator, error) {
+// Compile compiles an input schema (any form the SDK accepts; nil for
+// none).
+func Compile(inputSchema any) (Validator, error) {
 	if inputSchema == nil {
-		return validator{}, nil
+		return Validator{}, nil
 	}
 	if fast := compileArgSchema(inputSchema); fast != nil {
-		return validator{fast: fast}, nil
+		return Validator{fast: fast}, nil
 	}
-	s, err := resolveSchema(inputSchema)
+	s, err := ResolveSchema(inputSchema)
 	if err != nil {
-		return validator{}, err
+		return Validator{}, err
 	}
-	return validator{schema: s}, nil
+	return Validator{schema: s}, nil
 }
 
-// check reports the first problem with args as VALIDATION_FAILED naming
-// the argument's path.
-func (v validator) check(tool string, args map[string]any) error {
+// Check returns the first issue with args, or nil. The fast path and
+// jsonschema-go name an issue by the same path and code.
+func (v Validator) Check(args map[string]any) *Issue {
 	switch {
 	case v.fast != nil:
-		if issue := v.fast.validate("", args); issue != nil {
-			return validationError(tool, *issue, nil)
-		}
+		return v.fast.validate("", args)
 	case v.schema != nil:
 		if err := v.schema.Validate(args); err != nil {
-			return validationError(tool, issueOf(err.Error()), err)
+			issue := issueOf(err.Error())
+			issue.Err = err
+			return &issue
 		}
 	}
 	return nil
 }
 
-// schemaMap returns a fresh copy of a schema, given in any form the SDK
+// SchemaMap returns a fresh copy of a schema, given in any form the SDK
 // accepts, as a JSON object.
-func schemaMap(schema any) (map[string]any, error) {
+func SchemaMap(schema any) (map[string]any, error) {
 	b, err := json.Marshal(schema)
 	if err != nil {
 		return nil, fmt.Errorf("schema cannot be encoded as JSON: %w", err)
@@ -86,8 +106,8 @@ func schemaMap(schema any) (map[string]any, error) {
 	return m, nil
 }
 
-// dropRequired removes the named arguments from a schema's required list.
-func dropRequired(m map[string]any, names []string) {
+// DropRequired removes the named arguments from a schema's required list.
+func DropRequired(m map[string]any, names []string) {
 	if req, ok := m["required"].([]any); ok {
 		kept := req[:0]
 		for _, r := range req {
@@ -99,26 +119,12 @@ func dropRequired(m map[string]any, names []string) {
 	}
 }
 
-func validationError(tool string, issue ValidationIssue, cause error) error {
-	where := issue.Path
-	if where == "" {
-		where = "the arguments"
-	}
-	return &Error{
-		Code:             CodeValidationFailed,
-		Message:          fmt.Sprintf("Invalid arguments for %s: %s %s.", tool, where, issue.Message),
-		Hint:             fmt.Sprintf("Fix %s: it %s. Then call %s again.", where, issue.Message, tool),
-		ValidationIssues: []ValidationIssue{issue},
-		Err:              cause,
-	}
-}
-
 // issueOf turns a jsonschema-go validation message such as
 //
 //	validating root: validating /properties/n: validating /properties/n/properties/a: type: q has type "string", want "integer"
 //
 // into a path in argument terms ("n.a"), a message and a short code.
-func issueOf(msg string) ValidationIssue {
+func issueOf(msg string) Issue {
 	msg = strings.TrimPrefix(msg, "validating root: ")
 	schemaPath := ""
 	for strings.HasPrefix(msg, "validating /") {
@@ -143,16 +149,16 @@ func issueOf(msg string) ValidationIssue {
 	switch {
 	case code == "required":
 		if names := quotedNames(msg); len(names) > 0 {
-			return ValidationIssue{Path: join(names[0]), Message: "is required", Code: "required"}
+			return Issue{Path: join(names[0]), Message: "is required", Code: "required"}
 		}
 	case strings.HasPrefix(msg, "unexpected additional properties"):
 		if names := quotedNames(msg); len(names) > 0 {
-			return ValidationIssue{Path: join(names[0]), Message: "is not an argument of this tool; remove it", Code: "additional_properties"}
+			return Issue{Path: join(names[0]), Message: "is not an argument of this tool; remove it", Code: "additional_properties"}
 		}
 	case code == "enum":
 		if i := strings.Index(msg, " does not equal any of: ["); i >= 0 {
 			allowed := strings.TrimSuffix(msg[i+len(" does not equal any of: ["):], "]")
-			return ValidationIssue{Path: path, Message: fmt.Sprintf("must be one of %s, not %s", strings.Join(strings.Fields(allowed), ", "), msg[:i]), Code: "enum"}
+			return Issue{Path: path, Message: fmt.Sprintf("must be one of %s, not %s", strings.Join(strings.Fields(allowed), ", "), msg[:i]), Code: "enum"}
 		}
 	case code == "minimum" || code == "maximum" || code == "exclusiveMinimum" || code == "exclusiveMaximum":
 		// "-1/1 is less than 0.000000"
@@ -162,18 +168,18 @@ func issueOf(msg string) ValidationIssue {
 				bound = strconv.FormatFloat(f, 'f', -1, 64)
 			}
 			words := map[string]string{"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than", "exclusiveMaximum": "less than"}
-			return ValidationIssue{Path: path, Message: fmt.Sprintf("must be %s %s", words[code], bound), Code: code}
+			return Issue{Path: path, Message: fmt.Sprintf("must be %s %s", words[code], bound), Code: code}
 		}
 	case code == "type":
 		// "q has type "string", want "integer""
 		if i := strings.Index(msg, " has type "); i >= 0 {
 			rest := msg[i+len(" has type "):]
 			if j := strings.Index(rest, ", want "); j >= 0 {
-				return ValidationIssue{Path: path, Message: fmt.Sprintf("must be of type %s, not %s", strings.Trim(rest[j+len(", want "):], `"`), strings.Trim(rest[:j], `"`)), Code: "type"}
+				return Issue{Path: path, Message: fmt.Sprintf("must be of type %s, not %s", strings.Trim(rest[j+len(", want "):], `"`), strings.Trim(rest[:j], `"`)), Code: "type"}
 			}
 		}
 	}
-	return ValidationIssue{Path: path, Message: "is invalid: " + msg, Code: code}
+	return Issue{Path: path, Message: "is invalid: " + msg, Code: code}
 }
 
 // argumentPath maps a schema location (/properties/a/items/properties/b) to an

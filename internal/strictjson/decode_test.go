@@ -1,4 +1,4 @@
-package interlock
+package strictjson
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestDecodeJSONRefusesAmbiguity(t *testing.T) {
+func TestDecodeRefusesAmbiguity(t *testing.T) {
 	tests := []struct {
 		name, in, path, code string
 	}{
@@ -34,8 +34,8 @@ func TestDecodeJSONRefusesAmbiguity(t *testing.T) {
 		{"overflow", `{"n":1e400}`, "n", "number_inexact"},
 		{"underflow", `{"n":1e-400}`, "n", "number_inexact"},
 		{"huge exponent of zero", `{"n":0e99999999999999999999}`, "n", "number_inexact"},
-		{"too deep", strings.Repeat(`{"a":`, MaxJSONDepth+1) + "1" + strings.Repeat("}", MaxJSONDepth+1), "", "too_deep"},
-		{"too deep, arrays", `{"a":` + strings.Repeat("[", MaxJSONDepth) + strings.Repeat("]", MaxJSONDepth) + "}", "a" + strings.Repeat("[0]", MaxJSONDepth-1), "too_deep"},
+		{"too deep", strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1), "", "too_deep"},
+		{"too deep, arrays", `{"a":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + "}", "a" + strings.Repeat("[0]", MaxDepth-1), "too_deep"},
 		{"trailing data", `{"a":1} {"a":2}`, "", "syntax"},
 		{"control character", "{\"s\":\"a\nb\"}", "s", "syntax"},
 		{"bad escape", `{"s":"\x41"}`, "s", "syntax"},
@@ -47,17 +47,16 @@ func TestDecodeJSONRefusesAmbiguity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeJSON([]byte(tt.in))
+			_, err := Decode([]byte(tt.in))
 			e, ok := err.(*Error)
-			if !ok || e.Code != CodeValidationFailed {
-				t.Fatalf("err = %v, want VALIDATION_FAILED", err)
+			if !ok {
+				t.Fatalf("err = %v, want an *Error", err)
 			}
-			issue := e.ValidationIssues[0]
-			if tt.path != "" && issue.Path != tt.path {
-				t.Errorf("path = %q, want %q", issue.Path, tt.path)
+			if tt.path != "" && e.Path != tt.path {
+				t.Errorf("path = %q, want %q", e.Path, tt.path)
 			}
-			if issue.Code != tt.code {
-				t.Errorf("code = %q, want %q", issue.Code, tt.code)
+			if e.Code != tt.code {
+				t.Errorf("code = %q, want %q", e.Code, tt.code)
 			}
 			if len(e.Message) > 400 {
 				t.Errorf("message of %d bytes quotes too much of the input", len(e.Message))
@@ -66,9 +65,9 @@ func TestDecodeJSONRefusesAmbiguity(t *testing.T) {
 	}
 }
 
-// TestDecodeJSONAgreesWithEncodingJSON: what the strict reader accepts, the
+// TestDecodeAgreesWithEncodingJSON: what the strict reader accepts, the
 // standard library reads as the same value.
-func TestDecodeJSONAgreesWithEncodingJSON(t *testing.T) {
+func TestDecodeAgreesWithEncodingJSON(t *testing.T) {
 	for _, in := range []string{
 		`{}`, `[]`, `null`, `true`, `"x"`, `0`, `-0`, `0.1`, `1e308`, `-1.5e-300`, `5e-324`,
 		`9007199254740992`, `1e21`, `100000000000000000000`, `1.0000000000000000000000000000`,
@@ -78,7 +77,7 @@ func TestDecodeJSONAgreesWithEncodingJSON(t *testing.T) {
 		`{"":1,"__confirm":true}`,
 	} {
 		t.Run(in, func(t *testing.T) {
-			got, err := DecodeJSON([]byte(in))
+			got, err := Decode([]byte(in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,18 +86,19 @@ func TestDecodeJSONAgreesWithEncodingJSON(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("DecodeJSON = %#v, encoding/json = %#v", got, want)
+				t.Errorf("Decode = %#v, encoding/json = %#v", got, want)
 			}
 		})
 	}
 }
 
-func TestCheckJSON(t *testing.T) {
-	if err := CheckJSON([]byte(`{"jsonrpc":"2.0","id":1,"params":{"arguments":{"a":1}}}`)); err != nil {
+func TestCheck(t *testing.T) {
+	if err := Check([]byte(`{"jsonrpc":"2.0","id":1,"params":{"arguments":{"a":1}}}`)); err != nil {
 		t.Errorf("valid envelope: %v", err)
 	}
-	err := CheckJSON([]byte(`{"params":{"arguments":{"a":1},"arguments":{"a":2}}}`))
-	if ErrorCode(err) != CodeValidationFailed || BodyOf(err).ValidationIssues[0].Path != "params.arguments" {
-		t.Errorf("duplicate arguments: %v", err)
+	in := `{"params":{"arguments":{"a":1},"arguments":{"a":2}}}`
+	err := Check([]byte(in))
+	if e, ok := err.(*Error); !ok || e.Path != "params.arguments" || e.Code != "duplicate_key" || e.Offset != strings.LastIndex(in, `"arguments"`) {
+		t.Errorf("duplicate arguments: %#v", err)
 	}
 }

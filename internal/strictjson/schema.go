@@ -1,4 +1,4 @@
-package interlock
+package strictjson
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// argSchema is a tool input schema compiled for the gate's hot path. It
+// argSchema is a tool input schema compiled for the hot path of every call. It
 // covers the JSON Schema keywords tool schemas use almost always (type,
 // properties, required, additionalProperties: false, enum, items, numeric
 // and length bounds) and validates without allocating on success. A schema
@@ -39,7 +39,7 @@ var annotationKeywords = map[string]bool{
 // compileArgSchema compiles schema (any JSON form) into an argSchema. It
 // returns nil when the schema uses a keyword it does not cover.
 func compileArgSchema(schema any) *argSchema {
-	m, err := schemaMap(schema)
+	m, err := SchemaMap(schema)
 	if err != nil {
 		return nil
 	}
@@ -184,9 +184,9 @@ func join(path, name string) string {
 }
 
 // validate reports the first problem with v, or nil.
-func (s *argSchema) validate(path string, v any) *ValidationIssue {
+func (s *argSchema) validate(path string, v any) *Issue {
 	if !s.typeOK(v) {
-		return &ValidationIssue{Path: path, Code: "type",
+		return &Issue{Path: path, Code: "type",
 			Message: fmt.Sprintf("must be of type %s, not %s", strings.Join(s.types, " or "), typeOf(v))}
 	}
 	if len(s.enum) > 0 && !slices.Contains(s.enum, v) {
@@ -194,7 +194,7 @@ func (s *argSchema) validate(path string, v any) *ValidationIssue {
 		for i, e := range s.enum {
 			allowed[i] = fmt.Sprint(e)
 		}
-		return &ValidationIssue{Path: path, Code: "enum",
+		return &Issue{Path: path, Code: "enum",
 			Message: fmt.Sprintf("must be one of %s, not %v", strings.Join(allowed, ", "), v)}
 	}
 	switch v := v.(type) {
@@ -209,8 +209,8 @@ func (s *argSchema) validate(path string, v any) *ValidationIssue {
 			}
 		}
 	case float64:
-		bound := func(word string, b float64) *ValidationIssue {
-			return &ValidationIssue{Path: path, Code: word, Message: fmt.Sprintf("must be %s %s", map[string]string{
+		bound := func(word string, b float64) *Issue {
+			return &Issue{Path: path, Code: word, Message: fmt.Sprintf("must be %s %s", map[string]string{
 				"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than", "exclusiveMaximum": "less than",
 			}[word], fmt.Sprint(b))}
 		}
@@ -228,20 +228,20 @@ func (s *argSchema) validate(path string, v any) *ValidationIssue {
 		if s.minLen != nil || s.maxLen != nil {
 			n := utf8.RuneCountInString(v)
 			if s.minLen != nil && n < *s.minLen {
-				return &ValidationIssue{Path: path, Code: "minLength", Message: fmt.Sprintf("must be at least %d characters long", *s.minLen)}
+				return &Issue{Path: path, Code: "minLength", Message: fmt.Sprintf("must be at least %d characters long", *s.minLen)}
 			}
 			if s.maxLen != nil && n > *s.maxLen {
-				return &ValidationIssue{Path: path, Code: "maxLength", Message: fmt.Sprintf("must be at most %d characters long", *s.maxLen)}
+				return &Issue{Path: path, Code: "maxLength", Message: fmt.Sprintf("must be at most %d characters long", *s.maxLen)}
 			}
 		}
 	}
 	return nil
 }
 
-func (s *argSchema) validateObject(path string, v map[string]any) *ValidationIssue {
+func (s *argSchema) validateObject(path string, v map[string]any) *Issue {
 	for _, name := range s.required {
 		if _, ok := v[name]; !ok {
-			return &ValidationIssue{Path: join(path, name), Code: "required", Message: "is required"}
+			return &Issue{Path: join(path, name), Code: "required", Message: "is required"}
 		}
 	}
 	if s.closed && len(v) > 0 {
@@ -253,7 +253,7 @@ func (s *argSchema) validateObject(path string, v map[string]any) *ValidationIss
 		}
 		if len(unknown) > 0 {
 			sort.Strings(unknown)
-			return &ValidationIssue{Path: join(path, unknown[0]), Code: "additional_properties",
+			return &Issue{Path: join(path, unknown[0]), Code: "additional_properties",
 				Message: "is not an argument of this tool; remove it"}
 		}
 	}

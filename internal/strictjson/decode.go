@@ -1,4 +1,4 @@
-package interlock
+package strictjson
 
 import (
 	"fmt"
@@ -8,35 +8,32 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of the strict JSON reader. They bound the work one call can cost
-// (a number of 400,000 digits once cost seconds of CPU) and keep every
-// accepted value one that each side reads the same way.
+// Limits of the reader. They bound the work one call can cost (a number of
+// 400,000 digits once cost seconds of CPU) and keep every accepted value one
+// that each side reads the same way.
 const (
 	// MaxNumberLength is the longest number literal accepted, in bytes.
 	MaxNumberLength = 64
-	// MaxJSONDepth is the deepest nesting of objects and arrays accepted.
-	MaxJSONDepth = 64
+	// MaxDepth is the deepest nesting of objects and arrays accepted.
+	MaxDepth = 64
 )
 
-// CheckJSON reports whether data is exactly one JSON value that every
-// reader decodes the same way: no duplicate object keys at any depth
-// (compared after unescaping), valid UTF-8 with no lone surrogate escapes,
-// numbers that a 64-bit float holds exactly and that are at most
-// [MaxNumberLength] bytes, and nesting at most [MaxJSONDepth] deep. It
-// returns nil or a VALIDATION_FAILED [*Error] that names the path of the
-// first problem.
-func CheckJSON(data []byte) error {
-	_, err := DecodeJSON(data)
+// Check reports whether data is exactly one JSON value that every reader
+// decodes the same way: no duplicate object keys at any depth (compared
+// after unescaping), valid UTF-8 with no lone surrogate escapes, numbers
+// that a 64-bit float holds exactly and that are at most [MaxNumberLength]
+// bytes, and nesting at most [MaxDepth] deep. It returns nil or an [*Error]
+// for the first problem.
+func Check(data []byte) error {
+	_, err := Decode(data)
 	return err
 }
 
-// DecodeJSON reads data as [CheckJSON] checks it and returns the value as
+// Decode reads data as [Check] checks it and returns the value as
 // encoding/json would decode it into an any: map[string]any, []any, string,
-// float64, bool or nil. It is the one decoder of the gate: what is a
-// meta-argument, what the policy sees, what is digested into a seal, what a
-// summary shows and what the tool receives all come from its result.
-func DecodeJSON(data []byte) (any, error) {
-	d := jsonReader{data: data}
+// float64, bool or nil. The error, when there is one, is an [*Error].
+func Decode(data []byte) (any, error) {
+	d := reader{data: data}
 	d.space()
 	v, err := d.value(0)
 	if err == nil {
@@ -46,22 +43,45 @@ func DecodeJSON(data []byte) (any, error) {
 		}
 	}
 	if err != nil {
-		return nil, err.wire()
+		return nil, err.done()
 	}
 	return v, nil
 }
 
-// jsonError is a problem found while reading; path is built on the way out,
+// Error is the first problem [Decode] found: JSON that is malformed, or that
+// two readers could read differently.
+type Error struct {
+	// Path is where the problem is, as an argument path ("a.b[2]", with keys
+	// that are not plain names quoted as [PathKey] quotes them); "" is the
+	// value itself. It is as long as the input made it.
+	Path string
+	// Message says what is wrong in a few words ("duplicate key").
+	Message string
+	// Code names the problem for programs: syntax, duplicate_key,
+	// invalid_utf8, lone_surrogate, number_too_long, number_inexact or
+	// too_deep.
+	Code string
+	// Offset is the byte of the input at which the problem was found.
+	Offset int
+}
+
+func (e *Error) Error() string {
+	at := e.Path
+	if at == "" {
+		at = "the value"
+	}
+	return fmt.Sprintf("JSON ambiguous or malformed at %s (byte %d): %s", at, e.Offset, e.Message)
+}
+
+// readError is a problem found while reading; path is built on the way out,
 // innermost segment first, so reading a valid value costs nothing for it.
-type jsonError struct {
+type readError struct {
 	msg, code string
 	offset    int
 	path      []string
 }
 
-func (e *jsonError) Error() string { return e.msg }
-
-func (e *jsonError) wire() *Error {
+func (e *readError) done() *Error {
 	var b strings.Builder
 	for i := len(e.path) - 1; i >= 0; i-- {
 		seg := e.path[i]
@@ -70,30 +90,19 @@ func (e *jsonError) wire() *Error {
 		}
 		b.WriteString(seg)
 	}
-	where := clip(b.String())
-	at := "the arguments"
-	if where != "" {
-		at = where
-	}
-	return &Error{
-		Code:    CodeValidationFailed,
-		Message: fmt.Sprintf("The JSON is ambiguous or malformed at %s (byte %d): %s.", at, e.offset, e.msg),
-		Hint: "Send one well-formed JSON object: each key once, valid UTF-8 text, numbers of at most " +
-			strconv.Itoa(MaxNumberLength) + " characters that a 64-bit float holds exactly (send larger ids as strings).",
-		ValidationIssues: []ValidationIssue{{Path: where, Message: e.msg, Code: e.code}},
-	}
+	return &Error{Path: b.String(), Message: e.msg, Code: e.code, Offset: e.offset}
 }
 
-type jsonReader struct {
+type reader struct {
 	data []byte
 	pos  int
 }
 
-func (d *jsonReader) fail(msg, code string) *jsonError {
-	return &jsonError{msg: msg, code: code, offset: d.pos}
+func (d *reader) fail(msg, code string) *readError {
+	return &readError{msg: msg, code: code, offset: d.pos}
 }
 
-func (d *jsonReader) space() {
+func (d *reader) space() {
 	for d.pos < len(d.data) {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -104,7 +113,7 @@ func (d *jsonReader) space() {
 	}
 }
 
-func (d *jsonReader) value(depth int) (any, *jsonError) {
+func (d *reader) value(depth int) (any, *readError) {
 	if d.pos >= len(d.data) {
 		return nil, d.fail("unexpected end of JSON", "syntax")
 	}
@@ -127,7 +136,7 @@ func (d *jsonReader) value(depth int) (any, *jsonError) {
 	return nil, d.fail(fmt.Sprintf("unexpected character %q", d.data[d.pos]), "syntax")
 }
 
-func (d *jsonReader) literal(word string) *jsonError {
+func (d *reader) literal(word string) *readError {
 	if !strings.HasPrefix(string(d.data[d.pos:min(len(d.data), d.pos+len(word))]), word) {
 		return d.fail("invalid literal", "syntax")
 	}
@@ -135,9 +144,9 @@ func (d *jsonReader) literal(word string) *jsonError {
 	return nil
 }
 
-func (d *jsonReader) object(depth int) (any, *jsonError) {
-	if depth > MaxJSONDepth {
-		return nil, d.fail(fmt.Sprintf("nested more than %d deep", MaxJSONDepth), "too_deep")
+func (d *reader) object(depth int) (any, *readError) {
+	if depth > MaxDepth {
+		return nil, d.fail(fmt.Sprintf("nested more than %d deep", MaxDepth), "too_deep")
 	}
 	d.pos++ // {
 	m := map[string]any{}
@@ -157,8 +166,8 @@ func (d *jsonReader) object(depth int) (any, *jsonError) {
 			return nil, err
 		}
 		if _, dup := m[k]; dup {
-			e := &jsonError{msg: "duplicate key", code: "duplicate_key", offset: start}
-			e.path = append(e.path, pathKey(k))
+			e := &readError{msg: "duplicate key", code: "duplicate_key", offset: start}
+			e.path = append(e.path, PathKey(k))
 			return nil, e
 		}
 		d.space()
@@ -169,7 +178,7 @@ func (d *jsonReader) object(depth int) (any, *jsonError) {
 		d.space()
 		v, err := d.value(depth)
 		if err != nil {
-			err.path = append(err.path, pathKey(k))
+			err.path = append(err.path, PathKey(k))
 			return nil, err
 		}
 		m[k] = v
@@ -189,9 +198,10 @@ func (d *jsonReader) object(depth int) (any, *jsonError) {
 	}
 }
 
-// pathKey writes an object key as a path segment; keys that are not plain
-// names are quoted so a path is never ambiguous.
-func pathKey(k string) string {
+// PathKey writes an object key as a segment of a path: a plain name as it
+// is, any other key quoted in brackets (["a b"]), so a path is never
+// ambiguous and never holds text a terminal would act on.
+func PathKey(k string) string {
 	plain := k != ""
 	for i := 0; i < len(k) && plain; i++ {
 		c := k[i]
@@ -203,9 +213,9 @@ func pathKey(k string) string {
 	return "[" + strconv.QuoteToASCII(k) + "]"
 }
 
-func (d *jsonReader) array(depth int) (any, *jsonError) {
-	if depth > MaxJSONDepth {
-		return nil, d.fail(fmt.Sprintf("nested more than %d deep", MaxJSONDepth), "too_deep")
+func (d *reader) array(depth int) (any, *readError) {
+	if depth > MaxDepth {
+		return nil, d.fail(fmt.Sprintf("nested more than %d deep", MaxDepth), "too_deep")
 	}
 	d.pos++ // [
 	a := []any{}
@@ -239,7 +249,7 @@ func (d *jsonReader) array(depth int) (any, *jsonError) {
 }
 
 // string reads a string at d.pos (which holds its opening quote).
-func (d *jsonReader) string() (string, *jsonError) {
+func (d *reader) string() (string, *readError) {
 	d.pos++
 	start := d.pos
 	// Fast path: plain ASCII without escapes is the string itself.
@@ -287,7 +297,7 @@ func (d *jsonReader) string() (string, *jsonError) {
 // escape reads one escape sequence at d.pos into b. A \u escape of a
 // surrogate must be a high surrogate followed at once by a low one: a lone
 // surrogate has no text, and readers disagree about what to make of it.
-func (d *jsonReader) escape(b *strings.Builder) *jsonError {
+func (d *reader) escape(b *strings.Builder) *readError {
 	if d.pos+1 >= len(d.data) {
 		return d.fail("unterminated escape", "syntax")
 	}
@@ -358,7 +368,7 @@ func hex4(data []byte, at int) (rune, bool) {
 // number reads a number literal. It is accepted only when the float64 it
 // becomes holds it exactly, so the policy, the seal and a tool that reads
 // the number in any precision all see the same value.
-func (d *jsonReader) number() (any, *jsonError) {
+func (d *reader) number() (any, *readError) {
 	start := d.pos
 	if d.data[d.pos] == '-' {
 		d.pos++
