@@ -4,7 +4,7 @@
 # inputs beyond its seed corpus.
 .PHONY: test bench fuzz
 
-FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON .:FuzzLink .:FuzzAuditChain ./seal:FuzzCanonical ./seal:FuzzWriteString ./seal:FuzzOpen ./policy:FuzzParse
+FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON ./audit:FuzzLink ./audit:FuzzAuditChain ./seal:FuzzCanonical ./seal:FuzzWriteString ./seal:FuzzOpen ./policy:FuzzParse
 # A count, not a duration: Go 1.26's fuzzing coordinator can fail a target
 # that found nothing with "context deadline exceeded" when a duration ends
 # (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.
@@ -28,8 +28,9 @@ fuzz:
 		out=$$(go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -timeout 0 -parallel 1 "$${t%%:*}" 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 
-# Benchmarks of the gate, the seal and the token stores (Redis on
-# 127.0.0.1:6379). Fixed iteration counts keep a run short on two cores.
+# Benchmarks of the gate, the seal, the audit chain and the token stores
+# (Redis on 127.0.0.1:6379). Fixed iteration counts keep a run short on two
+# cores.
 bench:
-	go test -run '^$$' -bench . -benchmem -benchtime 100000x . ./seal
+	go test -run '^$$' -bench . -benchmem -benchtime 100000x . ./seal ./audit
 	go test -run '^$$' -bench . -benchmem -benchtime 5000x ./redis

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // DefaultApprovalTimeout is how long an approval may stay undecided unless
@@ -97,8 +98,8 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		// Approved, but the call came back too late: the caller is told,
 		// and this call asks anew.
 		lapsed = a
-		g.RecordEvent(ctx, &AuditRecord{Event: "approval_lapsed", Tenant: a.Tenant, Principal: a.Principal, Tool: a.Tool,
-			Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Decision: DecisionExpired, RuleApprovers: a.Approvers,
+		g.RecordEvent(ctx, &audit.Record{Event: "approval_lapsed", Tenant: a.Tenant, Principal: a.Principal, Tool: a.Tool,
+			Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Decision: audit.DecisionExpired, RuleApprovers: a.Approvers,
 			Detail: fmt.Sprintf("%s: approved, but its call did not run by %s", a.ID, a.RunBy.UTC().Format(time.RFC3339))})
 		if a, err = g.approvals.Request(ctx, candidate); err != nil {
 			return storeUnavailable(c, err)
@@ -260,11 +261,11 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	if err != nil {
 		return nil, err
 	}
-	decision := DecisionConfirmed
+	decision := audit.DecisionConfirmed
 	if verdict == approval.Deny {
-		decision = DecisionDeclined
+		decision = audit.DecisionDeclined
 	}
-	g.RecordEvent(ctx, &AuditRecord{Event: "approval_decided", Tenant: a.Tenant, Principal: who.Principal, Tool: a.Tool,
+	g.RecordEvent(ctx, &audit.Record{Event: "approval_decided", Tenant: a.Tenant, Principal: who.Principal, Tool: a.Tool,
 		Upstream: a.Upstream, Rule: a.Rule, Decision: decision, Approval: a.ID, Caller: a.Principal,
 		RuleApprovers: a.Approvers, Reason: vote.Reason,
 		Detail: fmt.Sprintf("%s: %s of %s's call", a.ID, verdictWord(verdict), a.Principal)})

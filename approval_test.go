@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // approvalRig is a gate whose refund tool needs approval by finance.
@@ -74,9 +75,9 @@ func TestApprovalHandshake(t *testing.T) {
 		if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending || b.ApprovalID == first.ApprovalID {
 			t.Errorf("a second run needs a new approval: %+v", b)
 		}
-		var confirmed *AuditRecord
+		var confirmed *audit.Record
 		for rec := range r.log.Records(ctx, 1) {
-			if rec.Decision == DecisionConfirmed && rec.Outcome == OutcomeOK {
+			if rec.Decision == audit.DecisionConfirmed && rec.Outcome == audit.OutcomeOK {
 				confirmed = rec
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 func TestMemoryBudgetsSlideTheirWindow(t *testing.T) {
@@ -87,7 +89,7 @@ func TestGateBudgets(t *testing.T) {
 			for r := range log.Records(context.Background(), 1) {
 				if r.Outcome == string(CodeRateLimited) {
 					refused++
-					if r.Decision != DecisionDenied || r.Detail != `budget "reminders-per-hour" is spent` || r.Rule != "reminders" {
+					if r.Decision != audit.DecisionDenied || r.Detail != `budget "reminders-per-hour" is spent` || r.Rule != "reminders" {
 						t.Errorf("refusal record: decision %q detail %q rule %q", r.Decision, r.Detail, r.Rule)
 					}
 				}

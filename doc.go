@@ -42,10 +42,10 @@
 //
 // # The audit log
 //
-// With an [AuditLog], every decision and outcome is a hash-chained
-// [AuditRecord]; a confirmed call runs only once its record is durable.
-// [VerifyChain] finds an edited, deleted or reordered record, and signed
-// [Checkpoint]s find a rewritten chain.
+// With an [audit.Log], every decision and outcome is a hash-chained
+// [audit.Record]; a confirmed call runs only once its record is durable.
+// [audit.Verify] finds an edited, deleted or reordered record, and signed
+// [audit.Checkpoint]s find a rewritten chain.
 //
 // Questions a tool itself asks during a call are carried to the client's
 // human too, with the tool's request state sealed inside the gate's.

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -63,7 +64,7 @@ type GateOptions struct {
 	// when nil. A confirmed call runs only once its record is durably
 	// written, unless AuditOptional is set: then a log that cannot be
 	// written is logged and the call runs anyway.
-	Audit         AuditLog
+	Audit         audit.Log
 	AuditOptional bool
 
 	// Approvals keeps the approvals of mode approval; in memory when nil.
@@ -103,7 +104,7 @@ type Gate struct {
 	sealer   *seal.Sealer
 	tokens   TokenStore
 
-	audit         AuditLog
+	audit         audit.Log
 	auditOptional bool
 	meter         Meter
 	tracer        trace.Tracer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // PasskeyVerifier checks the WebAuthn assertion of a decision on an
@@ -54,7 +55,7 @@ func (g *Gate) verifyVote(ctx context.Context, a *approval.Approval, v approval.
 		if errors.Is(err, ErrPasskeyReplayed) {
 			// A valid signature with a stale counter means the approver's
 			// key may be in two places: worth a record, not only a refusal.
-			g.RecordEvent(ctx, &AuditRecord{Event: "passkey_refused", Tenant: a.Tenant, Principal: v.Principal, Tool: a.Tool,
+			g.RecordEvent(ctx, &audit.Record{Event: "passkey_refused", Tenant: a.Tenant, Principal: v.Principal, Tool: a.Tool,
 				Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Caller: a.Principal, RuleApprovers: a.Approvers,
 				Detail: clip(fmt.Sprintf("%s: %s's passkey to %s %s's call refused: %v", a.ID, v.Principal,
 					v.Verdict, a.Principal, err))})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -185,20 +186,20 @@ func (f failingVerifier) VerifyPasskey(context.Context, *approval.Approval, appr
 // recordedEvents keeps what a gate records.
 type recordedEvents struct {
 	mu   sync.Mutex
-	recs []*interlock.AuditRecord
+	recs []*audit.Record
 }
 
-func (l *recordedEvents) Append(_ context.Context, _ bool, recs ...*interlock.AuditRecord) error {
+func (l *recordedEvents) Append(_ context.Context, _ bool, recs ...*audit.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recs = append(l.recs, recs...)
 	return nil
 }
 
-func (l *recordedEvents) named(event string) []*interlock.AuditRecord {
+func (l *recordedEvents) named(event string) []*audit.Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*interlock.AuditRecord
+	var out []*audit.Record
 	for _, r := range l.recs {
 		if r.Event == event {
 			out = append(out, r)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // Condition is a compiled When of a standing grant.
@@ -63,7 +64,7 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req Gran
 	if err := g.grants.AddGrant(ctx, sg); err != nil {
 		return nil, err
 	}
-	g.RecordEvent(ctx, &AuditRecord{Event: "grant_created", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
+	g.RecordEvent(ctx, &audit.Record{Event: "grant_created", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
 		Rule: sg.Rule, Grant: sg.ID, Approval: a.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers, Reason: sg.Reason,
 		Detail: fmt.Sprintf("%s for %s's calls where %q, %d uses until %s", sg.ID, sg.Principal, sg.When, sg.Uses, sg.ExpiresAt.UTC().Format(time.RFC3339))})
 	return sg, nil
@@ -124,7 +125,7 @@ func (g *Gate) RevokeGrant(ctx context.Context, id string, who Identity) (*appro
 	if sg, err = g.grants.RevokeGrant(ctx, id, ""); err != nil {
 		return nil, err
 	}
-	g.RecordEvent(ctx, &AuditRecord{Event: "grant_revoked", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
+	g.RecordEvent(ctx, &audit.Record{Event: "grant_revoked", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
 		Rule: sg.Rule, Grant: sg.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers, Detail: sg.ID})
 	return sg, nil
 }
@@ -151,7 +152,7 @@ func (g *Gate) VoidGrants(ctx context.Context, stands func(rule, digest string) 
 			return voided, err
 		}
 		voided = append(voided, sg)
-		g.RecordEvent(ctx, &AuditRecord{Event: "grant_voided", Tenant: sg.Tenant, Principal: sg.GrantedBy, Tool: sg.Tool,
+		g.RecordEvent(ctx, &audit.Record{Event: "grant_voided", Tenant: sg.Tenant, Principal: sg.GrantedBy, Tool: sg.Tool,
 			Rule: sg.Rule, Grant: sg.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers,
 			Detail: fmt.Sprintf("%s: %s", sg.ID, why)})
 	}

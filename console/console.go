@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // Path is where the console is served.
@@ -46,7 +47,7 @@ var staticFS embed.FS
 
 // History reads the audit log back for the history page.
 type History interface {
-	interlock.AuditReader
+	audit.Reader
 	// Head returns the sequence number and hash of the last record.
 	Head(ctx context.Context) (int64, string, error)
 }
@@ -262,12 +263,12 @@ func (c *Console) pageFor(s *session, title, nav string, p page) page {
 }
 
 // recent yields the audit records of the last n, newest first.
-func recent(ctx context.Context, h History, n int64) ([]*interlock.AuditRecord, int64, error) {
+func recent(ctx context.Context, h History, n int64) ([]*audit.Record, int64, error) {
 	head, _, err := h.Head(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the audit log's head: %w", err)
 	}
-	var out []*interlock.AuditRecord
+	var out []*audit.Record
 	for rec, err := range h.Records(ctx, max(head-n+1, 1)) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading the audit log: %w", err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -461,12 +462,12 @@ func TestEventsTellWhatChanged(t *testing.T) {
 }
 
 // memoryHistory is an audit log in a slice.
-type memoryHistory []*interlock.AuditRecord
+type memoryHistory []*audit.Record
 
 func (h memoryHistory) Head(context.Context) (int64, string, error) { return int64(len(h)), "", nil }
 
-func (h memoryHistory) Records(_ context.Context, from int64) iter.Seq2[*interlock.AuditRecord, error] {
-	return func(yield func(*interlock.AuditRecord, error) bool) {
+func (h memoryHistory) Records(_ context.Context, from int64) iter.Seq2[*audit.Record, error] {
+	return func(yield func(*audit.Record, error) bool) {
 		for _, rec := range h[from-1:] {
 			if !yield(rec, nil) {
 				return

@@ -29,6 +29,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -174,20 +175,20 @@ func (k *softKey) assert(t *testing.T, user, challenge []byte, counter uint32) j
 // auditRecords keeps what the gate records.
 type auditRecords struct {
 	mu   sync.Mutex
-	recs []*interlock.AuditRecord
+	recs []*audit.Record
 }
 
-func (l *auditRecords) Append(_ context.Context, _ bool, recs ...*interlock.AuditRecord) error {
+func (l *auditRecords) Append(_ context.Context, _ bool, recs ...*audit.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recs = append(l.recs, recs...)
 	return nil
 }
 
-func (l *auditRecords) events(name string) []*interlock.AuditRecord {
+func (l *auditRecords) events(name string) []*audit.Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*interlock.AuditRecord
+	var out []*audit.Record
 	for _, r := range l.recs {
 		if r.Event == name {
 			out = append(out, r)

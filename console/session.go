@@ -17,6 +17,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // Cookie names. The session cookie is scoped to the console; the login
@@ -315,7 +316,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimSpace(r.PostFormValue("key"))
 	who, cred, err := c.authn(r.Context(), key)
 	if key == "" || err != nil {
-		c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "auth_refused",
+		c.gate.RecordEvent(r.Context(), &audit.Record{Event: "auth_refused",
 			Detail: fmt.Sprintf("console sign-in from %s with an unknown API key", r.RemoteAddr)})
 		c.showLogin(w, r, http.StatusUnauthorized, "That is not an API key of this gateway.")
 		return
@@ -335,7 +336,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.I
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Identity, cred Credential) {
 	id, _ := c.sessions.start(who, cred)
 	setCookie(w, r, sessionCookie, "/console/", id, 0)
-	c.gate.RecordEvent(r.Context(), &interlock.AuditRecord{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
+	c.gate.RecordEvent(r.Context(), &audit.Record{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
 		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, articled(cred.Kind))})
 }
 
@@ -357,7 +358,7 @@ func (c *Console) stands(ctx context.Context, id string, s *session) bool {
 		return true
 	}
 	c.sessions.end(id)
-	c.gate.RecordEvent(ctx, &interlock.AuditRecord{Event: "console_session_ended", Tenant: s.who.Tenant, Principal: s.who.Principal,
+	c.gate.RecordEvent(ctx, &audit.Record{Event: "console_session_ended", Tenant: s.who.Tenant, Principal: s.who.Principal,
 		Detail: fmt.Sprintf("the console session made with %s ended: %s", articled(s.cred.Kind), why)})
 	return false
 }
@@ -401,7 +402,7 @@ func (c *Console) SignedIn(r *http.Request) bool {
 func (c *Console) ForgetPasskeys(ctx context.Context, gone func(interlock.Identity) bool) int {
 	forgotten := c.passkeys.forget(gone)
 	for _, who := range forgotten {
-		c.gate.RecordEvent(ctx, &interlock.AuditRecord{Event: "passkeys_removed", Tenant: who.Tenant, Principal: who.Principal,
+		c.gate.RecordEvent(ctx, &audit.Record{Event: "passkeys_removed", Tenant: who.Tenant, Principal: who.Principal,
 			Detail: "the approver's passkeys were removed: no credential names them any more"})
 	}
 	return len(forgotten)

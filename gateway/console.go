@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
 )
 
@@ -20,7 +21,7 @@ const Operator = "operator"
 
 // newConsole makes the approvers' console over the gateway's gate, its
 // API keys, its OAuth issuer and its audit log.
-func (g *Gateway) newConsole(audit interlock.AuditLog, public string) *console.Console {
+func (g *Gateway) newConsole(log audit.Log, public string) *console.Console {
 	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential}
 	if len(g.config().Auth.Keys) > 0 {
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, console.Credential, error) {
@@ -31,7 +32,7 @@ func (g *Gateway) newConsole(audit interlock.AuditLog, public string) *console.C
 			return approverOf(ti), console.Credential{Kind: console.CredentialKey, Ref: HashKey(key)}, nil
 		}
 	}
-	if h, ok := audit.(console.History); ok {
+	if h, ok := log.(console.History); ok {
 		opts.History = h
 	}
 	return console.New(opts)

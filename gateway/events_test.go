@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
@@ -103,7 +103,7 @@ func TestEventsAreRecordedAndCounted(t *testing.T) {
 	if got := events["hints_loosened"]; len(got) != 1 || !strings.Contains(got[0], "fx wipe") || !strings.Contains(got[0], "readOnlyHint") {
 		t.Errorf("hints_loosened records: %q", got)
 	}
-	if n, err := interlock.VerifyChain(log.Records(context.Background(), 1)); err != nil || n == 0 {
+	if n, err := audit.Verify(log.Records(context.Background(), 1)); err != nil || n == 0 {
 		t.Errorf("verify: %d, %v", n, err)
 	}
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
@@ -49,7 +50,7 @@ type Options struct {
 	// Audit receives a record of every decision, outcome and event; none
 	// when nil. AuditOptional lets confirmed calls run when it cannot be
 	// written.
-	Audit         interlock.AuditLog
+	Audit         audit.Log
 	AuditOptional bool
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
@@ -187,7 +188,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	for _, cfg := range f.Upstreams {
 		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks, life: life}
 		u.onEvent = func(name, detail string) {
-			g.event(context.Background(), name, &interlock.AuditRecord{Upstream: cfg.Name, Detail: detail})
+			g.event(context.Background(), name, &audit.Record{Upstream: cfg.Name, Detail: detail})
 		}
 		if opts.Metrics != nil {
 			u.onUp = func(up bool) { opts.Metrics.UpstreamUp(cfg.Name, up) }
@@ -249,7 +250,7 @@ func meterOf(m *metrics.Metrics) interlock.Meter {
 
 // event records something that happened around the gate in the audit log
 // and the metrics; rec holds what else is known of it.
-func (g *Gateway) event(ctx context.Context, name string, rec *interlock.AuditRecord) {
+func (g *Gateway) event(ctx context.Context, name string, rec *audit.Record) {
 	rec.Event = name
 	g.gate.RecordEvent(ctx, rec)
 	if g.metrics != nil {
@@ -450,7 +451,7 @@ func (g *Gateway) pin(u *upstream, tool string, claimed interlock.Hints) interlo
 	if loosened := loosenedHints(strict, claimed); len(loosened) > 0 {
 		g.log.Warn("upstream loosened a tool's hints; the stricter ones stay until the gateway restarts or reloads",
 			"upstream", u.cfg.Name, "tool", tool, "hints", strings.Join(loosened, ","))
-		g.event(context.Background(), "hints_loosened", &interlock.AuditRecord{Upstream: u.cfg.Name, Tool: tool,
+		g.event(context.Background(), "hints_loosened", &audit.Record{Upstream: u.cfg.Name, Tool: tool,
 			Detail: "kept the stricter value of " + strings.Join(loosened, ", ")})
 	}
 	g.pinned[key] = strict

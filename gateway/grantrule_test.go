@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -106,9 +107,9 @@ func (r *grantRig) used(t *testing.T) (float64, bool) {
 }
 
 // records returns the audit records of event.
-func (r *grantRig) records(t *testing.T, event string) []*interlock.AuditRecord {
+func (r *grantRig) records(t *testing.T, event string) []*audit.Record {
 	t.Helper()
-	var out []*interlock.AuditRecord
+	var out []*audit.Record
 	for rec, err := range r.log.Records(context.Background(), 1) {
 		if err != nil {
 			t.Fatal(err)

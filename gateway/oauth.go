@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/oauth"
 	"github.com/interlock-mcp/interlock/policy"
@@ -193,7 +194,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, sent bool, err 
 		}
 		// The request's method and path come last: the audit log cuts a
 		// detail that is too long at its end.
-		g.event(r.Context(), "auth_refused", &interlock.AuditRecord{
+		g.event(r.Context(), "auth_refused", &audit.Record{
 			Detail: fmt.Sprintf("from %s with %s: %s %s", r.RemoteAddr, why, r.Method, r.URL.Path)})
 	} else if g.metrics != nil {
 		g.metrics.Event("auth_refused")

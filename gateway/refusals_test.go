@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
@@ -171,7 +172,7 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	if cut := regexp.MustCompile(`…\[cut (\d+) bytes\]$`); !cut.MatchString(details[4]) || !cut.MatchString(details[5]) {
 		t.Errorf("the long paths' details do not say they were cut: %q, %q", details[4][len(details[4])-40:], details[5][len(details[5])-40:])
 	}
-	if n, err := interlock.VerifyChain(log.Records(context.Background(), 1)); err != nil || n != int64(len(tests)) {
+	if n, err := audit.Verify(log.Records(context.Background(), 1)); err != nil || n != int64(len(tests)) {
 		t.Fatalf("verify: %d, %v", n, err)
 	}
 
@@ -218,7 +219,7 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	if rules["echo"] != interlock.DefaultRule || rules["wipe"] != "wipes" {
 		t.Errorf("rules of the calls' records: %v, want echo: %s, wipe: wipes", rules, interlock.DefaultRule)
 	}
-	if n, err := interlock.VerifyChain(log.Records(context.Background(), 1)); err != nil {
+	if n, err := audit.Verify(log.Records(context.Background(), 1)); err != nil {
 		t.Errorf("verify: %d, %v", n, err)
 	}
 

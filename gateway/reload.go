@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -78,7 +79,7 @@ func (g *Gateway) Reload(ctx context.Context, f *policy.File, digest string) err
 			errs = append(errs, fmt.Errorf("listing the tools of upstream %q again: %w", u.cfg.Name, err))
 		}
 	}
-	g.event(ctx, "config_reloaded", &interlock.AuditRecord{Detail: f.Path + " sha256:" + digest})
+	g.event(ctx, "config_reloaded", &audit.Record{Detail: f.Path + " sha256:" + digest})
 	// A session of the console stands on its credential: one whose key
 	// this file removed or changed ends now, before anyone uses it.
 	if n := g.console.Recheck(ctx); n > 0 {
@@ -104,5 +105,5 @@ func (g *Gateway) Reload(ctx context.Context, f *policy.File, digest string) err
 // was refused for the problems found in it: the configuration in force
 // stays.
 func (g *Gateway) RejectConfig(ctx context.Context, file string, problems int) {
-	g.event(ctx, "config_rejected", &interlock.AuditRecord{Detail: fmt.Sprintf("%s: %d problem(s)", file, problems)})
+	g.event(ctx, "config_rejected", &audit.Record{Detail: fmt.Sprintf("%s: %d problem(s)", file, problems)})
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -20,7 +21,7 @@ const maxShadowRecords = 64
 type shadowed struct {
 	*policy.File
 	shadow *policy.File
-	differ func(ctx context.Context, rec *interlock.AuditRecord)
+	differ func(ctx context.Context, rec *audit.Record)
 }
 
 // Decide implements [interlock.Policy] with the live rules. The shadow
@@ -43,7 +44,7 @@ func (s *shadowed) compare(ctx context.Context, c *interlock.Call, live interloc
 	if d.Rule == live.Rule && d.Mode == live.Mode {
 		return
 	}
-	s.differ(ctx, &interlock.AuditRecord{Event: "shadow_differs", Tenant: c.Tenant, Principal: c.Principal,
+	s.differ(ctx, &audit.Record{Event: "shadow_differs", Tenant: c.Tenant, Principal: c.Principal,
 		Tool: c.Tool, Upstream: c.Upstream, Rule: live.Rule, Mode: string(live.Mode),
 		ShadowRule: d.Rule, ShadowMode: string(d.Mode)})
 }
@@ -56,7 +57,7 @@ type shadowRecorder struct {
 
 // shadowDiffers records a difference between the live and the shadow
 // policy, without making the call wait for the audit log.
-func (g *Gateway) shadowDiffers(ctx context.Context, rec *interlock.AuditRecord) {
+func (g *Gateway) shadowDiffers(ctx context.Context, rec *audit.Record) {
 	select {
 	case g.shadowing.slots <- struct{}{}:
 	default:

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/sqlite"
@@ -53,7 +54,7 @@ func TestShadowedDecidesWithTheLivePolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			s := &shadowed{File: parsePolicy(t, liveRules), shadow: parsePolicy(t, tt.shadow), differ: func(_ context.Context, r *interlock.AuditRecord) {
+			s := &shadowed{File: parsePolicy(t, liveRules), shadow: parsePolicy(t, tt.shadow), differ: func(_ context.Context, r *audit.Record) {
 				got = append(got, r.Rule+"/"+r.Mode+" -> "+r.ShadowRule+"/"+r.ShadowMode)
 				if r.Event != "shadow_differs" || r.Tool != "refund_invoice" || r.Tenant != "acme" || r.Principal != "alice" || r.Args != nil {
 					t.Errorf("record %+v", r)
@@ -134,7 +135,7 @@ func TestShadowDifferencesAreAuditedAndCounted(t *testing.T) {
 func BenchmarkShadowed(b *testing.B) {
 	live := parsePolicy(b, liveRules)
 	var differences atomic.Int64
-	count := func(context.Context, *interlock.AuditRecord) { differences.Add(1) }
+	count := func(context.Context, *audit.Record) { differences.Add(1) }
 	for _, bc := range []struct {
 		name   string
 		policy interlock.Policy

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // Metrics is an [interlock.Meter] that keeps Prometheus metrics in a
@@ -87,9 +88,9 @@ func (m *Metrics) ObserveCall(s interlock.CallStats) {
 		m.budgets.WithLabelValues(s.Budget).Inc()
 	}
 	switch s.Decision {
-	case interlock.DecisionAsked, interlock.DecisionDeclined, interlock.DecisionCancelled, interlock.DecisionExpired:
+	case audit.DecisionAsked, audit.DecisionDeclined, audit.DecisionCancelled, audit.DecisionExpired:
 		m.confirmations.WithLabelValues(s.Decision, "").Inc()
-	case interlock.DecisionConfirmed:
+	case audit.DecisionConfirmed:
 		m.confirmations.WithLabelValues(s.Decision, s.ConfirmedBy).Inc()
 	}
 	m.gate.WithLabelValues(s.Mode).Observe((s.Took - s.Ran).Seconds())

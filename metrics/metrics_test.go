@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // TestMetricsOfRealCalls sends calls of each kind through a gate and reads
@@ -36,7 +37,7 @@ func TestMetricsOfRealCalls(t *testing.T) {
 	g.Call(context.Background(), read, id, json.RawMessage(`{}`), ok)
 	g.Call(context.Background(), write, id, json.RawMessage(`{}`), ok)
 	g.Call(context.Background(), write, id, json.RawMessage(`{"__confirm":true}`), ok)
-	m.ObserveCall(interlock.CallStats{Tool: "refund", Mode: "token", Decision: interlock.DecisionDenied,
+	m.ObserveCall(interlock.CallStats{Tool: "refund", Mode: "token", Decision: audit.DecisionDenied,
 		Outcome: string(interlock.CodeRateLimited), Budget: "refunds-per-agent"})
 	m.Event("auth_refused")
 	m.UpstreamUp("billing", true)

@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 const schema = `
@@ -47,15 +47,15 @@ CREATE TABLE IF NOT EXISTS audit_checkpoints (
 
 // Audit is an audit log in a PostgreSQL database.
 type Audit struct {
-	*interlock.GroupCommit
+	*audit.GroupCommit
 	pool *pgxpool.Pool
 	// where names the server for messages, without its password.
 	where string
 }
 
 var (
-	_ interlock.AuditLog    = (*Audit)(nil)
-	_ interlock.AuditReader = (*Audit)(nil)
+	_ audit.Log    = (*Audit)(nil)
+	_ audit.Reader = (*Audit)(nil)
 )
 
 // OpenAudit connects to the database at url (postgres://…; a search_path
@@ -84,11 +84,11 @@ func OpenAudit(ctx context.Context, url string) (*Audit, error) {
 		return nil, fmt.Errorf("audit log %s: creating tables: %w", where, err)
 	}
 	a := &Audit{pool: pool, where: where}
-	a.GroupCommit = interlock.NewGroupCommit(a.commit)
+	a.GroupCommit = audit.NewGroupCommit(a.commit)
 	return a, nil
 }
 
-func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.AuditRecord) error {
+func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) error {
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		if !durable {
 			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
@@ -134,21 +134,21 @@ func (a *Audit) Head(ctx context.Context) (int64, string, error) {
 	return seq, hash, nil
 }
 
-// Records implements [interlock.AuditReader].
-func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*interlock.AuditRecord, error] {
-	return func(yield func(*interlock.AuditRecord, error) bool) {
+// Records implements [audit.Reader].
+func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*audit.Record, error] {
+	return func(yield func(*audit.Record, error) bool) {
 		rows, err := a.pool.Query(ctx, "SELECT record FROM audit WHERE seq >= $1 ORDER BY seq", from)
 		if err != nil {
 			yield(nil, fmt.Errorf("audit log %s: %w", a.where, err))
 			return
 		}
 		defer rows.Close()
-		interlock.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.where, err) }, yield)
+		audit.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.where, err) }, yield)
 	}
 }
 
-// AppendCheckpoint implements [interlock.CheckpointStore].
-func (a *Audit) AppendCheckpoint(ctx context.Context, cp interlock.Checkpoint) error {
+// AppendCheckpoint implements [audit.CheckpointStore].
+func (a *Audit) AppendCheckpoint(ctx context.Context, cp audit.Checkpoint) error {
 	_, err := a.pool.Exec(ctx, "INSERT INTO audit_checkpoints (seq, hash, time, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
 		cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
 	if err != nil {
@@ -157,14 +157,14 @@ func (a *Audit) AppendCheckpoint(ctx context.Context, cp interlock.Checkpoint) e
 	return nil
 }
 
-// Checkpoints implements [interlock.CheckpointStore].
-func (a *Audit) Checkpoints(ctx context.Context) ([]interlock.Checkpoint, error) {
-	rows, err := a.pool.Query(ctx, "SELECT "+interlock.CheckpointColumns+" FROM audit_checkpoints ORDER BY seq")
+// Checkpoints implements [audit.CheckpointStore].
+func (a *Audit) Checkpoints(ctx context.Context) ([]audit.Checkpoint, error) {
+	rows, err := a.pool.Query(ctx, "SELECT "+audit.CheckpointColumns+" FROM audit_checkpoints ORDER BY seq")
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", a.where, err)
 	}
 	defer rows.Close()
-	cps, err := interlock.ScanCheckpoints(rows)
+	cps, err := audit.ScanCheckpoints(rows)
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", a.where, err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/audittest"
+	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/audit/audittest"
 )
 
 // testURL is the real PostgreSQL server the tests use.
@@ -76,7 +76,7 @@ func TestAuditConformance(t *testing.T) {
 // for the server's flush (an allowed call's outcome) or flushed (a
 // confirmation), from one writer or eight.
 func BenchmarkAppend(b *testing.B) {
-	audittest.BenchmarkAppend(b, func(b *testing.B) interlock.AuditLog {
+	audittest.BenchmarkAppend(b, func(b *testing.B) audit.Log {
 		url, _ := schemaURL(b)
 		a, err := OpenAudit(context.Background(), url)
 		if err != nil {

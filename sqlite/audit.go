@@ -5,7 +5,7 @@
 // process on that directory shares.
 //
 // Records are stored as the JSON they were hashed from, one row each, keyed
-// by their sequence number. Appends are batched by [interlock.GroupCommit]
+// by their sequence number. Appends are batched by [audit.GroupCommit]
 // and each batch is one IMMEDIATE transaction that reads the chain's head
 // inside the lock, so several processes may share a file and the chain
 // stays whole. The database runs in WAL mode with synchronous=NORMAL: a
@@ -30,7 +30,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 const dsnParams = "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS audit_checkpoints (
 
 // Audit is an audit log in one SQLite file.
 type Audit struct {
-	*interlock.GroupCommit
+	*audit.GroupCommit
 	writer *sql.Conn
 	// The statements of a batch are prepared once on the writer's
 	// connection: parsing head and insert anew was a fifth of an append's
@@ -63,8 +63,8 @@ type Audit struct {
 }
 
 var (
-	_ interlock.AuditLog    = (*Audit)(nil)
-	_ interlock.AuditReader = (*Audit)(nil)
+	_ audit.Log    = (*Audit)(nil)
+	_ audit.Reader = (*Audit)(nil)
 )
 
 // OpenAudit opens (creating when needed) the audit log at path.
@@ -96,12 +96,12 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 		db.Close()
 		return nil, fmt.Errorf("audit log %s: %w", path, err)
 	}
-	a.GroupCommit = interlock.NewGroupCommit(a.commit)
+	a.GroupCommit = audit.NewGroupCommit(a.commit)
 	return a, nil
 }
 
 // commit writes one batch in one transaction, after the head it finds.
-func (a *Audit) commit(ctx context.Context, durable bool, recs []*interlock.AuditRecord) (err error) {
+func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) (err error) {
 	if durable {
 		if _, err := a.writer.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
 			return fmt.Errorf("audit log %s: %w", a.path, err)
@@ -164,21 +164,21 @@ func (a *Audit) Head(ctx context.Context) (int64, string, error) {
 	return scanHead(a.db.QueryRowContext(ctx, headQuery))
 }
 
-// Records implements [interlock.AuditReader].
-func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*interlock.AuditRecord, error] {
-	return func(yield func(*interlock.AuditRecord, error) bool) {
+// Records implements [audit.Reader].
+func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*audit.Record, error] {
+	return func(yield func(*audit.Record, error) bool) {
 		rows, err := a.db.QueryContext(ctx, "SELECT record FROM audit WHERE seq >= ? ORDER BY seq", from)
 		if err != nil {
 			yield(nil, fmt.Errorf("audit log %s: %w", a.path, err))
 			return
 		}
 		defer rows.Close()
-		interlock.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.path, err) }, yield)
+		audit.YieldRecords(rows, func(err error) error { return fmt.Errorf("audit log %s: %w", a.path, err) }, yield)
 	}
 }
 
-// AppendCheckpoint implements [interlock.CheckpointStore].
-func (a *Audit) AppendCheckpoint(ctx context.Context, cp interlock.Checkpoint) error {
+// AppendCheckpoint implements [audit.CheckpointStore].
+func (a *Audit) AppendCheckpoint(ctx context.Context, cp audit.Checkpoint) error {
 	_, err := a.db.ExecContext(ctx, "INSERT INTO audit_checkpoints (seq, hash, time, key_id, signature) VALUES (?, ?, ?, ?, ?)",
 		cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
 	if err != nil {
@@ -187,14 +187,14 @@ func (a *Audit) AppendCheckpoint(ctx context.Context, cp interlock.Checkpoint) e
 	return nil
 }
 
-// Checkpoints implements [interlock.CheckpointStore].
-func (a *Audit) Checkpoints(ctx context.Context) ([]interlock.Checkpoint, error) {
-	rows, err := a.db.QueryContext(ctx, "SELECT "+interlock.CheckpointColumns+" FROM audit_checkpoints ORDER BY seq")
+// Checkpoints implements [audit.CheckpointStore].
+func (a *Audit) Checkpoints(ctx context.Context) ([]audit.Checkpoint, error) {
+	rows, err := a.db.QueryContext(ctx, "SELECT "+audit.CheckpointColumns+" FROM audit_checkpoints ORDER BY seq")
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", a.path, err)
 	}
 	defer rows.Close()
-	cps, err := interlock.ScanCheckpoints(rows)
+	cps, err := audit.ScanCheckpoints(rows)
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", a.path, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/audittest"
+	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/audit/audittest"
 )
 
 func TestAuditConformance(t *testing.T) {
@@ -52,7 +52,7 @@ func TestAuditConformance(t *testing.T) {
 // BenchmarkAppend measures one record's append: committed (an allowed
 // call's outcome) or flushed (a confirmation), from one writer or eight.
 func BenchmarkAppend(b *testing.B) {
-	audittest.BenchmarkAppend(b, func(b *testing.B) interlock.AuditLog {
+	audittest.BenchmarkAppend(b, func(b *testing.B) audit.Log {
 		a, err := OpenAudit(context.Background(), filepath.Join(b.TempDir(), "audit.db"))
 		if err != nil {
 			b.Fatal(err)

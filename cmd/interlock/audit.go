@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/sqlite"
@@ -25,9 +25,9 @@ import (
 
 // auditStore is what a backing store of the audit log offers.
 type auditStore interface {
-	interlock.AuditLog
-	interlock.AuditReader
-	interlock.CheckpointStore
+	audit.Log
+	audit.Reader
+	audit.CheckpointStore
 	Head(ctx context.Context) (int64, string, error)
 	Close() error
 }
@@ -141,8 +141,8 @@ func readPublicKey(name string) (ed25519.PublicKey, error) {
 }
 
 // fileSink appends checkpoints to a file as JSON lines.
-func fileSink(name string) func(interlock.Checkpoint) error {
-	return func(cp interlock.Checkpoint) error {
+func fileSink(name string) func(audit.Checkpoint) error {
+	return func(cp audit.Checkpoint) error {
 		f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return err
@@ -155,7 +155,7 @@ func fileSink(name string) func(interlock.Checkpoint) error {
 
 // tableSink appends checkpoints to a PostgreSQL table another team may own
 // (columns seq, hash, time, key_id, signature; created when missing).
-func tableSink(ctx context.Context, url, table string) (func(interlock.Checkpoint) error, func(), error) {
+func tableSink(ctx context.Context, url, table string) (func(audit.Checkpoint) error, func(), error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint table: %w", err)
@@ -165,7 +165,7 @@ func tableSink(ctx context.Context, url, table string) (func(interlock.Checkpoin
 		pool.Close()
 		return nil, nil, fmt.Errorf("checkpoint table %s: %w", table, err)
 	}
-	return func(cp interlock.Checkpoint) error {
+	return func(cp audit.Checkpoint) error {
 		_, err := pool.Exec(context.Background(), "INSERT INTO "+table+" (seq, hash, time, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
 			cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
 		return err
@@ -173,18 +173,18 @@ func tableSink(ctx context.Context, url, table string) (func(interlock.Checkpoin
 }
 
 // readTableSink reads the checkpoints a table sink holds.
-func readTableSink(ctx context.Context, url, table string) ([]interlock.Checkpoint, error) {
+func readTableSink(ctx context.Context, url, table string) ([]audit.Checkpoint, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
-	rows, err := pool.Query(ctx, "SELECT "+interlock.CheckpointColumns+" FROM "+table+" ORDER BY seq")
+	rows, err := pool.Query(ctx, "SELECT "+audit.CheckpointColumns+" FROM "+table+" ORDER BY seq")
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint table %s: %w", table, err)
 	}
 	defer rows.Close()
-	cps, err := interlock.ScanCheckpoints(rows)
+	cps, err := audit.ScanCheckpoints(rows)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint table %s: %w", table, err)
 	}
@@ -192,8 +192,8 @@ func readTableSink(ctx context.Context, url, table string) ([]interlock.Checkpoi
 }
 
 // sinks joins the checkpoint sinks the config names into one.
-func sinks(ctx context.Context, cp *policy.Checkpoint) (func(interlock.Checkpoint) error, func(), error) {
-	var all []func(interlock.Checkpoint) error
+func sinks(ctx context.Context, cp *policy.Checkpoint) (func(audit.Checkpoint) error, func(), error) {
+	var all []func(audit.Checkpoint) error
 	closeAll := func() {}
 	if cp.File != "" {
 		all = append(all, fileSink(cp.File))
@@ -208,7 +208,7 @@ func sinks(ctx context.Context, cp *policy.Checkpoint) (func(interlock.Checkpoin
 	if len(all) == 0 {
 		return nil, closeAll, nil
 	}
-	return func(c interlock.Checkpoint) error {
+	return func(c audit.Checkpoint) error {
 		var errs []error
 		for _, s := range all {
 			errs = append(errs, s(c))
@@ -218,17 +218,17 @@ func sinks(ctx context.Context, cp *policy.Checkpoint) (func(interlock.Checkpoin
 }
 
 // readSink reads the checkpoints a file sink holds.
-func readSink(name string) ([]interlock.Checkpoint, error) {
+func readSink(name string) ([]audit.Checkpoint, error) {
 	b, err := os.ReadFile(name)
 	if err != nil {
 		return nil, err
 	}
-	var out []interlock.Checkpoint
+	var out []audit.Checkpoint
 	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if line == "" {
 			continue
 		}
-		var cp interlock.Checkpoint
+		var cp audit.Checkpoint
 		if err := json.Unmarshal([]byte(line), &cp); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, i+1, err)
 		}
@@ -243,8 +243,8 @@ const auditUsage = `Usage:
   interlock audit export [--data DIR | --config FILE] [--since TIME]
 `
 
-// audit runs the audit subcommands.
-func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runAudit runs the audit subcommands.
+func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, auditUsage)
 		return errUsage
@@ -295,7 +295,7 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func verifyAudit(ctx context.Context, store auditStore, where string, f *policy.File, checkpoints bool, publicKey string, stdout io.Writer) error {
 	hashes := map[int64]string{}
-	records := func(yield func(*interlock.AuditRecord, error) bool) {
+	records := func(yield func(*audit.Record, error) bool) {
 		for r, err := range store.Records(ctx, 1) {
 			if r != nil && checkpoints {
 				hashes[r.Seq] = r.Hash
@@ -305,7 +305,7 @@ func verifyAudit(ctx context.Context, store auditStore, where string, f *policy.
 			}
 		}
 	}
-	n, err := interlock.VerifyChain(records)
+	n, err := audit.Verify(records)
 	if err != nil {
 		return fmt.Errorf("%s: %w (the %d records before it verify)", where, err, n)
 	}
@@ -345,14 +345,14 @@ func verifyAudit(ctx context.Context, store auditStore, where string, f *policy.
 	if len(cps) == 0 {
 		return fmt.Errorf("%s: no checkpoints to check: %d records verify as a chain, but nothing signed proves it was not rewritten", where, n)
 	}
-	if err := interlock.CheckCheckpoints(cps, pub, hashes); err != nil {
+	if err := audit.CheckCheckpoints(cps, pub, hashes); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	fmt.Fprintf(stdout, "ok: %d records, %d checkpoints signed by key %s (%s)\n", n, len(cps), interlock.KeyID(pub), where)
+	fmt.Fprintf(stdout, "ok: %d records, %d checkpoints signed by key %s (%s)\n", n, len(cps), audit.KeyID(pub), where)
 	return nil
 }
 
-func printRecord(w io.Writer, r *interlock.AuditRecord, asJSON bool) {
+func printRecord(w io.Writer, r *audit.Record, asJSON bool) {
 	if asJSON {
 		b, _ := r.Encode()
 		fmt.Fprintf(w, "%s\n", b)

@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // runCLI runs the binary and returns its exit code and output.
@@ -96,7 +96,7 @@ func TestAuditThroughServe(t *testing.T) {
 	_, jsonl, _ := runCLI(t, "audit", "export", "--data", data, "--config", config)
 	var trail []string
 	for line := range strings.Lines(jsonl) {
-		var r interlock.AuditRecord
+		var r audit.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("export line %q: %v", line, err)
 		}
@@ -205,7 +205,7 @@ func TestAuditSurvivesKill9(t *testing.T) {
 			sc := bufio.NewScanner(strings.NewReader(jsonl))
 			sc.Buffer(nil, 1<<20)
 			for sc.Scan() {
-				var r interlock.AuditRecord
+				var r audit.Record
 				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 					t.Fatal(err)
 				}

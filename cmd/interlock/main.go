@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "key":
 		err = makeKey(args[1:], stdout, stderr)
 	case "audit":
-		err = audit(ctx, args[1:], stdout, stderr)
+		err = runAudit(ctx, args[1:], stdout, stderr)
 	case "approvals":
 		err = approvals(ctx, args[1:], stdout, stderr)
 	case "secret":

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -115,9 +116,9 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // recordedHints returns the hints a recorded call was decided on; for a
 // record that predates them, what the upstream advertises, if known, or
 // none (unannotated). known is false in that last case.
-func recordedHints(r *interlock.AuditRecord, offered map[string]policy.OfferedTool) (h interlock.Hints, known bool) {
+func recordedHints(r *audit.Record, offered map[string]policy.OfferedTool) (h interlock.Hints, known bool) {
 	if r.Hints != nil {
-		return *r.Hints, true
+		return interlock.Hints(*r.Hints), true
 	}
 	if t, ok := offered[r.Tool]; ok && t.Upstream == r.Upstream {
 		return t.Hints, true
@@ -134,7 +135,7 @@ func decisionOf(rule, mode string) string {
 }
 
 // who names a record's caller as tenant/principal.
-func who(r *interlock.AuditRecord) string {
+func who(r *audit.Record) string {
 	if r.Tenant == "" {
 		return r.Principal
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -121,11 +122,11 @@ func TestReplayRecordsWithoutHints(t *testing.T) {
 	}
 	at := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 	if err := log.Append(context.Background(), false,
-		&interlock.AuditRecord{Time: at, Event: "call", Tenant: "local", Principal: "alice", Tool: "get_customer", Upstream: "demo",
-			Mode: "allow", Args: map[string]any{"id": "acct_9931"}, Decision: interlock.DecisionAllowed, Outcome: interlock.OutcomeOK},
-		&interlock.AuditRecord{Time: at, Event: "call", Tenant: "local", Principal: "alice", Tool: "refund_invoice", Upstream: "demo",
+		&audit.Record{Time: at, Event: "call", Tenant: "local", Principal: "alice", Tool: "get_customer", Upstream: "demo",
+			Mode: "allow", Args: map[string]any{"id": "acct_9931"}, Decision: audit.DecisionAllowed, Outcome: audit.OutcomeOK},
+		&audit.Record{Time: at, Event: "call", Tenant: "local", Principal: "alice", Tool: "refund_invoice", Upstream: "demo",
 			Rule: "refunds", Mode: "token", Args: map[string]any{"invoice_id": "inv_1003", "amount": 20.0},
-			Decision: interlock.DecisionAsked, Outcome: string(interlock.CodeConfirmationRequired)}); err != nil {
+			Decision: audit.DecisionAsked, Outcome: string(interlock.CodeConfirmationRequired)}); err != nil {
 		t.Fatal(err)
 	}
 	log.Close()

@@ -29,6 +29,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/metrics"
@@ -205,7 +206,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer closeSinks()
-		c := &interlock.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key, Sink: sink}
+		c := &audit.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key, Sink: sink}
 		cctx, stopCheckpoints := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -214,7 +215,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}()
 		// The last checkpoint is signed after the gateway stopped serving.
 		defer func() { stopCheckpoints(); <-done }()
-		auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, interlock.KeyID(key.Public().(ed25519.PublicKey)))
+		auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, audit.KeyID(key.Public().(ed25519.PublicKey)))
 	}
 	// The listener comes first: approval links name its address.
 	var ln net.Listener

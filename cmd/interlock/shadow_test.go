@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // demoConfig writes the built-in configuration, with its demo database in
@@ -55,15 +56,15 @@ func callsThroughServe(t *testing.T, config, data string, calls []demoCall) []in
 }
 
 // exported reads the audit log of a data directory through `audit export`.
-func exported(t *testing.T, data, config string) []interlock.AuditRecord {
+func exported(t *testing.T, data, config string) []audit.Record {
 	t.Helper()
 	code, out, errText := runCLI(t, "audit", "export", "--data", data, "--config", config)
 	if code != 0 {
 		t.Fatalf("audit export: %d %s", code, errText)
 	}
-	var recs []interlock.AuditRecord
+	var recs []audit.Record
 	for line := range strings.Lines(out) {
-		var r interlock.AuditRecord
+		var r audit.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("export line %q: %v", line, err)
 		}

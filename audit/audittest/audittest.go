@@ -14,14 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 )
 
 // Store is what an audit backend offers.
 type Store interface {
-	interlock.AuditLog
-	interlock.AuditReader
-	interlock.CheckpointStore
+	audit.Log
+	audit.Reader
+	audit.CheckpointStore
 	Head(ctx context.Context) (int64, string, error)
 }
 
@@ -39,12 +39,12 @@ type Backend struct {
 	Empty string
 }
 
-func record(i int) *interlock.AuditRecord {
-	return &interlock.AuditRecord{
+func record(i int) *audit.Record {
+	return &audit.Record{
 		Time: time.Date(2026, 11, 23, 10, 0, i, 0, time.UTC), Event: "call",
 		Tenant: "acme", Principal: "alice", Tool: "refund_invoice", Mode: "token",
 		Args:     map[string]any{"invoice_id": fmt.Sprintf("inv_%d", i), "amount": 12.5},
-		Decision: interlock.DecisionConfirmed, ConfirmedBy: "token", Outcome: interlock.OutcomeOK, LatencyMS: 1.25,
+		Decision: audit.DecisionConfirmed, ConfirmedBy: "token", Outcome: audit.OutcomeOK, LatencyMS: 1.25,
 	}
 }
 
@@ -62,7 +62,7 @@ func Run(t *testing.T, b Backend) {
 		if err := s.Append(ctx, true, record(5), record(6), record(7)); err != nil {
 			t.Fatal(err)
 		}
-		n, err := interlock.VerifyChain(s.Records(ctx, 1))
+		n, err := audit.Verify(s.Records(ctx, 1))
 		if err != nil || n != 8 {
 			t.Fatalf("verify = %d, %v", n, err)
 		}
@@ -88,7 +88,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("text from outside reads back and verifies", func(t *testing.T) {
 		s := b.Open(t, "outside text")
 		long := strings.Repeat("\xff", 60_000)
-		var recs []*interlock.AuditRecord
+		var recs []*audit.Record
 		for i, text := range []string{"/v1/tools/\xff", "\xc0\xaf", "\xed\xa0\x80", "a\x00b\x1b[2J", "\u2028<&>\\\"", "\ufffd", long} {
 			r := record(i)
 			r.Event, r.Detail, r.Tool, r.Principal = "auth_refused", "GET "+text, text, text
@@ -109,7 +109,7 @@ func Run(t *testing.T, b Backend) {
 			}
 			i++
 		}
-		if n, err := interlock.VerifyChain(s.Records(ctx, 1)); err != nil || n != int64(len(recs)) || i != len(recs) {
+		if n, err := audit.Verify(s.Records(ctx, 1)); err != nil || n != int64(len(recs)) || i != len(recs) {
 			t.Errorf("verify = %d of %d, %v", n, i, err)
 		}
 	})
@@ -137,7 +137,7 @@ func Run(t *testing.T, b Backend) {
 		for err := range errs {
 			t.Fatal(err)
 		}
-		n, err := interlock.VerifyChain(s1.Records(ctx, 1))
+		n, err := audit.Verify(s1.Records(ctx, 1))
 		if err != nil || n != 200 {
 			t.Fatalf("verify = %d, %v", n, err)
 		}
@@ -157,8 +157,8 @@ func Run(t *testing.T, b Backend) {
 					t.Fatal(err)
 				}
 			}
-			var sunk []interlock.Checkpoint
-			cp := &interlock.Checkpointer{Head: s.Head, Store: s, Key: key, Sink: func(c interlock.Checkpoint) error { sunk = append(sunk, c); return nil }}
+			var sunk []audit.Checkpoint
+			cp := &audit.Checkpointer{Head: s.Head, Store: s, Key: key, Sink: func(c audit.Checkpoint) error { sunk = append(sunk, c); return nil }}
 			if err := cp.Checkpoint(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func Run(t *testing.T, b Backend) {
 				b.Exec(t, name, b.Empty)
 				for i := range 5 {
 					r := record(i)
-					r.Decision = interlock.DecisionDenied
+					r.Decision = audit.DecisionDenied
 					if err := s.Append(ctx, false, r); err != nil {
 						t.Fatal(err)
 					}
@@ -181,7 +181,7 @@ func Run(t *testing.T, b Backend) {
 			case "cut":
 				b.Exec(t, name, "DELETE FROM audit WHERE seq = 5")
 			}
-			if _, err := interlock.VerifyChain(s.Records(ctx, 1)); err != nil {
+			if _, err := audit.Verify(s.Records(ctx, 1)); err != nil {
 				t.Fatalf("%s: the chain alone should still verify: %v", attack, err)
 			}
 			hashes := map[int64]string{}
@@ -192,12 +192,12 @@ func Run(t *testing.T, b Backend) {
 				hashes[r.Seq] = r.Hash
 			}
 			cps, _ := s.Checkpoints(ctx)
-			var ce *interlock.ChainError
-			if err := interlock.CheckCheckpoints(cps, pub, hashes); !errors.As(err, &ce) || ce.Seq != 5 {
+			var ce *audit.ChainError
+			if err := audit.CheckCheckpoints(cps, pub, hashes); !errors.As(err, &ce) || ce.Seq != 5 {
 				t.Errorf("%s: checkpoints = %v, want a break at record 5", attack, err)
 			}
 			other, _, _ := ed25519.GenerateKey(rand.Reader)
-			if err := interlock.CheckCheckpoints(cps, other, hashes); err == nil || !strings.Contains(err.Error(), "does not verify") {
+			if err := audit.CheckCheckpoints(cps, other, hashes); err == nil || !strings.Contains(err.Error(), "does not verify") {
 				t.Errorf("%s: another key's view = %v", attack, err)
 			}
 		}
@@ -226,8 +226,8 @@ func Run(t *testing.T, b Backend) {
 				}
 			}
 			b.Exec(t, name, tt.sql)
-			n, err := interlock.VerifyChain(s.Records(ctx, 1))
-			var ce *interlock.ChainError
+			n, err := audit.Verify(s.Records(ctx, 1))
+			var ce *audit.ChainError
 			if !errors.As(err, &ce) || ce.Seq != tt.seq {
 				t.Fatalf("verify = %d records, %v; want a break at record %d", n, err, tt.seq)
 			}
@@ -241,7 +241,7 @@ func Run(t *testing.T, b Backend) {
 // BenchmarkAppend measures one record's append to the store open makes:
 // committed (an allowed call's outcome) or flushed (a confirmation), from
 // one writer or eight.
-func BenchmarkAppend(b *testing.B, open func(b *testing.B) interlock.AuditLog) {
+func BenchmarkAppend(b *testing.B, open func(b *testing.B) audit.Log) {
 	for _, durable := range []bool{false, true} {
 		for _, writers := range []int{1, 8} {
 			b.Run(fmt.Sprintf("durable=%v/writers=%d", durable, writers), func(b *testing.B) {
@@ -250,7 +250,7 @@ func BenchmarkAppend(b *testing.B, open func(b *testing.B) interlock.AuditLog) {
 				b.SetParallelism(max(writers/runtime.GOMAXPROCS(0), 1))
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						r := &interlock.AuditRecord{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",
+						r := &audit.Record{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",
 							Args: map[string]any{"id": "acct_9931"}}
 						if err := a.Append(context.Background(), durable, r); err != nil {
 							b.Fatal(err)

@@ -1,4 +1,4 @@
-package interlock
+package audit
 
 import (
 	"context"
@@ -85,7 +85,7 @@ func (c Checkpoint) VerifySignature(pub ed25519.PublicKey) bool {
 // CheckCheckpoints checks a chain's records against checkpoints signed
 // with pub: each checkpoint's signature must verify, and the record it
 // names must exist with the hash it signed. hashes maps sequence numbers to
-// the hashes of a chain that [VerifyChain] accepted.
+// the hashes of a chain that [Verify] accepted.
 func CheckCheckpoints(cps []Checkpoint, pub ed25519.PublicKey, hashes map[int64]string) error {
 	for _, cp := range cps {
 		if !cp.VerifySignature(pub) {

@@ -1,0 +1,140 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// GroupCommit batches appends for an audit store: one goroutine commits
+// every record waiting at the time in one transaction, so concurrent
+// callers share the cost of a commit (and of a flush, when any of them
+// needs one).
+type GroupCommit struct {
+	requests chan *commitRequest
+	commit   func(ctx context.Context, durable bool, recs []*Record) error
+	done     chan struct{}
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+type commitRequest struct {
+	recs    []*Record
+	durable bool
+	result  chan error
+}
+
+// maxBatch bounds the records of one transaction.
+const maxBatch = 256
+
+// NewGroupCommit starts the committing goroutine. commit writes a batch in
+// one transaction and returns only once it is committed (and flushed when
+// durable is set).
+func NewGroupCommit(commit func(ctx context.Context, durable bool, recs []*Record) error) *GroupCommit {
+	g := &GroupCommit{requests: make(chan *commitRequest, maxBatch), commit: commit, done: make(chan struct{})}
+	go g.loop()
+	return g
+}
+
+// ErrClosed is returned by appends after the log was closed.
+var ErrClosed = errors.New("audit: log is closed")
+
+// Append implements [Log].
+func (g *GroupCommit) Append(ctx context.Context, durable bool, recs ...*Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	req := &commitRequest{recs: recs, durable: durable, result: make(chan error, 1)}
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case g.requests <- req:
+		g.mu.RUnlock()
+	case <-ctx.Done():
+		g.mu.RUnlock()
+		return ctx.Err()
+	}
+	// Once queued, the records are written whatever the caller's context
+	// says: a call must not run on a confirmation whose record may or may
+	// not exist.
+	return <-req.result
+}
+
+func (g *GroupCommit) loop() {
+	for {
+		first, ok := <-g.requests
+		if !ok {
+			close(g.done)
+			return
+		}
+		// A batch gathers what is already waiting; it never waits for more.
+		batch := []*commitRequest{first}
+		n := len(first.recs)
+	drain:
+		for n < maxBatch {
+			select {
+			case r, ok := <-g.requests:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+				n += len(r.recs)
+			default:
+				break drain
+			}
+		}
+		durable := false
+		recs := make([]*Record, 0, n)
+		for _, r := range batch {
+			durable = durable || r.durable
+			recs = append(recs, r.recs...)
+		}
+		err := g.commit(context.Background(), durable, recs)
+		for _, r := range batch {
+			r.result <- err
+		}
+	}
+}
+
+// Close stops accepting records and returns once those already queued are
+// written.
+func (g *GroupCommit) Close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.requests)
+	}
+	g.mu.Unlock()
+	<-g.done
+}
+
+// Rows is what the rows of database/sql and of pgx have in common.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// YieldRecords decodes rows of one column, a stored record's text, and
+// yields them until yield asks to stop or a row fails; wrap names the
+// store in errors.
+func YieldRecords(rows Rows, wrap func(error) error, yield func(*Record, error) bool) {
+	for rows.Next() {
+		var text string
+		if err := rows.Scan(&text); err != nil {
+			yield(nil, wrap(err))
+			return
+		}
+		r, err := Decode([]byte(text))
+		if !yield(r, err) || err != nil {
+			return
+		}
+	}
+	if err := rows.Err(); err != nil {
+		yield(nil, wrap(err))
+	}
+}
