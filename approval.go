@@ -147,21 +147,28 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 			Hint:    "Ask the user whether to proceed; calling again asks the approvers anew."}
 	}
 	wait := time.Until(a.ExpiresAt)
+	url := g.approvalURL(ctx, a.ID)
+	hint := fmt.Sprintf("Tell the user the call waits for approval (show them approval_url), then call %s again with the same "+
+		"arguments after retry_after_ms; it runs once approved. Do not change the arguments: that asks for a new approval.", c.Tool)
+	if url == "" {
+		hint = fmt.Sprintf("Tell the user the call waits for approval %s by %s, and that no console is running where they can decide it: "+
+			"they start `interlock serve` on the same data directory (it prints a sign-in link), or decide with `interlock approvals`. "+
+			"Then call %s again with the same arguments; it runs once approved.", a.ID, describeApprovers(a), c.Tool)
+	}
 	msg := fmt.Sprintf("%s waits for approval by %s; it has not run.", c.Tool, describeApprovers(a))
 	if lapsed != nil {
 		msg = fmt.Sprintf("The approval %s was approved, but %s had to run by %s and did not; it waits for a new approval by %s and has not run.",
 			lapsed.ID, c.Tool, lapsed.RunBy.UTC().Format(time.RFC3339), describeApprovers(a))
 	}
 	return &Error{
-		Code:    CodeApprovalPending,
-		Message: msg,
-		Hint: fmt.Sprintf("Tell the user the call waits for approval (show them approval_url), then call %s again with the same "+
-			"arguments after retry_after_ms; it runs once approved. Do not change the arguments: that asks for a new approval.", c.Tool),
+		Code:         CodeApprovalPending,
+		Message:      msg,
+		Hint:         hint,
 		Preview:      a.Args,
 		Summary:      a.Summary,
 		RetryAfterMS: min(wait, 10*time.Second).Milliseconds(),
 		ApprovalID:   a.ID,
-		ApprovalURL:  g.approvalURL(a.ID),
+		ApprovalURL:  url,
 		ExpiresAt:    a.ExpiresAt,
 	}
 }
@@ -188,7 +195,7 @@ const urlWait = time.Minute
 // not wait: it answers APPROVAL_PENDING at once, and whatever the client
 // answers changes nothing (only approvers decide).
 func (g *Gate) showApprovalURL(ctx context.Context, a *approval.Approval, ex Exchange) {
-	url := g.approvalURL(a.ID)
+	url := g.approvalURL(ctx, a.ID)
 	if ex = ex.resolved(); ex.ShowURL == nil || url == "" {
 		return
 	}
@@ -222,11 +229,15 @@ func describeApprovers(a *approval.Approval) string {
 	return who
 }
 
-func (g *Gate) approvalURL(id string) string {
-	if g.approvalBase == "" {
+func (g *Gate) approvalURL(ctx context.Context, id string) string {
+	base := g.approvalBase
+	if base == "" && g.findApproval != nil {
+		base = g.findApproval(ctx)
+	}
+	if base == "" {
 		return ""
 	}
-	return strings.TrimSuffix(g.approvalBase, "/") + "/" + id
+	return strings.TrimSuffix(base, "/") + "/" + id
 }
 
 // Approvals returns the gate's approval store; nil when it has none.

@@ -71,8 +71,13 @@ type GateOptions struct {
 	Approvals approval.Store
 	// ApprovalURL is where approvers open an approval: the approval's id
 	// is appended, as in https://gw.example/console/approvals/ID. Empty
-	// leaves approval_url out.
+	// leaves approval_url out, unless FindApprovalURL names one.
 	ApprovalURL string
+	// FindApprovalURL is asked, when ApprovalURL is empty, for where
+	// approvers open approvals now, such as the console of another
+	// gateway on the same data directory: a gateway on stdio serves none
+	// of its own. "" when there is none.
+	FindApprovalURL func(context.Context) string
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
 	OnApproval func(context.Context, *approval.Approval)
@@ -111,6 +116,7 @@ type Gate struct {
 
 	approvals    approval.Store
 	approvalBase string
+	findApproval func(context.Context) string
 	onApproval   func(context.Context, *approval.Approval)
 
 	grants           approval.GrantStore
@@ -169,6 +175,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 
 		approvals:    opts.Approvals,
 		approvalBase: opts.ApprovalURL,
+		findApproval: opts.FindApprovalURL,
 		onApproval:   opts.OnApproval,
 
 		grants:     opts.Grants,

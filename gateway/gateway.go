@@ -75,6 +75,12 @@ type Options struct {
 	// console's redirect URI; without it and without auth.oauth.audience,
 	// every access token is refused.
 	PublicURL string
+	// FindConsole, for a gateway without a PublicURL (one on stdio),
+	// returns the base URL of a console where approvers decide now, such
+	// as the one another gateway on the same data directory announced;
+	// "" when there is none. A pending approval's approval_url points
+	// there.
+	FindConsole func(context.Context) string
 	// Probes check the stores for /readyz.
 	Probes []Probe
 }
@@ -149,6 +155,12 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 		Grants:           opts.Grants,
 		Budgets:          opts.Budgets,
 		ApprovalURL:      approvalURL(opts.PublicURL),
+		FindApprovalURL: func(ctx context.Context) string {
+			if opts.FindConsole == nil {
+				return ""
+			}
+			return approvalURL(opts.FindConsole(ctx))
+		},
 		// Pages that show approvals learn of a new one at once.
 		OnApproval: func(ctx context.Context, a *approval.Approval) {
 			g.console.Notify()

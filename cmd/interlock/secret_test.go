@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -174,6 +175,72 @@ func TestSealingKeyStaysWithTheGateway(t *testing.T) {
 			}
 			if strings.Contains(stderr.String(), secret) {
 				t.Error("the gateway printed its key")
+			}
+		})
+	}
+}
+
+// TestDataSecret: without INTERLOCK_SECRET, the first gateway on a data
+// directory makes a sealing key there and every later one reads it; many
+// starting at once agree on one key; a key file others may read, or one
+// that is empty, stops the gateway with what to do.
+func TestDataSecret(t *testing.T) {
+	t.Run("made once, then reused", func(t *testing.T) {
+		dir := t.TempDir()
+		first, made, err := dataSecret(dir)
+		if err != nil || !made || len(first) < 32 {
+			t.Fatalf("first: %q %t %v", first, made, err)
+		}
+		info, err := os.Stat(filepath.Join(dir, dataSecretName))
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("the key file: %v %v", info, err)
+		}
+		again, made, err := dataSecret(dir)
+		if err != nil || made || again != first {
+			t.Errorf("second: %q %t %v, want %q", again, made, err, first)
+		}
+	})
+	t.Run("many at once agree", func(t *testing.T) {
+		dir := t.TempDir()
+		keys := make([]string, 16)
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() {
+				k, _, err := dataSecret(dir)
+				if err != nil {
+					t.Error(err)
+				}
+				keys[i] = k
+			})
+		}
+		wg.Wait()
+		for _, k := range keys {
+			if k != keys[0] || k == "" {
+				t.Fatalf("keys differ: %q", keys)
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, ".secret-*")); len(left) != 0 {
+			t.Errorf("temporary files left: %v", left)
+		}
+	})
+	for _, tt := range []struct {
+		name    string
+		content string
+		mode    os.FileMode
+		says    string
+	}{
+		{"readable by others", "k" + strings.Repeat("x", 40), 0o644, "chmod 600"},
+		{"empty", "", 0o600, "holds no key"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			name := filepath.Join(dir, dataSecretName)
+			if err := os.WriteFile(name, []byte(tt.content), tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(name, tt.mode)
+			if _, _, err := dataSecret(dir); err == nil || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), "data directory's sealing key") {
+				t.Errorf("err = %v, want it to say %q", err, tt.says)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 //go:embed builtin.yaml
@@ -126,6 +128,17 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
+	sealing := "INTERLOCK_SECRET"
+	if secret == "" {
+		var made bool
+		if secret, made, err = dataSecret(dataDir); err != nil {
+			return err
+		}
+		sealing = filepath.Join(dataDir, dataSecretName)
+		if made {
+			sealing += " (made now; set INTERLOCK_SECRET to share it with gateways on other machines)"
+		}
+	}
 	f, err := loadConfig(*config, dataDir)
 	if err != nil {
 		return err
@@ -162,7 +175,22 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if tracing {
 		opts.Tracer = interlock.GlobalTracer()
 	}
-	store := "memory (this process only)"
+	store := ""
+	// shared is the data directory's state when no store is configured.
+	var shared *sqlite.Approvals
+	if f.Store.Redis == "" && f.Store.Postgres == "" {
+		// No store configured: approvals and grants live beside the audit
+		// log in the data directory, shared by every process on it.
+		state := filepath.Join(dataDir, "state.db")
+		approvals, err := sqlite.OpenApprovals(ctx, state)
+		if err != nil {
+			return err
+		}
+		defer approvals.Close()
+		shared = approvals
+		opts.Approvals, opts.Grants = approvals, approvals
+		store = "tokens in memory (this process only); approvals and grants in sqlite " + state
+	}
 	if f.Store.Redis != "" {
 		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)
 		if err != nil {
@@ -184,6 +212,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		defer approvals.Close()
 		opts.Approvals, opts.Grants = approvals, approvals
+		if store == "" {
+			store = "tokens in memory (this process only)"
+		}
 		store += "; approvals and grants in postgres " + redactURL(f.Store.Postgres)
 	}
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
@@ -228,6 +259,14 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		opts.PublicURL = *publicURL
 		if opts.PublicURL == "" {
 			opts.PublicURL = publicURLOf(ln.Addr())
+		}
+	} else {
+		// A gateway on stdio serves no console: approvers decide at
+		// --public-url, or at the console a gateway on the same data
+		// directory announces.
+		opts.PublicURL = *publicURL
+		if shared != nil {
+			opts.FindConsole = func(ctx context.Context) string { return shared.ConsoleURL(ctx, consoleSeen) }
 		}
 	}
 	// Approvers are told of new approvals with a link to them, by the
@@ -289,7 +328,18 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			consoleAt = link + " (signs in the operator, once)"
 		}
 	}
-	printBanner(stderr, where, consoleAt, dataDir, store, auditWhere, f, gw)
+	if shared != nil && !*stdio {
+		stopAnnouncing := announce(ctx, shared, sqlite.Gateway{ID: randomText()[:12], Version: version,
+			ConsoleURL: strings.TrimSuffix(opts.PublicURL, "/")}, log)
+		defer stopAnnouncing()
+	}
+	printBanner(stderr, where, consoleAt, dataDir, store, sealing, auditWhere, f, gw)
+	if *stdio && opts.PublicURL == "" && hasApprovalRule(f) {
+		if opts.FindConsole == nil || opts.FindConsole(ctx) == "" {
+			fmt.Fprintln(stderr, "  approvals no console is running on this data directory: calls that need approval wait until someone "+
+				"starts `interlock serve` with the same --data (its console decides them), or decides them with `interlock approvals`")
+		}
+	}
 
 	if *stdio {
 		err := gw.ServeStdio(ctx, stdin, stdout)
@@ -436,14 +486,15 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func printBanner(w io.Writer, where, consoleAt, dataDir, store, audit string, f *policy.File, gw *gateway.Gateway) {
+func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit string, f *policy.File, gw *gateway.Gateway) {
 	fmt.Fprintf(w, "interlock %s\n", version)
 	fmt.Fprintf(w, "  serving   %s\n", where)
 	if consoleAt != "" {
 		fmt.Fprintf(w, "  console   %s\n", consoleAt)
 	}
 	fmt.Fprintf(w, "  data      %s\n", dataDir)
-	fmt.Fprintf(w, "  tokens    %s\n", store)
+	fmt.Fprintf(w, "  state     %s\n", store)
+	fmt.Fprintf(w, "  sealing   %s\n", sealing)
 	fmt.Fprintf(w, "  audit     %s\n", audit)
 	fmt.Fprintf(w, "  config    %s (%d rules)\n", f.Path, len(f.Rules))
 	counts := gw.ToolCounts()
@@ -464,4 +515,48 @@ func printBanner(w io.Writer, where, consoleAt, dataDir, store, audit string, f 
 	} else {
 		fmt.Fprintln(w, "  dry run   OFF: confirmed calls run")
 	}
+}
+
+// consoleSeen is how recently a gateway must have announced its console
+// for a gateway on stdio to send approvers there.
+const consoleSeen = 2 * time.Minute
+
+// announce records g in the data directory's state now and every half
+// minute until the returned function is called, which removes it: gateways
+// on stdio find the console there.
+func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, log *slog.Logger) func() {
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(consoleSeen / 4)
+		defer tick.Stop()
+		for {
+			if err := state.Announce(actx, g); err != nil && actx.Err() == nil {
+				log.Warn("cannot announce this gateway's console in the data directory", "error", err)
+			}
+			select {
+			case <-actx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		if err := state.Depart(context.WithoutCancel(ctx), g.ID); err != nil {
+			log.Warn("cannot remove this gateway's announcement", "error", err)
+		}
+	}
+}
+
+// hasApprovalRule reports whether any rule, shared or a tenant's, asks for
+// approval.
+func hasApprovalRule(f *policy.File) bool {
+	rules := slices.Clone(f.Rules)
+	for _, t := range f.Tenants {
+		rules = append(rules, t.Rules...)
+	}
+	return slices.ContainsFunc(rules, func(r *policy.Rule) bool { return r.Mode == interlock.ModeApproval })
 }

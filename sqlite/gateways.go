@@ -1,0 +1,117 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Gateway is one interlock process that shares the data directory's
+// state: what it runs and where, if anywhere, its console is.
+type Gateway struct {
+	ID      string
+	Version string
+	// ConsoleURL is the base URL of its console (such as
+	// http://127.0.0.1:8740), empty for a gateway that serves none (a
+	// `serve --stdio`).
+	ConsoleURL string
+	Since      time.Time
+	Seen       time.Time
+}
+
+const gatewaysSchema = `CREATE TABLE IF NOT EXISTS gateways (
+	id          TEXT PRIMARY KEY,
+	version     TEXT NOT NULL,
+	console_url TEXT NOT NULL,
+	since       INTEGER NOT NULL,
+	seen        INTEGER NOT NULL
+)`
+
+// Announce records that g runs now, or that it still does: a gateway
+// announces itself at start and then now and then, so the others on the
+// data directory know whom to send approvers to. Announcements not
+// renewed for a day are dropped.
+func (s *Approvals) Announce(ctx context.Context, g Gateway) error {
+	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
+		if _, err := c.ExecContext(ctx, gatewaysSchema); err != nil {
+			return err
+		}
+		since := g.Since
+		if since.IsZero() {
+			since = now
+		}
+		if _, err := c.ExecContext(ctx, `INSERT INTO gateways (id, version, console_url, since, seen) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET version = excluded.version, console_url = excluded.console_url, seen = excluded.seen`,
+			g.ID, g.Version, g.ConsoleURL, since.UnixNano(), now.UnixNano()); err != nil {
+			return err
+		}
+		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE seen < ?", now.Add(-24*time.Hour).UnixNano())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite state %s: announcing gateway %s: %w", s.path, g.ID, err)
+	}
+	return nil
+}
+
+// Depart removes g's announcement, as a gateway stopping does.
+func (s *Approvals) Depart(ctx context.Context, id string) error {
+	err := s.change(ctx, func(c *sql.Conn, _ time.Time) error {
+		if _, err := c.ExecContext(ctx, gatewaysSchema); err != nil {
+			return err
+		}
+		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE id = ?", id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite state %s: gateway %s departing: %w", s.path, id, err)
+	}
+	return nil
+}
+
+// Gateways returns the gateways seen within the last within, the most
+// recently seen first.
+func (s *Approvals) Gateways(ctx context.Context, within time.Duration) ([]Gateway, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, version, console_url, since, seen FROM gateways WHERE seen >= ? ORDER BY seen DESC`,
+		time.Now().Add(-within).UnixNano())
+	if err != nil {
+		// No gateway announced itself yet: the table is made by the
+		// first announcement.
+		if isNoTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []Gateway
+	for rows.Next() {
+		var g Gateway
+		var since, seen int64
+		if err := rows.Scan(&g.ID, &g.Version, &g.ConsoleURL, &since, &seen); err != nil {
+			return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
+		}
+		g.Since, g.Seen = time.Unix(0, since), time.Unix(0, seen)
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// ConsoleURL returns the console base URL of the gateway seen most
+// recently that serves one, "" when none was seen within.
+func (s *Approvals) ConsoleURL(ctx context.Context, within time.Duration) string {
+	gws, err := s.Gateways(ctx, within)
+	if err != nil {
+		return ""
+	}
+	for _, g := range gws {
+		if g.ConsoleURL != "" {
+			return g.ConsoleURL
+		}
+	}
+	return ""
+}
+
+// isNoTable reports SQLite's error for a table not made yet.
+func isNoTable(err error) bool { return strings.Contains(err.Error(), "no such table") }
