@@ -1,0 +1,75 @@
+package interlock_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLayout holds the packages to the layers ARCHITECTURE.md draws: each
+// imports only interlock packages of lower layers (or, in layer 0, the
+// domains it builds on), so dependencies point inward and no cycle can
+// come back.
+func TestLayout(t *testing.T) {
+	const module = "github.com/interlock-mcp/interlock"
+	layers := map[string]int{
+		"approval": 0, "seal": 0, "internal/strictjson": 0, "resilience": 0, "oauth": 0, "audit": 0,
+		"":       1,
+		"policy": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "notify": 2, "metrics": 2,
+		"gateway":       3,
+		"cmd/interlock": 4,
+	}
+	// Within layer 0, the domains a package may build on.
+	sideways := map[string][]string{"audit": {"approval", "seal"}}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	rel := func(p string) (string, bool) {
+		if p == module {
+			return "", true
+		}
+		r, ok := strings.CutPrefix(p, module+"/")
+		return r, ok
+	}
+	// A package's layer is that of the nearest listed ancestor, so
+	// helpers such as approval/approvaltest sit with what they test.
+	layerOf := func(p string) (int, string, bool) {
+		for q := p; ; {
+			if l, ok := layers[q]; ok {
+				return l, q, true
+			}
+			i := strings.LastIndex(q, "/")
+			if i < 0 {
+				return 0, "", false
+			}
+			q = q[:i]
+		}
+	}
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		fields := strings.Fields(line)
+		from, _ := rel(fields[0])
+		lf, home, ok := layerOf(from)
+		if !ok {
+			// Tools and tests of their own (bench, e2e helpers).
+			continue
+		}
+		for _, imp := range fields[1:] {
+			to, ours := rel(imp)
+			if !ours {
+				continue
+			}
+			lt, room, ok := layerOf(to)
+			switch {
+			case !ok:
+				t.Errorf("%s imports %s, which ARCHITECTURE.md does not place", from, to)
+			case room == home:
+			case lt < lf:
+			case lt == 0 && lf == 0 && slices.Contains(sideways[home], room):
+			default:
+				t.Errorf("%s (layer %d) imports %s (layer %d): dependencies point inward", from, lf, to, lt)
+			}
+		}
+	}
+}
