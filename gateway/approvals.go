@@ -24,115 +24,124 @@ func (g *Gateway) view(a *approval.Approval) approvalView {
 	return approvalView{Approval: a, State: a.State(time.Now())}
 }
 
-// routeApprovals adds the approvers' REST face to mux:
+// routeApprovals adds the approvers' REST face to mux, one named handler
+// per route:
 //
 //	GET  /v1/approvals               pending approvals the caller may decide
-//	GET  /v1/approvals/{id}
+//	GET  /v1/approvals/{id}          one the caller may see
 //	POST /v1/approvals/{id}/approve  {"reason": "…"}
 //	POST /v1/approvals/{id}/deny     {"reason": "…"}
+//	POST /v1/approvals/{id}/grant    {"when": "…", "ttl": "2h", "uses": 10, "reason": "…"}
+//	GET  /v1/grants                  the grants the caller may see
+//	POST /v1/grants/{id}/revoke
 //
-// The approver is the API key's principal, with its groups; without keys
-// there is nobody to tell from the caller, so the face refuses.
+// The approver is the API key's (or token's) identity; without keys there
+// is nobody to tell from the caller, so the face refuses. Who may see or
+// decide what is package approval's to say, and a refusal's code and
+// words interlock.Refusal's.
 func (g *Gateway) routeApprovals(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
-		who, ok := g.approver(w, r)
-		if !ok {
-			return
+	for _, route := range []struct {
+		pattern string
+		handle  func(http.ResponseWriter, *http.Request, interlock.Identity)
+	}{
+		{"GET /v1/approvals", g.handleListApprovals},
+		{"GET /v1/approvals/{id}", g.handleGetApproval},
+		{"POST /v1/approvals/{id}/approve", g.handleDecide(approval.Approve)},
+		{"POST /v1/approvals/{id}/deny", g.handleDecide(approval.Deny)},
+		{"POST /v1/approvals/{id}/grant", g.handleGrantScope},
+		{"GET /v1/grants", g.handleListGrants},
+		{"POST /v1/grants/{id}/revoke", g.handleRevokeGrant},
+	} {
+		mux.HandleFunc(route.pattern, func(w http.ResponseWriter, r *http.Request) {
+			if who, ok := g.approver(w, r); ok {
+				route.handle(w, r, who)
+			}
+		})
+	}
+}
+
+func (g *Gateway) handleListApprovals(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
+	pending, err := g.gate.Approvals().List(r.Context())
+	if err != nil {
+		writeError(w, fmt.Errorf("listing approvals: %w", err))
+		return
+	}
+	out := []approvalView{}
+	for _, a := range pending {
+		if approval.MayDecide(who, a) == nil {
+			out = append(out, g.view(a))
 		}
-		pending, err := g.gate.Approvals().List(r.Context())
-		if err != nil {
-			writeError(w, fmt.Errorf("listing approvals: %w", err))
-			return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+}
+
+func (g *Gateway) handleGetApproval(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
+	a, err := g.gate.Approvals().Get(r.Context(), r.PathValue("id"))
+	if err == nil && !approval.MaySee(who, a.Subject()) {
+		// Neither the caller nor one the rule names: as if it did not
+		// exist.
+		err = approval.ErrUnknown
+	}
+	if err != nil {
+		writeError(w, approvalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, g.view(a))
+}
+
+// handleDecide records the caller's verdict, with the reason the body may
+// give.
+func (g *Gateway) handleDecide(verdict approval.Verdict) func(http.ResponseWriter, *http.Request, interlock.Identity) {
+	return func(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
+		var body struct {
+			Reason string `json:"reason"`
 		}
-		out := []approvalView{}
-		for _, a := range pending {
-			if approval.MayDecide(who, a) == nil {
-				out = append(out, g.view(a))
+		if r.ContentLength != 0 {
+			data, err := readBody(w, r, 64<<10)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&body); err != nil {
+				writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Err: err,
+					Message: `The request body is not a JSON object of the form {"reason": "…"}.`,
+					Hint:    `Send {"reason": "why"}, or no body at all.`})
+				return
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
-	})
-	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
-		who, ok := g.approver(w, r)
-		if !ok {
-			return
-		}
-		a, err := g.gate.Approvals().Get(r.Context(), r.PathValue("id"))
-		if err == nil && !approval.MaySee(who, a.Subject()) {
-			// Neither an approver nor the caller: as if it did not exist.
-			err = approval.ErrUnknown
-		}
+		a, err := g.gate.Decide(r.Context(), r.PathValue("id"), who, verdict, body.Reason)
 		if err != nil {
 			writeError(w, approvalError(err))
 			return
 		}
 		writeJSON(w, http.StatusOK, g.view(a))
-	})
-	decide := func(verdict approval.Verdict) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			who, ok := g.approver(w, r)
-			if !ok {
-				return
-			}
-			var body struct {
-				Reason string `json:"reason"`
-			}
-			if r.ContentLength != 0 {
-				data, err := readBody(w, r, 64<<10)
-				if err != nil {
-					writeError(w, err)
-					return
-				}
-				dec := json.NewDecoder(bytes.NewReader(data))
-				dec.DisallowUnknownFields()
-				if err := dec.Decode(&body); err != nil {
-					writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Err: err,
-						Message: `The request body is not a JSON object of the form {"reason": "…"}.`,
-						Hint:    `Send {"reason": "why"}, or no body at all.`})
-					return
-				}
-			}
-			a, err := g.gate.Decide(r.Context(), r.PathValue("id"), who, verdict, body.Reason)
-			if err != nil {
-				writeError(w, approvalError(err))
-				return
-			}
-			writeJSON(w, http.StatusOK, g.view(a))
+	}
+}
+
+func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
+	live, err := g.gate.Grants().LiveGrants(r.Context())
+	if err != nil {
+		writeError(w, fmt.Errorf("listing grants: %w", err))
+		return
+	}
+	out := []*approval.StandingGrant{}
+	for _, sg := range live {
+		if approval.MaySee(who, sg.Subject()) {
+			out = append(out, sg)
 		}
 	}
-	mux.HandleFunc("POST /v1/approvals/{id}/approve", decide(approval.Approve))
-	mux.HandleFunc("POST /v1/approvals/{id}/deny", decide(approval.Deny))
-	mux.HandleFunc("POST /v1/approvals/{id}/grant", g.grantScope)
-	mux.HandleFunc("GET /v1/grants", func(w http.ResponseWriter, r *http.Request) {
-		who, ok := g.approver(w, r)
-		if !ok {
-			return
-		}
-		live, err := g.gate.Grants().LiveGrants(r.Context())
-		if err != nil {
-			writeError(w, fmt.Errorf("listing grants: %w", err))
-			return
-		}
-		out := []*approval.StandingGrant{}
-		for _, sg := range live {
-			if approval.MaySee(who, sg.Subject()) {
-				out = append(out, sg)
-			}
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"grants": out})
-	})
-	mux.HandleFunc("POST /v1/grants/{id}/revoke", func(w http.ResponseWriter, r *http.Request) {
-		who, ok := g.approver(w, r)
-		if !ok {
-			return
-		}
-		sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
-		if err != nil {
-			writeError(w, approvalError(err))
-			return
-		}
-		writeJSON(w, http.StatusOK, sg)
-	})
+	writeJSON(w, http.StatusOK, map[string]any{"grants": out})
+}
+
+func (g *Gateway) handleRevokeGrant(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
+	sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
+	if err != nil {
+		writeError(w, approvalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, sg)
 }
 
 // grantRequest is the body of POST /v1/approvals/{id}/grant.
@@ -145,12 +154,9 @@ type grantRequest struct {
 	Reason string `json:"reason"`
 }
 
-// grantScope approves an approval and grants its caller a standing scope.
-func (g *Gateway) grantScope(w http.ResponseWriter, r *http.Request) {
-	who, ok := g.approver(w, r)
-	if !ok {
-		return
-	}
+// handleGrantScope approves an approval and grants its caller a standing
+// scope.
+func (g *Gateway) handleGrantScope(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	data, err := readBody(w, r, 64<<10)
 	if err != nil {
 		writeError(w, err)
