@@ -121,7 +121,6 @@ func New(opts Options) *Console {
 	}
 	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, signInWith: opts.SignIn, history: opts.History,
 		log: log, pages: parsePages(), sessions: newSessions(idle), passkeys: newPasskeys(), flowKey: newFlowKey()}
-	opts.Gate.UsePasskeys(c.passkeys)
 	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c
 }
@@ -143,6 +142,11 @@ func parsePages() map[string]*template.Template {
 	}
 	return pages
 }
+
+// Passkeys is the console's verifier of passkey-signed decisions: the
+// approvers' credentials are registered on its pages, so the gate asks it
+// ([interlock.Gate.UsePasskeys]) whoever wires the two together.
+func (c *Console) Passkeys() interlock.PasskeyVerifier { return c.passkeys }
 
 // Notify tells the console that the approvals changed (a new one, a
 // decision), so listening pages learn it now rather than at the next poll.

@@ -35,7 +35,11 @@ func (g *Gateway) newConsole(log audit.Log, public string) *console.Console {
 	if h, ok := log.(console.History); ok {
 		opts.History = h
 	}
-	return console.New(opts)
+	c := console.New(opts)
+	// Decisions signed with a passkey are verified against the
+	// credentials approvers registered in this console.
+	g.gate.UsePasskeys(c.Passkeys())
+	return c
 }
 
 // Console returns the approvers' console.
