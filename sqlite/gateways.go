@@ -17,17 +17,56 @@ type Gateway struct {
 	// http://127.0.0.1:8740), empty for a gateway that serves none (a
 	// `serve --stdio`).
 	ConsoleURL string
-	Since      time.Time
-	Seen       time.Time
+	// ConfigDigest names the configuration it runs (its file's SHA-256,
+	// and its shadow policy's), as its reloads log it; empty from a
+	// version that did not record it.
+	ConfigDigest string
+	// Authenticates is set when its callers and approvers authenticate
+	// (API keys or an OAuth issuer): its console then signs nobody in by
+	// a one-time link.
+	Authenticates bool
+	Since         time.Time
+	Seen          time.Time
 }
 
 const gatewaysSchema = `CREATE TABLE IF NOT EXISTS gateways (
-	id          TEXT PRIMARY KEY,
-	version     TEXT NOT NULL,
-	console_url TEXT NOT NULL,
-	since       INTEGER NOT NULL,
-	seen        INTEGER NOT NULL
+	id            TEXT PRIMARY KEY,
+	version       TEXT NOT NULL,
+	console_url   TEXT NOT NULL,
+	since         INTEGER NOT NULL,
+	seen          INTEGER NOT NULL,
+	config_digest TEXT NOT NULL DEFAULT '',
+	authenticates INTEGER NOT NULL DEFAULT 0
 )`
+
+// gatewaysAdded are the columns added to the table since its first
+// version, with their definitions: a table an earlier interlock made
+// gets them when a gateway announces itself.
+var gatewaysAdded = [][2]string{
+	{"config_digest", "TEXT NOT NULL DEFAULT ''"},
+	{"authenticates", "INTEGER NOT NULL DEFAULT 0"},
+}
+
+// gatewaysTable makes the table of announcements, or adds to one an
+// earlier version made the columns it lacks.
+func gatewaysTable(ctx context.Context, c *sql.Conn) error {
+	if _, err := c.ExecContext(ctx, gatewaysSchema); err != nil {
+		return err
+	}
+	for _, col := range gatewaysAdded {
+		var n int
+		if err := c.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info('gateways') WHERE name = ?", col[0]).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := c.ExecContext(ctx, "ALTER TABLE gateways ADD COLUMN "+col[0]+" "+col[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Announce records that g runs now, or that it still does: a gateway
 // announces itself at start and then now and then, so the others on the
@@ -35,16 +74,18 @@ const gatewaysSchema = `CREATE TABLE IF NOT EXISTS gateways (
 // renewed for a day are dropped.
 func (s *Approvals) Announce(ctx context.Context, g Gateway) error {
 	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
-		if _, err := c.ExecContext(ctx, gatewaysSchema); err != nil {
+		if err := gatewaysTable(ctx, c); err != nil {
 			return err
 		}
 		since := g.Since
 		if since.IsZero() {
 			since = now
 		}
-		if _, err := c.ExecContext(ctx, `INSERT INTO gateways (id, version, console_url, since, seen) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET version = excluded.version, console_url = excluded.console_url, seen = excluded.seen`,
-			g.ID, g.Version, g.ConsoleURL, since.UnixNano(), now.UnixNano()); err != nil {
+		if _, err := c.ExecContext(ctx, `INSERT INTO gateways (id, version, console_url, since, seen, config_digest, authenticates)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET version = excluded.version, console_url = excluded.console_url, seen = excluded.seen,
+				config_digest = excluded.config_digest, authenticates = excluded.authenticates`,
+			g.ID, g.Version, g.ConsoleURL, since.UnixNano(), now.UnixNano(), g.ConfigDigest, g.Authenticates); err != nil {
 			return err
 		}
 		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE seen < ?", now.Add(-24*time.Hour).UnixNano())
@@ -59,7 +100,7 @@ func (s *Approvals) Announce(ctx context.Context, g Gateway) error {
 // Depart removes g's announcement, as a gateway stopping does.
 func (s *Approvals) Depart(ctx context.Context, id string) error {
 	err := s.change(ctx, func(c *sql.Conn, _ time.Time) error {
-		if _, err := c.ExecContext(ctx, gatewaysSchema); err != nil {
+		if err := gatewaysTable(ctx, c); err != nil {
 			return err
 		}
 		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE id = ?", id)
@@ -74,23 +115,39 @@ func (s *Approvals) Depart(ctx context.Context, id string) error {
 // Gateways returns the gateways seen within the last within, the most
 // recently seen first.
 func (s *Approvals) Gateways(ctx context.Context, within time.Duration) ([]Gateway, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, version, console_url, since, seen FROM gateways WHERE seen >= ? ORDER BY seen DESC`,
-		time.Now().Add(-within).UnixNano())
+	gws, err := s.gateways(ctx, within)
+	if err != nil && strings.Contains(err.Error(), "no such column") {
+		// Only gateways of an earlier version announced themselves: their
+		// table gets the columns this one reads.
+		if err := s.change(ctx, func(c *sql.Conn, _ time.Time) error { return gatewaysTable(ctx, c) }); err != nil {
+			return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
+		}
+		gws, err = s.gateways(ctx, within)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
+	}
+	return gws, nil
+}
+
+func (s *Approvals) gateways(ctx context.Context, within time.Duration) ([]Gateway, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, version, console_url, since, seen, config_digest, authenticates
+		FROM gateways WHERE seen >= ? ORDER BY seen DESC, id`, time.Now().Add(-within).UnixNano())
 	if err != nil {
 		// No gateway announced itself yet: the table is made by the
 		// first announcement.
 		if isNoTable(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []Gateway
 	for rows.Next() {
 		var g Gateway
 		var since, seen int64
-		if err := rows.Scan(&g.ID, &g.Version, &g.ConsoleURL, &since, &seen); err != nil {
-			return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
+		if err := rows.Scan(&g.ID, &g.Version, &g.ConsoleURL, &since, &seen, &g.ConfigDigest, &g.Authenticates); err != nil {
+			return nil, err
 		}
 		g.Since, g.Seen = time.Unix(0, since), time.Unix(0, seen)
 		out = append(out, g)
