@@ -49,7 +49,27 @@ CREATE INDEX IF NOT EXISTS grants_expires ON grants (expires_at);`
 // grant's use counted, exactly once whichever process asks. The time a
 // rule is applied at is read once the lock is held, so changes happen in
 // the order of their times.
-type Approvals struct {
+type Approvals struct{ *handle }
+
+var (
+	_ approval.Store      = (*Approvals)(nil)
+	_ approval.GrantStore = (*Approvals)(nil)
+)
+
+// OpenApprovals opens (creating when needed) the approvals and grants at
+// path.
+func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
+	h, err := openHandle(ctx, path, approvalsSchema)
+	if err != nil {
+		return nil, fmt.Errorf("approval store %s: %w", path, err)
+	}
+	return &Approvals{h}, nil
+}
+
+// handle is one process's way into a SQLite file that several interlock
+// processes share, for stores whose every change is one IMMEDIATE
+// transaction.
+type handle struct {
 	db *sql.DB
 	// writer holds the one connection this handle changes the database
 	// on, passed from change to change: goroutines of one process queue
@@ -60,21 +80,16 @@ type Approvals struct {
 	path   string
 }
 
-var (
-	_ approval.Store      = (*Approvals)(nil)
-	_ approval.GrantStore = (*Approvals)(nil)
-)
-
-// OpenApprovals opens (creating when needed) the approvals and grants at
-// path.
-func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
+// openHandle opens (creating when needed) the database at path and the
+// tables of schema.
+func openHandle(ctx context.Context, path, schema string) (*handle, error) {
 	db, err := sql.Open("sqlite", path+dsnParams)
 	if err != nil {
-		return nil, fmt.Errorf("approval store %s: %w", path, err)
+		return nil, err
 	}
-	if err := createTables(ctx, db); err != nil {
+	if err := createTables(ctx, db, schema); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("approval store %s: creating tables: %w", path, err)
+		return nil, fmt.Errorf("creating tables: %w", err)
 	}
 	writer, err := db.Conn(ctx)
 	if err == nil {
@@ -86,23 +101,23 @@ func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
 	}
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("approval store %s: %w", path, err)
+		return nil, err
 	}
-	s := &Approvals{db: db, writer: make(chan *sql.Conn, 1), path: path}
-	s.writer <- writer
-	return s, nil
+	h := &handle{db: db, writer: make(chan *sql.Conn, 1), path: path}
+	h.writer <- writer
+	return h, nil
 }
 
-// createTables creates the tables on a new connection of db, after the
-// connection's pragmas. When several processes open a new file at once,
-// all but one of those turning it to WAL mode may be refused with
-// SQLITE_BUSY at once, without waiting in the busy handler (SQLite's
+// createTables creates the tables of schema on a new connection of db,
+// after the connection's pragmas. When several processes open a new file
+// at once, all but one of those turning it to WAL mode may be refused
+// with SQLITE_BUSY at once, without waiting in the busy handler (SQLite's
 // deadlock avoidance), so a refusal is tried again for as long as
 // busy_timeout would wait.
-func createTables(ctx context.Context, db *sql.DB) error {
+func createTables(ctx context.Context, db *sql.DB, schema string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		_, err := db.ExecContext(ctx, approvalsSchema)
+		_, err := db.ExecContext(ctx, schema)
 		var e *moderncsqlite.Error
 		if err == nil || !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
 			return err
@@ -120,14 +135,14 @@ func (s *Approvals) fail(err error) error { return fmt.Errorf("approval store %s
 // change runs fn in one IMMEDIATE transaction on the writer connection,
 // giving it the time read once the write lock is held, and commits what
 // it wrote unless it fails.
-func (s *Approvals) change(ctx context.Context, fn func(c *sql.Conn, now time.Time) error) error {
+func (h *handle) change(ctx context.Context, fn func(c *sql.Conn, now time.Time) error) error {
 	var c *sql.Conn
 	select {
-	case c = <-s.writer:
+	case c = <-h.writer:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { s.writer <- c }()
+	defer func() { h.writer <- c }()
 	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -145,6 +160,14 @@ func (s *Approvals) change(ctx context.Context, fn func(c *sql.Conn, now time.Ti
 	}
 	committed = true
 	return nil
+}
+
+// close waits for a change under way and closes the database; changes
+// after it fail.
+func (h *handle) close() error {
+	c := <-h.writer
+	defer func() { h.writer <- c }()
+	return errors.Join(c.Close(), h.db.Close())
 }
 
 func scanApproval(row *sql.Row) (*approval.Approval, error) {
@@ -415,8 +438,4 @@ func (s *Approvals) Grant(ctx context.Context, id string) (*approval.StandingGra
 
 // Close waits for a change under way and closes the database; changes
 // after it fail.
-func (s *Approvals) Close() error {
-	c := <-s.writer
-	defer func() { s.writer <- c }()
-	return errors.Join(c.Close(), s.db.Close())
-}
+func (s *Approvals) Close() error { return s.close() }
