@@ -57,7 +57,8 @@ var (
 )
 
 // OpenApprovals opens (creating when needed) the approvals and grants at
-// path.
+// path. A gateway, which keeps its confirm tokens in the same file, opens
+// them all with [OpenState].
 func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
 	h, err := openHandle(ctx, path, approvalsSchema)
 	if err != nil {
@@ -66,9 +67,40 @@ func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
 	return &Approvals{h}, nil
 }
 
+// State is the state file of a data directory as one process holds it:
+// approvals and grants, and confirm tokens on one handle, whose changes
+// take turns on its one connection for changes. On handles of their own
+// they would wait for each other's lock in SQLite's busy handler, which
+// cut the changes one process made at once to a third.
+type State struct {
+	h         *handle
+	approvals *Approvals
+	tokens    *Tokens
+}
+
+// OpenState opens (creating when needed) the state file at path.
+func OpenState(ctx context.Context, path string) (*State, error) {
+	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite state %s: %w", path, err)
+	}
+	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}}, nil
+}
+
+// Approvals returns the approvals and grants of s.
+func (s *State) Approvals() *Approvals { return s.approvals }
+
+// Tokens returns the confirm tokens of s.
+func (s *State) Tokens() *Tokens { return s.tokens }
+
+// Close waits for a change under way and closes the file; changes to
+// either of its stores after it fail. It is the one to close: closing the
+// Approvals of s would close the tokens too.
+func (s *State) Close() error { return s.h.close() }
+
 // handle is one process's way into a SQLite file that several interlock
 // processes share, for stores whose every change is one IMMEDIATE
-// transaction.
+// transaction; the stores of a [State] share one.
 type handle struct {
 	db *sql.DB
 	// writer holds the one connection this handle changes the database
