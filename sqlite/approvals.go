@@ -57,8 +57,8 @@ var (
 )
 
 // OpenApprovals opens (creating when needed) the approvals and grants at
-// path. A gateway, which keeps its confirm tokens in the same file, opens
-// them all with [OpenState].
+// path. A gateway, which keeps its confirm tokens and budgets in the same
+// file, opens them all with [OpenState].
 func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
 	h, err := openHandle(ctx, path, approvalsSchema)
 	if err != nil {
@@ -68,23 +68,24 @@ func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
 }
 
 // State is the state file of a data directory as one process holds it:
-// approvals and grants, and confirm tokens on one handle, whose changes
-// take turns on its one connection for changes. On handles of their own
-// they would wait for each other's lock in SQLite's busy handler, which
-// cut the changes one process made at once to a third.
+// approvals and grants, confirm tokens and budgets on one handle, whose
+// changes take turns on its one connection for changes. On handles of
+// their own they would wait for each other's lock in SQLite's busy
+// handler, which cut the takes one process made at once to a third.
 type State struct {
 	h         *handle
 	approvals *Approvals
 	tokens    *Tokens
+	budgets   *Budgets
 }
 
 // OpenState opens (creating when needed) the state file at path.
 func OpenState(ctx context.Context, path string) (*State, error) {
-	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema)
+	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite state %s: %w", path, err)
 	}
-	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}}, nil
+	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}, budgets: &Budgets{handle: h}}, nil
 }
 
 // Approvals returns the approvals and grants of s.
@@ -93,9 +94,12 @@ func (s *State) Approvals() *Approvals { return s.approvals }
 // Tokens returns the confirm tokens of s.
 func (s *State) Tokens() *Tokens { return s.tokens }
 
-// Close waits for a change under way and closes the file; changes to
-// either of its stores after it fail. It is the one to close: closing the
-// Approvals of s would close the tokens too.
+// Budgets returns the budgets' counts of s.
+func (s *State) Budgets() *Budgets { return s.budgets }
+
+// Close waits for a change under way and closes the file; changes to any
+// of its stores after it fail. It is the one to close: closing the
+// Approvals of s would close the others too.
 func (s *State) Close() error { return s.h.close() }
 
 // handle is one process's way into a SQLite file that several interlock
@@ -125,8 +129,9 @@ func openHandle(ctx context.Context, path, schema string) (*handle, error) {
 	}
 	writer, err := db.Conn(ctx)
 	if err == nil {
-		// A consumption or a use must outlive a power cut as well: the
-		// call it let run cannot be taken back, and must not run again.
+		// A consumption, a use or a count must outlive a power cut as
+		// well: the call it let run cannot be taken back, and must not
+		// run again.
 		if _, err = writer.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
 			writer.Close()
 		}

@@ -16,9 +16,9 @@ CREATE TABLE IF NOT EXISTS tokens (
 	expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;`
 
-// sweepEvery is how many issues a process makes between sweeps of what
-// expired, counting from its first: a gateway that lives for a few calls
-// sweeps too.
+// sweepEvery is how many issues, or takes, a process makes between
+// sweeps of what expired, counting from its first: a gateway that lives
+// for a few calls sweeps too.
 const sweepEvery = 1024
 
 // Tokens is an [interlock.TokenStore] in a SQLite file, so that every

@@ -40,8 +40,8 @@ func openState(t testing.TB, path string) *State {
 
 // TestStateSharesOneFile opens the state file of a data directory whose
 // approvals a process opened alone: the approvals are shared, the tokens
-// work beside them, and once the state is closed neither of its stores
-// changes anything.
+// and budgets work beside them, and once the state is closed none of its
+// stores changes anything.
 func TestStateSharesOneFile(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -65,11 +65,17 @@ func TestStateSharesOneFile(t *testing.T) {
 	if ok, err := st.Tokens().Consume(ctx, "b", "n"); !ok || err != nil {
 		t.Errorf("Consume = %v, %v", ok, err)
 	}
+	if ok, _, err := st.Budgets().Take(ctx, "k", 1, time.Hour); !ok || err != nil {
+		t.Errorf("Take = %v, %v", ok, err)
+	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Tokens().Issue(ctx, "b", "n2", time.Minute); err == nil {
 		t.Error("a closed state issued a token")
+	}
+	if ok, _, err := st.Budgets().Take(ctx, "k2", 1, time.Hour); ok || err == nil {
+		t.Errorf("a closed state took %v, %v", ok, err)
 	}
 	if _, err := st.Approvals().Request(ctx, &approval.Approval{ID: "apr_2", Key: "k2", CreatedAt: now, ExpiresAt: now.Add(time.Minute)}); err == nil {
 		t.Error("a closed state stored an approval")
@@ -324,12 +330,14 @@ const (
 	processPathEnv  = "INTERLOCK_SQLITETEST_PATH"
 )
 
-// TestStateHelperProcess is a gateway process of
-// TestTokensAcrossProcesses. It opens its store, says it is ready and
+// TestStateHelperProcess is a gateway process of TestTokensAcrossProcesses
+// or TestBudgetsAcrossProcesses. It opens its store, says it is ready and
 // answers each line of its input with one line: "consume BINDING NONCE"
-// with how many of four goroutines consumed the token at once. A line
-// starts with the Unix time in nanoseconds to start at, the same for
-// every process. Run as a test it does nothing.
+// with how many of four goroutines consumed the token at once, "take KEY
+// LIMIT TRIES" with how many of TRIES takes, from eight goroutines each
+// taking 5 ms after its last, succeeded. A line starts with the Unix time
+// in nanoseconds to start at, the same for every process. Run as a test
+// it does nothing.
 func TestStateHelperProcess(t *testing.T) {
 	store, path := os.Getenv(processStoreEnv), os.Getenv(processPathEnv)
 	if store == "" {
@@ -337,9 +345,12 @@ func TestStateHelperProcess(t *testing.T) {
 	}
 	ctx := context.Background()
 	var tokens *Tokens
+	var budgets *Budgets
 	switch store {
 	case "tokens":
 		tokens = openState(t, path).Tokens()
+	case "budgets":
+		budgets = openState(t, path).Budgets()
 	default:
 		t.Fatalf("no store %q", store)
 	}
@@ -379,6 +390,21 @@ func TestStateHelperProcess(t *testing.T) {
 		switch f = f[1:]; {
 		case len(f) == 3 && f[0] == "consume" && tokens != nil:
 			fmt.Println("won", together(4, 4, func() (bool, error) { return tokens.Consume(ctx, f[1], f[2]) }))
+		case len(f) == 4 && f[0] == "take" && budgets != nil:
+			limit, err1 := strconv.Atoi(f[2])
+			tries, err2 := strconv.Atoi(f[3])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("bad line %q", in.Text())
+			}
+			fmt.Println("took", together(8, tries, func() (bool, error) {
+				ok, _, err := budgets.Take(ctx, f[1], limit, time.Hour)
+				// Takes a few milliseconds apart, as calls reach a
+				// gateway, leave the file unlocked now and then: takes
+				// back to back hold it, and the other process, polling
+				// in SQLite's busy handler, seldom finds it free.
+				time.Sleep(5 * time.Millisecond)
+				return ok, err
+			}))
 		default:
 			t.Fatalf("bad line %q", in.Text())
 		}

@@ -1,0 +1,287 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// TestBudgetsSlideTheirWindow takes on one handle and peeks on another,
+// as two gateways on one data directory would, and finds the waits of
+// [interlock.MemoryBudgets] to the nanosecond.
+func TestBudgetsSlideTheirWindow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		m, other := openState(t, path).Budgets(), openState(t, path).Budgets()
+		take := func(want bool, wantWait time.Duration) {
+			t.Helper()
+			ok, wait, err := m.Take(ctx, "k", 3, time.Hour)
+			if err != nil || ok != want || wait != wantWait {
+				t.Fatalf("Take = %v, %v, %v; want %v, %v", ok, wait, err, want, wantWait)
+			}
+		}
+		take(true, 0)
+		time.Sleep(10 * time.Minute)
+		take(true, 0)
+		time.Sleep(10 * time.Minute)
+		take(true, 0)
+		// The first run leaves the window an hour after it ran.
+		take(false, 40*time.Minute)
+		if wait, err := other.Peek(ctx, "k", 3, time.Hour); wait != 40*time.Minute || err != nil {
+			t.Errorf("Peek = %v, %v; want 40m", wait, err)
+		}
+		if wait, err := other.Peek(ctx, "other", 3, time.Hour); wait != 0 || err != nil {
+			t.Errorf("Peek of another key = %v, %v; want 0", wait, err)
+		}
+		time.Sleep(40*time.Minute - time.Nanosecond)
+		take(false, time.Nanosecond)
+		time.Sleep(time.Nanosecond)
+		take(true, 0)
+		// The second run, at 10m, is the next to leave.
+		take(false, 10*time.Minute)
+	})
+}
+
+// TestBudgetsWindow has the assertions of the Redis store's window test:
+// a peek counts nothing, a refusal says how long until there is room, and
+// keys count apart.
+func TestBudgetsWindow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := openState(t, path).Budgets()
+		const window = 300 * time.Millisecond
+		for i := range 2 {
+			if wait, err := b.Peek(ctx, "k", 2, window); err != nil || wait != 0 {
+				t.Fatalf("Peek %d = %v, %v: a peek must not count", i, wait, err)
+			}
+			if ok, _, err := b.Take(ctx, "k", 2, window); !ok || err != nil {
+				t.Fatalf("Take %d = %v, %v", i, ok, err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		ok, wait, err := b.Take(ctx, "k", 2, window)
+		if ok || err != nil || wait != window-2*time.Millisecond {
+			t.Fatalf("Take over the limit = %v, %v, %v; want a refusal with a wait of %v", ok, wait, err, window-2*time.Millisecond)
+		}
+		if peek, _ := b.Peek(ctx, "k", 2, window); peek != wait {
+			t.Errorf("Peek on a spent budget = %v, want %v", peek, wait)
+		}
+		if ok, _, _ := b.Take(ctx, "other", 2, window); !ok {
+			t.Error("another key shares the count")
+		}
+		time.Sleep(wait)
+		if ok, _, err := b.Take(ctx, "k", 2, window); !ok || err != nil {
+			t.Errorf("Take after the wait = %v, %v; the oldest call left the window", ok, err)
+		}
+		if ok, _, err := b.Take(ctx, "k", 0, window); ok || err == nil {
+			t.Errorf("Take under a limit of 0 = %v, %v; want an error", ok, err)
+		}
+	})
+}
+
+// TestBudgetsDropIdle checks that a handle's first take drops the keys
+// whose calls all left the window they were last counted under, and a
+// take the calls of its own key that left the window.
+func TestBudgetsDropIdle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := openState(t, path).Budgets()
+		takes := []struct {
+			key    string
+			window time.Duration
+		}{
+			{"idle", time.Minute}, {"idle", time.Minute},
+			{"long", time.Hour},
+			// A window made longer keeps the calls counted under the
+			// shorter one.
+			{"grown", time.Minute}, {"grown", time.Hour},
+			{"busy", time.Minute}, {"busy", time.Minute},
+		}
+		for _, tk := range takes {
+			if ok, _, err := s.Take(ctx, tk.key, 10, tk.window); !ok || err != nil {
+				t.Fatal(tk.key, ok, err)
+			}
+			time.Sleep(time.Second)
+		}
+		time.Sleep(2 * time.Minute)
+		if ok, _, err := s.Take(ctx, "busy", 10, time.Minute); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if ok, _, err := openState(t, path).Budgets().Take(ctx, "new", 10, time.Minute); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		rows, err := s.db.QueryContext(ctx, "SELECT key, count(*) FROM budget_runs GROUP BY key ORDER BY key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var kept []string
+		for rows.Next() {
+			var key string
+			var n int
+			if err := rows.Scan(&key, &n); err != nil {
+				t.Fatal(err)
+			}
+			kept = append(kept, fmt.Sprintf("%s %d", key, n))
+		}
+		if got, want := fmt.Sprint(kept), "[busy 1 grown 2 long 1 new 1]"; got != want {
+			t.Errorf("kept %s, want %s", got, want)
+		}
+	})
+}
+
+// budgetPolicy confirms every call by flag and counts it against one
+// budget.
+type budgetPolicy struct{ budget interlock.Budget }
+
+func (p budgetPolicy) Decide(context.Context, *interlock.Call) (interlock.Decision, error) {
+	return interlock.Decision{Mode: interlock.ModeFlag, Rule: "refunds", Budgets: []interlock.Budget{p.budget}}, nil
+}
+func (budgetPolicy) ToolModes(string, string, interlock.Hints) []interlock.Mode {
+	return []interlock.Mode{interlock.ModeFlag}
+}
+func (budgetPolicy) IsSecret(name string) bool                          { return interlock.IsSecretName(name, nil) }
+func (budgetPolicy) HumanArgs(string, string, interlock.Hints) []string { return nil }
+
+// TestBudgetExactAcrossHandles sends 200 confirmed calls at once to two
+// gates, each with its own handle on one file, against a budget of 37:
+// exactly 37 run, and every other call is RATE_LIMITED with the time
+// until the budget frees.
+func TestBudgetExactAcrossHandles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	budget := interlock.Budget{Name: "refunds-per-agent", Limit: 37, Window: time.Hour}
+	newReplica := func() *interlock.Gate {
+		g, err := interlock.NewGate(budgetPolicy{budget}, &interlock.GateOptions{
+			Getenv: func(k string) string { return map[string]string{"MCP_DRY_RUN": "false"}[k] },
+			Logger: slog.New(slog.DiscardHandler), Budgets: openState(t, path).Budgets(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	replicas := []*interlock.Gate{newReplica(), newReplica()}
+	tool, _ := interlock.NewTool("refund_invoice", "", interlock.HintsOf(nil), nil)
+	id := interlock.Identity{Principal: "agent-7", Tenant: "acme"}
+	var runs, limited, other atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 200 {
+		wg.Go(func() {
+			<-start
+			res := replicas[i%2].Call(context.Background(), tool, id, json.RawMessage(`{"invoice_id":"inv_1","__confirm":true}`),
+				func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+					runs.Add(1)
+					return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+				})
+			switch body := interlock.BodyOfResult(res); {
+			case !res.IsError:
+			case body.Code == interlock.CodeRateLimited && body.RetryAfterMS > 0 && body.RetryAfterMS <= time.Hour.Milliseconds():
+				limited.Add(1)
+			default:
+				other.Add(1)
+				t.Errorf("unexpected answer: %+v", body)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if runs.Load() != 37 || limited.Load() != 163 || other.Load() != 0 {
+		t.Errorf("ran %d, RATE_LIMITED %d, other %d; want 37, 163, 0", runs.Load(), limited.Load(), other.Load())
+	}
+}
+
+// TestBudgetsAcrossProcesses has two gateway processes take 75 times
+// each, from eight goroutines, under one limit of 50, five times over:
+// between them exactly 50 takes succeed each time.
+func TestBudgetsAcrossProcesses(t *testing.T) {
+	ctx := context.Background()
+	const limit, tries = 50, 75
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openState(t, path).Budgets()
+	procs := startProcesses(t, "budgets", path)
+	for round := range 5 {
+		key := fmt.Sprintf("k%d", round)
+		sendAll(t, procs, fmt.Sprintf("take %s %d %d", key, limit, tries))
+		took := make([]int, len(procs))
+		total := 0
+		for i, p := range procs {
+			took[i] = p.number(t, "took")
+			total += took[i]
+		}
+		if total != limit {
+			t.Errorf("round %d: two processes took %v under a limit of %d", round, took, limit)
+		}
+		if ok, wait, err := s.Take(ctx, key, limit, time.Hour); ok || wait <= 0 || err != nil {
+			t.Errorf("round %d: a take after both processes = %v, %v, %v; want a refusal", round, ok, wait, err)
+		}
+		t.Logf("round %d: takes by process %v", round, took)
+	}
+}
+
+// BenchmarkBudgets measures a peek, a take with room and one refused, and
+// takes with room from several goroutines on two handles on one file.
+func BenchmarkBudgets(b *testing.B) {
+	ctx := context.Background()
+	b.Run("Peek", func(b *testing.B) {
+		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
+		for range 10 {
+			s.Take(ctx, "k", 10, time.Hour)
+		}
+		for b.Loop() {
+			if wait, err := s.Peek(ctx, "k", 10, time.Hour); wait == 0 || err != nil {
+				b.Fatal(wait, err)
+			}
+		}
+	})
+	b.Run("Take", func(b *testing.B) {
+		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
+		i := 0
+		for b.Loop() {
+			if ok, _, err := s.Take(ctx, fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			i++
+		}
+	})
+	b.Run("Take refused", func(b *testing.B) {
+		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
+		for range 10 {
+			s.Take(ctx, "k", 10, time.Hour)
+		}
+		for b.Loop() {
+			if ok, _, err := s.Take(ctx, "k", 10, time.Hour); ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("Take two handles", func(b *testing.B) {
+		path := filepath.Join(b.TempDir(), "state.db")
+		handles := []*Budgets{openState(b, path).Budgets(), openState(b, path).Budgets()}
+		var n atomic.Int64
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := n.Add(1)
+				if ok, _, err := handles[i%2].Take(ctx, fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour); !ok || err != nil {
+					b.Error(ok, err)
+					return
+				}
+			}
+		})
+	})
+}
