@@ -48,7 +48,9 @@ type rowQuerier interface {
 
 // room returns how long until key has room for one more call under limit
 // per window at now: zero when it has room now, else until the limit-th
-// newest call leaves the window.
+// newest call leaves the window. A call counted after now, as a take on
+// another handle may be while a peek reads, or under a clock that stepped
+// back, ran now at the latest: the wait is never longer than the window.
 func room(ctx context.Context, q rowQuerier, key string, limit int, window time.Duration, now time.Time) (time.Duration, error) {
 	if limit < 1 {
 		return 0, fmt.Errorf("budget %s: a limit of %d calls leaves no room", key, limit)
@@ -62,7 +64,7 @@ func room(ctx context.Context, q rowQuerier, key string, limit int, window time.
 	if err != nil {
 		return 0, fmt.Errorf("budget %s: %w", key, err)
 	}
-	return time.Unix(0, ranAt).Add(window).Sub(now), nil
+	return min(time.Unix(0, ranAt).Add(window).Sub(now), window), nil
 }
 
 // Peek implements [interlock.BudgetStore].

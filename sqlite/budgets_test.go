@@ -92,6 +92,25 @@ func TestBudgetsWindow(t *testing.T) {
 	})
 }
 
+// TestBudgetsWaitWithinWindow checks that a call counted after the time a
+// peek read, as a take on another handle can be, or under a clock that
+// then stepped back, makes no wait longer than the window.
+func TestBudgetsWaitWithinWindow(t *testing.T) {
+	ctx := context.Background()
+	b := openState(t, filepath.Join(t.TempDir(), "state.db")).Budgets()
+	later := time.Now().Add(time.Minute)
+	if _, err := b.db.ExecContext(ctx, "INSERT INTO budget_runs (key, ran_at, ends_at) VALUES ('k', ?, ?)",
+		later.UnixNano(), later.Add(time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if wait, err := b.Peek(ctx, "k", 1, time.Hour); wait != time.Hour || err != nil {
+		t.Errorf("Peek = %v, %v; want the window, 1h", wait, err)
+	}
+	if ok, wait, err := b.Take(ctx, "k", 1, time.Hour); ok || wait != time.Hour || err != nil {
+		t.Errorf("Take = %v, %v, %v; want a refusal for the window, 1h", ok, wait, err)
+	}
+}
+
 // TestBudgetsDropIdle checks that a handle's first take drops the keys
 // whose calls all left the window they were last counted under, and a
 // take the calls of its own key that left the window.
