@@ -1,8 +1,9 @@
 // Package sqlite keeps interlock's state in SQLite databases in the
 // gateway's data directory (the default), using the pure-Go
 // modernc.org/sqlite driver so the binary stays static: the audit log
-// (audit.db), and the approvals and standing grants that every interlock
-// process on that directory shares.
+// (audit.db), and the state that every interlock process on that
+// directory shares (state.db): approvals and standing grants, the nonces
+// of live confirm tokens, and the calls each budget counted.
 //
 // Records are stored as the JSON they were hashed from, one row each, keyed
 // by their sequence number. Appends are batched by [audit.GroupCommit]
@@ -15,9 +16,15 @@
 // [Approvals] stores each approval and grant as its JSON, one row each.
 // Every change is one IMMEDIATE transaction that applies the rules of
 // package approval under the write lock, so processes sharing the file
-// consume an approval, and count a grant's uses, exactly once. Its
-// changes are all committed with synchronous=FULL: a call that ran must
-// not run again after a power cut.
+// consume an approval, and count a grant's uses, exactly once. [Tokens]
+// keeps a row per binding with the nonce of its live token, and [Budgets]
+// a row per counted call; each issue, consumption and take is likewise
+// one IMMEDIATE transaction, so of the processes that redeem one token
+// exactly one wins, and together they take no more than a budget allows.
+// The changes to the state are all committed with synchronous=FULL: a
+// call that ran must not run again, nor go uncounted, after a power cut.
+// A process opens the state once, as a [State], whose stores take turns
+// on one connection.
 package sqlite
 
 import (
