@@ -68,6 +68,13 @@ type Options struct {
 	// tenant, other groups), ends at once. Nil: sessions end only when
 	// they idle out, sign out, or their credential's lifetime ends.
 	Recheck func(ctx context.Context, who interlock.Identity, cred Credential) (interlock.Identity, error)
+	// Links, when set, is asked for whom a one-time link's token signs
+	// in when it is not one of [Console.OneTimeLogin]'s: a link made
+	// outside this process (interlock console link). It spends the token,
+	// and says false for one that is unknown, spent, expired or not
+	// taken on this gateway. The session stands on a credential of kind
+	// [CredentialLink].
+	Links func(ctx context.Context, token string) (interlock.Identity, bool, error)
 	// SignIn, when set, offers approvers to sign in with an identity
 	// provider; the provider must send them back to CallbackPath.
 	SignIn IdentityProvider
@@ -89,6 +96,7 @@ type Console struct {
 	gate    *interlock.Gate
 	authn   func(context.Context, string) (interlock.Identity, Credential, error)
 	recheck func(context.Context, interlock.Identity, Credential) (interlock.Identity, error)
+	links   func(context.Context, string) (interlock.Identity, bool, error)
 	history History
 	log     *slog.Logger
 	pages   map[string]*template.Template
@@ -119,7 +127,7 @@ func New(opts Options) *Console {
 	if poll <= 0 {
 		poll = time.Second
 	}
-	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, signInWith: opts.SignIn, history: opts.History,
+	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, links: opts.Links, signInWith: opts.SignIn, history: opts.History,
 		log: log, pages: parsePages(), sessions: newSessions(idle), passkeys: newPasskeys(), flowKey: newFlowKey()}
 	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c

@@ -278,10 +278,19 @@ type loginData struct {
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if once := r.URL.Query().Get("once"); once != "" {
 		who, ok := c.sessions.spend(once)
+		if !ok && c.links != nil {
+			var err error
+			if who, ok, err = c.links(r.Context(), once); err != nil {
+				c.log.ErrorContext(r.Context(), "console sign-in link", "error", err)
+				c.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "Unavailable",
+					Message: "The console cannot check this sign-in link right now. Try again in a moment."})
+				return
+			}
+		}
 		if !ok {
 			c.render(w, r, http.StatusForbidden, "message", page{Title: "Link already used",
-				Message: "This sign-in link was already used or is not valid: each link signs in once. " +
-					"Restart interlock serve for a new one, or sign in with an API key."})
+				Message: "This sign-in link was already used, has expired or is not valid: each link signs in once. " +
+					"Run interlock console link for a new one, or sign in with an API key."})
 			return
 		}
 		c.signIn(w, r, who, Credential{Kind: CredentialLink}, "/console/")
@@ -310,7 +319,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c.authn == nil {
-		c.showLogin(w, r, http.StatusUnauthorized, "This gateway has no API keys: open the one-time link interlock serve printed.")
+		c.showLogin(w, r, http.StatusUnauthorized, "This gateway has no API keys: open the one-time link interlock serve printed, or make a new one with interlock console link.")
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))

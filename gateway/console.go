@@ -20,9 +20,21 @@ import (
 const Operator = "operator"
 
 // newConsole makes the approvers' console over the gateway's gate, its
-// API keys, its OAuth issuer and its audit log.
-func (g *Gateway) newConsole(log audit.Log, public string) *console.Console {
+// API keys, its OAuth issuer, its audit log and the one-time links made
+// outside it (links, if any; see [Options.OperatorLinks]).
+func (g *Gateway) newConsole(log audit.Log, public string, links func(context.Context, string) (bool, error)) *console.Console {
 	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential}
+	if links != nil {
+		opts.Links = func(ctx context.Context, token string) (interlock.Identity, bool, error) {
+			// Approvers of a gateway that authenticates sign in with their
+			// credential; the link is left unspent, and signs nobody in.
+			if g.config().Auth.Configured() {
+				return interlock.Identity{}, false, nil
+			}
+			ok, err := links(ctx, token)
+			return interlock.Identity{Principal: Operator, Tenant: interlock.TenantLocal}, ok, err
+		}
+	}
 	if len(g.config().Auth.Keys) > 0 {
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, console.Credential, error) {
 			ti, err := g.verifyKey(ctx, key, nil)

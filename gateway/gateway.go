@@ -81,6 +81,12 @@ type Options struct {
 	// "" when there is none. A pending approval's approval_url points
 	// there.
 	FindConsole func(context.Context) string
+	// OperatorLinks, when set, spends a one-time console link made
+	// outside the gateway (interlock console link): true when token was
+	// one, live and not spent before. The console signs in the local
+	// operator with it, and asks only while the gateway has neither API
+	// keys nor an OAuth issuer.
+	OperatorLinks func(ctx context.Context, token string) (bool, error)
 	// Probes check the stores for /readyz.
 	Probes []Probe
 }
@@ -178,7 +184,7 @@ func New(f *policy.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	g.console = g.newConsole(opts.Audit, opts.PublicURL)
+	g.console = g.newConsole(opts.Audit, opts.PublicURL, opts.OperatorLinks)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
