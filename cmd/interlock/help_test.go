@@ -20,6 +20,8 @@ func TestHonestHelp(t *testing.T) {
 		"replay":       {"--policy", "--config", "--data", "--since", "--connect"},
 		"key":          {"--principal", "--tenant"},
 		"secret":       nil,
+		"status":       {"--data"},
+		"console link": {"--data"},
 		"audit verify": {"--data", "--config", "--checkpoints", "--public-key"},
 		"audit tail":   {"--data", "--config", "-n", "-f", "--json"},
 		"audit export": {"--data", "--config", "--since"},

@@ -3,8 +3,10 @@
 // validates a configuration file, test runs cases of calls against expected
 // decisions, replay decides the calls in the audit log again with a
 // candidate policy, key and secret make an API key and a
-// sealing key, audit verifies and reads the audit log, and approvals
-// decides approvals on a running gateway.
+// sealing key, audit verifies and reads the audit log, approvals
+// decides approvals on a running gateway, status lists the gateways that
+// share a data directory, and console link signs its operator in to the
+// console again.
 package main
 
 import (
@@ -35,6 +37,8 @@ Usage:
   interlock audit export [--data DIR | --config FILE] [--since TIME]
 
   interlock approvals list|approve ID|deny ID [--reason R] [--url URL]
+  interlock status [--data DIR]
+  interlock console link [--data DIR]
   interlock secret
   interlock version
 
@@ -86,6 +90,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runAudit(ctx, args[1:], stdout, stderr)
 	case "approvals":
 		err = approvals(ctx, args[1:], stdout, stderr)
+	case "status":
+		err = status(ctx, args[1:], stdout, stderr)
+	case "console":
+		err = runConsole(ctx, args[1:], stdout, stderr)
 	case "secret":
 		err = makeSecret(args[1:], stdout, stderr)
 	case "version", "--version", "-version":

@@ -31,6 +31,9 @@ type reloader struct {
 	// shadow is the shadow policy's file of the configuration in force,
 	// which --watch looks at too; empty when it names none.
 	shadow string
+	// reloaded, when set, is given the digest of each configuration put
+	// in force, the latest only when it was not taken yet.
+	reloaded chan string
 }
 
 // versionOf names the version of a configuration in force: the SHA-256
@@ -123,6 +126,15 @@ func (r *reloader) reload(ctx context.Context, always bool) {
 	r.digest, r.shadow = version, shadow
 	if err := r.gw.Reload(ctx, f, f.Digest); err != nil {
 		r.log.Warn("configuration reloaded, but an upstream's tools could not be listed again", "error", err)
+	}
+	if r.reloaded != nil {
+		// The only sender: once an earlier digest not taken is dropped,
+		// the send cannot block.
+		select {
+		case <-r.reloaded:
+		default:
+		}
+		r.reloaded <- version
 	}
 	if r.notifier != nil {
 		r.notifier.SetHooks(webhooks(f))

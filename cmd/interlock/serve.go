@@ -189,6 +189,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer approvals.Close()
 		shared = approvals
 		opts.Approvals, opts.Grants = approvals, approvals
+		// Links made by interlock console link sign the operator in to
+		// this gateway's console too.
+		opts.OperatorLinks = approvals.SpendConsoleLink
 		store = "tokens in memory (this process only); approvals and grants in sqlite " + state
 	}
 	if f.Store.Redis != "" {
@@ -294,9 +297,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	// configuration; reloading ends before the gateway closes.
 	rctx, stopReloads := context.WithCancel(ctx)
 	reloads := make(chan struct{})
+	reloaded := make(chan string, 1)
 	go func() {
 		defer close(reloads)
-		r := &reloader{name: *config, dataDir: dataDir, gw: gw, notifier: notifier, log: log}
+		r := &reloader{name: *config, dataDir: dataDir, gw: gw, notifier: notifier, log: log, reloaded: reloaded}
 		r.digest, r.shadow = versionOf(f)
 		r.run(rctx, hup, *watch)
 	}()
@@ -325,12 +329,16 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		consoleAt = strings.TrimSuffix(opts.PublicURL, "/") + "/console/ (approvers sign in with " + signIn + ")"
 		if link := gw.OperatorLoginLink(opts.PublicURL); link != "" {
-			consoleAt = link + " (signs in the operator, once)"
+			consoleAt = link + " (signs in the operator, once; interlock console link makes another)"
 		}
 	}
-	if shared != nil && !*stdio {
-		stopAnnouncing := announce(ctx, shared, sqlite.Gateway{ID: randomText()[:12], Version: version,
-			ConsoleURL: strings.TrimSuffix(opts.PublicURL, "/")}, log)
+	if shared != nil {
+		digest, _ := versionOf(f)
+		me := sqlite.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: digest, Authenticates: f.Auth.Configured()}
+		if !*stdio {
+			me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
+		}
+		stopAnnouncing := announce(ctx, shared, me, reloaded, log)
 		defer stopAnnouncing()
 	}
 	printBanner(stderr, where, consoleAt, dataDir, store, sealing, auditWhere, f, gw)
@@ -521,10 +529,11 @@ func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit s
 // for a gateway on stdio to send approvers there.
 const consoleSeen = 2 * time.Minute
 
-// announce records g in the data directory's state now and every half
-// minute until the returned function is called, which removes it: gateways
-// on stdio find the console there.
-func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, log *slog.Logger) func() {
+// announce records g in the data directory's state now, every half
+// minute, and with the digest of each configuration reloaded, until the
+// returned function is called, which removes it: gateways on stdio find
+// the console there, and interlock status the gateways.
+func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, reloaded <-chan string, log *slog.Logger) func() {
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -533,12 +542,13 @@ func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, lo
 		defer tick.Stop()
 		for {
 			if err := state.Announce(actx, g); err != nil && actx.Err() == nil {
-				log.Warn("cannot announce this gateway's console in the data directory", "error", err)
+				log.Warn("cannot announce this gateway in the data directory", "error", err)
 			}
 			select {
 			case <-actx.Done():
 				return
 			case <-tick.C:
+			case g.ConfigDigest = <-reloaded:
 			}
 		}
 	}()
