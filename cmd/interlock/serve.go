@@ -179,20 +179,23 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	// shared is the data directory's state when no store is configured.
 	var shared *sqlite.Approvals
 	if f.Store.Redis == "" && f.Store.Postgres == "" {
-		// No store configured: approvals and grants live beside the audit
-		// log in the data directory, shared by every process on it.
+		// No store configured: confirm tokens, budgets, approvals and
+		// grants live beside the audit log in the data directory, shared
+		// by every process on it, and outlive a restart.
 		state := filepath.Join(dataDir, "state.db")
-		approvals, err := sqlite.OpenApprovals(ctx, state)
+		st, err := sqlite.OpenState(ctx, state)
 		if err != nil {
 			return err
 		}
-		defer approvals.Close()
+		defer st.Close()
+		approvals := st.Approvals()
 		shared = approvals
+		opts.Tokens, opts.Budgets = st.Tokens(), st.Budgets()
 		opts.Approvals, opts.Grants = approvals, approvals
 		// Links made by interlock console link sign the operator in to
 		// this gateway's console too.
 		opts.OperatorLinks = approvals.SpendConsoleLink
-		store = "tokens in memory (this process only); approvals and grants in sqlite " + state
+		store = "tokens, budgets, approvals and grants in sqlite " + state + " (shared by every gateway on this data directory)"
 	}
 	if f.Store.Redis != "" {
 		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)

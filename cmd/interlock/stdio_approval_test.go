@@ -79,3 +79,46 @@ rules:
 		t.Errorf("a second re-call ran again, or did not ask anew: %+v", again)
 	}
 }
+
+// TestTokensOutliveTheProcess: with no store and no INTERLOCK_SECRET, a
+// confirm token one gateway on stdio issued is redeemed by another on the
+// same data directory after the first has stopped: the sealing key and
+// the token's nonce both live in the data directory. It is redeemed once.
+func TestTokensOutliveTheProcess(t *testing.T) {
+	data := t.TempDir()
+	connect := func() *mcp.ClientSession {
+		t.Helper()
+		cmd := command("false", "serve", "--stdio", "--data", data)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "editor"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	upgrade := func(cs *mcp.ClientSession, token string) interlock.Body {
+		t.Helper()
+		args := map[string]any{"customer_id": "acct_2048", "to": "pro"}
+		if token != "" {
+			args["__confirm_token"] = token
+		}
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "upgrade_plan", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return interlock.BodyOfResult(res)
+	}
+	first := connect()
+	asked := upgrade(first, "")
+	if asked.Code != interlock.CodeConfirmationRequired || asked.ConfirmToken == "" {
+		t.Fatalf("the first call: %+v", asked)
+	}
+	first.Close()
+	second := connect()
+	defer second.Close()
+	if ran := upgrade(second, asked.ConfirmToken); ran.Code != "" {
+		t.Fatalf("the token redeemed by the next gateway: %+v", ran)
+	}
+	if again := upgrade(second, asked.ConfirmToken); again.Code != interlock.CodeConsentTokenInvalid {
+		t.Errorf("the token redeemed twice: %+v", again)
+	}
+}
