@@ -349,11 +349,12 @@ func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who inter
 		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, articled(cred.Kind))})
 }
 
+// articled names a kind of credential in a sentence of the audit log.
 func articled(kind string) string {
-	if kind == CredentialKey {
+	switch kind {
+	case CredentialKey:
 		return "an API key"
-	}
-	if kind == CredentialProvider {
+	case CredentialProvider:
 		return "the identity provider"
 	}
 	return "a " + kind
