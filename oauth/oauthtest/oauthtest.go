@@ -1,8 +1,10 @@
 // Package oauthtest is an OAuth 2.1 authorization server and OpenID
 // provider for tests: discovery, a JWKS with an RSA and an EC key that can
 // be rotated, an authorization endpoint that consents at once for a
-// configured user and checks PKCE, and a token endpoint. It also mints
-// access tokens, good and bad, for the tests of a resource server.
+// configured user and checks PKCE, a token endpoint, and an introspection
+// endpoint (RFC 7662) that a test can tell to revoke a token or to fail.
+// It also mints access tokens, good and bad, for the tests of a resource
+// server.
 package oauthtest
 
 import (
@@ -59,9 +61,15 @@ type Issuer struct {
 	audience string
 	// idOverrides replace claims of the ID tokens /token issues.
 	idOverrides map[string]any
+	// revoked holds the SHA-256 of the tokens /introspect calls inactive.
+	revoked map[[sha256.Size]byte]bool
+	// introspectionFailing makes /introspect answer this status when not
+	// zero.
+	introspectionFailing int
 
-	jwksFetches atomic.Int64
-	serial      atomic.Int64
+	jwksFetches    atomic.Int64
+	introspections atomic.Int64
+	serial         atomic.Int64
 }
 
 // grant is an authorization code waiting to be redeemed.
@@ -74,13 +82,14 @@ type grant struct {
 func Start(t testing.TB) *Issuer {
 	t.Helper()
 	iss := &Issuer{t: t, clients: map[string]Client{}, codes: map[string]grant{},
-		user: map[string]any{"sub": "user-1"}}
+		user: map[string]any{"sub": "user-1"}, revoked: map[[sha256.Size]byte]bool{}}
 	iss.published = []*Key{iss.NewRSAKey("rsa-1"), iss.NewECKey("ec-1")}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", iss.discovery)
 	mux.HandleFunc("GET /jwks", iss.jwks)
 	mux.HandleFunc("GET /authorize", iss.authorize)
 	mux.HandleFunc("POST /token", iss.token)
+	mux.HandleFunc("POST /introspect", iss.introspect)
 	iss.server = httptest.NewServer(mux)
 	iss.URL = iss.server.URL
 	t.Cleanup(iss.server.Close)
@@ -121,6 +130,24 @@ func (iss *Issuer) Publish(keys ...*Key) {
 
 // JWKSFetches counts the requests for the JWKS so far.
 func (iss *Issuer) JWKSFetches() int64 { return iss.jwksFetches.Load() }
+
+// Revoke makes /introspect call token inactive from now on.
+func (iss *Issuer) Revoke(token string) {
+	iss.mu.Lock()
+	iss.revoked[sha256.Sum256([]byte(token))] = true
+	iss.mu.Unlock()
+}
+
+// FailIntrospection makes /introspect answer status, as an endpoint that
+// is down behind a proxy does; 0 makes it answer again.
+func (iss *Issuer) FailIntrospection(status int) {
+	iss.mu.Lock()
+	iss.introspectionFailing = status
+	iss.mu.Unlock()
+}
+
+// Introspections counts the requests to /introspect so far.
+func (iss *Issuer) Introspections() int64 { return iss.introspections.Load() }
 
 // Register adds a client.
 func (iss *Issuer) Register(c Client) {
@@ -221,6 +248,7 @@ func (iss *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 		"authorization_endpoint":                iss.URL + "/authorize",
 		"token_endpoint":                        iss.URL + "/token",
 		"jwks_uri":                              iss.URL + "/jwks",
+		"introspection_endpoint":                iss.URL + "/introspect",
 		"response_types_supported":              []string{"code"},
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
@@ -307,6 +335,76 @@ func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) {
 		"expires_in":   3600,
 		"id_token":     iss.Sign(nil, idClaims, map[string]any{"typ": "JWT"}),
 	})
+}
+
+// introspect answers whether a token is active (RFC 7662): signed by a
+// published key, not expired and not revoked. Only a registered client
+// may ask, with HTTP Basic whose id and secret are form-encoded (RFC 6749
+// section 2.3.1), and it must hint that the token is an access token.
+func (iss *Issuer) introspect(w http.ResponseWriter, r *http.Request) {
+	iss.introspections.Add(1)
+	iss.mu.Lock()
+	failing := iss.introspectionFailing
+	iss.mu.Unlock()
+	if failing != 0 {
+		http.Error(w, "introspection is down", failing)
+		return
+	}
+	rawID, rawSecret, basic := r.BasicAuth()
+	id, idErr := url.QueryUnescape(rawID)
+	secret, secretErr := url.QueryUnescape(rawSecret)
+	iss.mu.Lock()
+	c, known := iss.clients[id]
+	iss.mu.Unlock()
+	if !basic || idErr != nil || secretErr != nil || !known || c.Secret != secret {
+		w.Header().Set("WWW-Authenticate", `Basic realm="oauthtest"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
+		return
+	}
+	if err := r.ParseForm(); err != nil || r.PostFormValue("token") == "" || r.PostFormValue("token_type_hint") != "access_token" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
+		return
+	}
+	token := r.PostFormValue("token")
+	iss.mu.Lock()
+	revoked := iss.revoked[sha256.Sum256([]byte(token))]
+	iss.mu.Unlock()
+	claims, ok := iss.verify(token)
+	exp, _ := claims["exp"].(float64)
+	if revoked || !ok || time.Now().After(time.Unix(int64(exp), 0)) {
+		writeJSON(w, http.StatusOK, map[string]any{"active": false})
+		return
+	}
+	answer := map[string]any{"active": true, "token_type": "Bearer"}
+	for _, name := range []string{"iss", "sub", "aud", "client_id", "scope", "exp", "iat", "jti"} {
+		if v, ok := claims[name]; ok {
+			answer[name] = v
+		}
+	}
+	writeJSON(w, http.StatusOK, answer)
+}
+
+// verify returns the claims of a token signed by a published key.
+func (iss *Issuer) verify(token string) (map[string]any, bool) {
+	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, false
+	}
+	for _, k := range iss.Keys() {
+		if k.ID != jws.Signatures[0].Header.KeyID {
+			continue
+		}
+		payload, err := jws.Verify(k.Private.Public())
+		if err != nil {
+			return nil, false
+		}
+		var claims map[string]any
+		if json.Unmarshal(payload, &claims) != nil {
+			return nil, false
+		}
+		return claims, true
+	}
+	return nil, false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
