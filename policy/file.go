@@ -401,6 +401,33 @@ type OAuth struct {
 	// Console, when set, lets approvers sign in to the console with the
 	// same issuer.
 	Console *OAuthConsole `yaml:"console"`
+	// Introspection, when set, asks the issuer whether each token is still
+	// active (RFC 7662), so that a revoked token stops working within the
+	// cache time rather than at its expiry.
+	Introspection *OAuthIntrospection `yaml:"introspection"`
+}
+
+// DefaultIntrospectionCache is how long an introspection answer is kept
+// unless the config says otherwise.
+const DefaultIntrospectionCache = 30 * time.Second
+
+// OAuthIntrospection is the gateway's client at the issuer's token
+// introspection endpoint.
+type OAuthIntrospection struct {
+	// URL is the endpoint: https, or http on a loopback address; the
+	// introspection_endpoint of the issuer's discovery document when
+	// empty.
+	URL string `yaml:"url"`
+	// ClientID and ClientSecret authenticate the gateway to the endpoint
+	// (client_secret_basic); ${VAR} in the secret is read from the
+	// gateway's environment at load.
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+	// Cache is how long an answer is kept for its token, 1s to 1h; 30s
+	// when absent.
+	Cache string `yaml:"cache"`
+
+	CacheFor time.Duration `yaml:"-"`
 }
 
 // OAuthClaims name the claims that identify a caller.
@@ -824,7 +851,7 @@ func checkAudit(f *File, keyLine lines, expand func(line int, what, value string
 }
 
 // checkOAuth checks the auth.oauth section and expands ${VAR} in the
-// console's client secret.
+// client secrets of the console and of introspection.
 func checkOAuth(f *File, keyLine lines, expand func(line int, what, value string) string, add func(int, string, ...any)) {
 	o := f.Auth.OAuth
 	if o == nil {
@@ -860,6 +887,27 @@ func checkOAuth(f *File, keyLine lines, expand func(line int, what, value string
 		}
 		c.ClientSecret = expand(at("console.client_secret"), "auth.oauth.console.client_secret", c.ClientSecret)
 		checkScopes("auth.oauth.console.scopes", c.Scopes, keyLine, at("console.scopes"), add)
+	}
+	if in := o.Introspection; in != nil {
+		if in.URL != "" && !secureURL(in.URL) {
+			add(at("introspection.url"), "auth.oauth.introspection.url %q must be an https:// URL (http:// only on a loopback address); leave it out to discover it from the issuer", in.URL)
+		}
+		// client_secret_basic: the endpoint answers only a client it knows.
+		if in.ClientID == "" {
+			add(at("introspection"), "auth.oauth.introspection needs client_id: the gateway's client id at the issuer, allowed to introspect tokens")
+		}
+		if in.ClientSecret == "" {
+			add(at("introspection"), "auth.oauth.introspection needs client_secret: the secret of client_id, such as ${INTROSPECTION_SECRET}")
+		}
+		in.ClientSecret = expand(at("introspection.client_secret"), "auth.oauth.introspection.client_secret", in.ClientSecret)
+		in.CacheFor = DefaultIntrospectionCache
+		if in.Cache != "" {
+			d, err := time.ParseDuration(in.Cache)
+			if err != nil || d < time.Second || d > time.Hour {
+				add(at("introspection.cache"), "auth.oauth.introspection.cache %q must be a duration between 1s and 1h, such as 30s", in.Cache)
+			}
+			in.CacheFor = d
+		}
 	}
 }
 

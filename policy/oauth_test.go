@@ -4,12 +4,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOAuthConfig(t *testing.T) {
 	env := func(name string) (string, bool) {
-		if name == "CONSOLE_SECRET" {
+		switch name {
+		case "CONSOLE_SECRET":
 			return "s3cr3t", true
+		case "INTROSPECTION_SECRET":
+			return "1ntr0", true
 		}
 		return "", false
 	}
@@ -53,6 +57,15 @@ auth:
 		{"unknown token profile", "auth:\n  oauth:\n    issuer: https://a.example\n    token_profile: lenient\n", `p.yaml:4: auth.oauth.token_profile "lenient": use rfc9068`},
 		{"unknown field", "auth:\n  oauth:\n    issuer: https://a.example\n    jwks_uri: https://a.example/k\n", `p.yaml:4: unknown field "jwks_uri"`},
 		{"unknown claims field", "auth:\n  oauth:\n    issuer: https://a.example\n    claims: {name: x}\n", `p.yaml:4: unknown field "name"`},
+		{"introspection over http elsewhere", introspection("url: http://a.example/introspect"), `p.yaml:5: auth.oauth.introspection.url "http://a.example/introspect" must be an https:// URL`},
+		{"introspection without client", "auth:\n  oauth:\n    issuer: https://a.example\n    introspection:\n      client_secret: x\n", "p.yaml:4: auth.oauth.introspection needs client_id"},
+		{"introspection without secret", "auth:\n  oauth:\n    issuer: https://a.example\n    introspection:\n      client_id: gw\n", "p.yaml:4: auth.oauth.introspection needs client_secret"},
+		{"introspection secret not set", "auth:\n  oauth:\n    issuer: https://a.example\n    introspection:\n      client_secret: '${NOPE}'\n      client_id: gw\n", "p.yaml:5: auth.oauth.introspection.client_secret refers to ${NOPE}"},
+		{"introspection secret from the sealing keys", "auth:\n  oauth:\n    issuer: https://a.example\n    introspection: {client_id: gw, client_secret: '${INTERLOCK_SECRET_FILE}'}\n", "sealing keys stay inside the gateway"},
+		{"introspection cache not a duration", introspection("cache: soon"), `p.yaml:5: auth.oauth.introspection.cache "soon" must be a duration between 1s and 1h`},
+		{"introspection cache too short", introspection("cache: 500ms"), `p.yaml:5: auth.oauth.introspection.cache "500ms"`},
+		{"introspection cache too long", introspection("cache: 2h"), `p.yaml:5: auth.oauth.introspection.cache "2h"`},
+		{"introspection unknown field", introspection("endpoint: https://a.example/i"), `p.yaml:5: unknown field "endpoint"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,5 +74,52 @@ auth:
 				t.Errorf("Parse = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// introspection is an auth.oauth section whose introspection block has
+// line on line 5, then client_id and client_secret.
+func introspection(line string) string {
+	return "auth:\n  oauth:\n    issuer: https://a.example\n    introspection:\n      " + line +
+		"\n      client_id: gw\n      client_secret: s\n"
+}
+
+// TestOAuthIntrospectionConfig: the block's values, ${VAR} in the secret,
+// the cache time's default; the URL may be left out (it is discovered)
+// and may be http on loopback.
+func TestOAuthIntrospectionConfig(t *testing.T) {
+	env := func(name string) (string, bool) { return "1ntr0", name == "INTROSPECTION_SECRET" }
+	f, err := Parse("p.yaml", []byte(`
+auth:
+  oauth:
+    issuer: https://login.example.com
+    introspection:
+      url: https://login.example.com/oauth2/introspect
+      client_id: interlock-gateway
+      client_secret: '${INTROSPECTION_SECRET}'
+      cache: 10s
+`), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := f.Auth.OAuth.Introspection
+	if in.URL != "https://login.example.com/oauth2/introspect" || in.ClientID != "interlock-gateway" || in.ClientSecret != "1ntr0" || in.CacheFor != 10*time.Second {
+		t.Errorf("auth.oauth.introspection = %+v", in)
+	}
+	for src, wantURL := range map[string]string{
+		"auth:\n  oauth:\n    issuer: https://a.example\n    introspection: {client_id: gw, client_secret: s}\n":                                 "",
+		"auth:\n  oauth:\n    issuer: https://a.example\n    introspection: {url: 'http://127.0.0.1:9000/i', client_id: gw, client_secret: s}\n": "http://127.0.0.1:9000/i",
+	} {
+		f, err := Parse("p.yaml", []byte(src), env)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if in := f.Auth.OAuth.Introspection; in.URL != wantURL || in.CacheFor != DefaultIntrospectionCache {
+			t.Errorf("%s: %+v, want url %q and the default cache", src, in, wantURL)
+		}
+	}
+	if f, err := Parse("p.yaml", []byte("auth:\n  oauth: {issuer: 'https://a.example'}\n"), env); err != nil || f.Auth.OAuth.Introspection != nil {
+		t.Errorf("without the block: %v, %+v", err, f.Auth.OAuth.Introspection)
 	}
 }
