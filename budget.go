@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -30,19 +31,52 @@ func (b Budget) key(id Identity) string {
 	return BindingKey(b.Name, id.Tenant, id.Principal)
 }
 
+// BudgetTake is one budget's part in counting a call: the key of the
+// count the call draws from, and the budget's limit per window.
+type BudgetTake struct {
+	Key    string
+	Limit  int
+	Window time.Duration
+}
+
+// CheckBudgetTakes reports why takes cannot be counted as one call: a
+// limit below one call or a window of nothing, which no budget of a
+// policy has, or a key named twice, which the gate never asks for. Every
+// store refuses such takes with its error rather than guess.
+func CheckBudgetTakes(takes []BudgetTake) error {
+	for i, t := range takes {
+		if t.Limit < 1 {
+			return fmt.Errorf("budget %s: a limit of %d calls leaves no room", t.Key, t.Limit)
+		}
+		if t.Window <= 0 {
+			return fmt.Errorf("budget %s: a window of %s counts nothing", t.Key, t.Window)
+		}
+		for _, u := range takes[:i] {
+			if u.Key == t.Key {
+				return fmt.Errorf("budget %s: named twice in one take", t.Key)
+			}
+		}
+	}
+	return nil
+}
+
 // BudgetStore counts, for each key, the calls that ran in the last window:
 // a sliding window, so no burst of twice the limit fits across the edge of
-// two fixed windows. The memory store below serves one process; package
-// redis serves several gateways at once.
+// two fixed windows. The memory store below serves one process; packages
+// redis and sqlite serve several gateways at once.
+//
+// A call under several budgets is counted in all of them or in none: one
+// that any budget refuses spends no room in the others.
 type BudgetStore interface {
-	// Peek reports how long until key has room for one more call under
-	// limit per window: zero when it has room now. It counts nothing.
-	Peek(ctx context.Context, key string, limit int, window time.Duration) (time.Duration, error)
-	// Take counts one call under key if there is room, atomically: of any
-	// number of concurrent takes, on any replica, at most limit succeed in
-	// any window. When there is no room it counts nothing and reports how
-	// long until there is.
-	Take(ctx context.Context, key string, limit int, window time.Duration) (bool, time.Duration, error)
+	// Peek answers as Take would now, and counts nothing.
+	Peek(ctx context.Context, takes []BudgetTake) (ok bool, wait time.Duration, spent int, err error)
+	// Take counts one call under the key of every take if each has room,
+	// atomically: of any number of concurrent takes, on any replica, at
+	// most Limit succeed in any Window under each key. When any key has
+	// no room it counts the call under none of them, and reports which
+	// take, by its index, has the longest wait and how long that is: the
+	// time until every key has room.
+	Take(ctx context.Context, takes []BudgetTake) (ok bool, wait time.Duration, spent int, err error)
 }
 
 // MemoryBudgets is the in-process BudgetStore, the default.
@@ -89,23 +123,47 @@ func (m *MemoryBudgets) log(key string, window time.Duration) *budgetLog {
 	return l
 }
 
+// room returns the longest wait of takes at now and the index of its
+// take: zero when every key has room. The caller holds the lock.
+func (m *MemoryBudgets) room(takes []BudgetTake, now time.Time) (time.Duration, int) {
+	var wait time.Duration
+	spent := 0
+	for i, t := range takes {
+		if w := m.log(t.Key, t.Window).room(now, t.Limit); w > wait {
+			wait, spent = w, i
+		}
+	}
+	return wait, spent
+}
+
 // Peek implements [BudgetStore].
-func (m *MemoryBudgets) Peek(_ context.Context, key string, limit int, window time.Duration) (time.Duration, error) {
+func (m *MemoryBudgets) Peek(_ context.Context, takes []BudgetTake) (bool, time.Duration, int, error) {
+	if err := CheckBudgetTakes(takes); err != nil {
+		return false, 0, 0, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.log(key, window).room(time.Now(), limit), nil
+	now := time.Now()
+	wait, spent := m.room(takes, now)
+	return wait == 0, wait, spent, nil
 }
 
 // Take implements [BudgetStore].
-func (m *MemoryBudgets) Take(_ context.Context, key string, limit int, window time.Duration) (bool, time.Duration, error) {
-	now := time.Now()
+func (m *MemoryBudgets) Take(_ context.Context, takes []BudgetTake) (bool, time.Duration, int, error) {
+	if err := CheckBudgetTakes(takes); err != nil {
+		return false, 0, 0, err
+	}
+	// The time is read under the lock, so each log stays oldest first.
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l := m.log(key, window)
-	if wait := l.room(now, limit); wait > 0 {
-		return false, wait, nil
+	now := time.Now()
+	if wait, spent := m.room(takes, now); wait > 0 {
+		return false, wait, spent, nil
 	}
-	l.times = append(l.times, now)
+	for _, t := range takes {
+		l := m.runs[t.Key]
+		l.times = append(l.times, now)
+	}
 	// Keys whose runs all left their window are dropped now and then, so
 	// callers who stop calling do not pile up.
 	if m.taken++; m.taken >= m.sweepAt {
@@ -116,41 +174,56 @@ func (m *MemoryBudgets) Take(_ context.Context, key string, limit int, window ti
 			}
 		}
 	}
-	return true, 0, nil
+	return true, 0, 0, nil
+}
+
+// budgetsOf returns the budgets c counts against under d and their takes,
+// index for index. A budget d names twice counts the call once.
+func budgetsOf(c *Call, d Decision) ([]Budget, []BudgetTake) {
+	budgets := make([]Budget, 0, len(d.Budgets))
+	takes := make([]BudgetTake, 0, len(d.Budgets))
+	for _, b := range d.Budgets {
+		key := b.key(c.Identity)
+		if slices.ContainsFunc(takes, func(t BudgetTake) bool { return t.Key == key }) {
+			continue
+		}
+		budgets = append(budgets, b)
+		takes = append(takes, BudgetTake{Key: key, Limit: b.Limit, Window: b.Window})
+	}
+	return budgets, takes
 }
 
 // checkBudgets refuses c before anyone is asked to confirm it when a budget
 // of d is spent already: nobody should approve a call that would then be
 // refused. It counts nothing; [Gate.takeBudgets] does, as the call runs.
 func (g *Gate) checkBudgets(ctx context.Context, c *Call, d Decision, tr *trail) error {
-	for _, b := range d.Budgets {
-		wait, err := g.budgets.Peek(ctx, b.key(c.Identity), b.Limit, b.Window)
-		if err != nil {
-			return budgetsUnavailable(c, err)
-		}
-		if wait > 0 {
-			tr.budget = b.Name
-			return budgetSpent(c, b, wait, "nobody was asked to confirm it")
-		}
-	}
-	return nil
+	budgets, takes := budgetsOf(c, d)
+	ok, wait, spent, err := g.budgets.Peek(ctx, takes)
+	return budgetAnswer(c, budgets, tr, ok, wait, spent, err, "nobody was asked to confirm it")
 }
 
-// takeBudgets counts c, which is about to run, against every budget of d.
-// The first budget with no room refuses it; what the budgets before it
-// counted stays counted, which errs on the side of fewer calls.
+// takeBudgets counts c, which is about to run, against every budget of d,
+// or, when one of them has no room, against none.
 func (g *Gate) takeBudgets(ctx context.Context, c *Call, d Decision, tr *trail) error {
-	for _, b := range d.Budgets {
-		ok, wait, err := g.budgets.Take(ctx, b.key(c.Identity), b.Limit, b.Window)
-		if err != nil {
-			return budgetsUnavailable(c, err)
-		}
-		if !ok {
-			tr.budget = b.Name
-			return budgetSpent(c, b, wait, "it did not run")
-		}
+	budgets, takes := budgetsOf(c, d)
+	ok, wait, spent, err := g.budgets.Take(ctx, takes)
+	return budgetAnswer(c, budgets, tr, ok, wait, spent, err, "it did not run")
+}
+
+// budgetAnswer is the gate's answer to c from the store's answer about
+// budgets: nil when c may run.
+func budgetAnswer(c *Call, budgets []Budget, tr *trail, ok bool, wait time.Duration, spent int, err error, what string) error {
+	if err == nil && !ok && (spent < 0 || spent >= len(budgets)) {
+		err = fmt.Errorf("the budget store named budget %d of %d", spent, len(budgets))
 	}
-	return nil
+	if err != nil {
+		return budgetsUnavailable(c, err)
+	}
+	if ok {
+		return nil
+	}
+	tr.budget = budgets[spent].Name
+	return budgetSpent(c, budgets[spent], wait, what)
 }
 
 func budgetSpent(c *Call, b Budget, wait time.Duration, what string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,15 +17,20 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 )
 
+// one is the take of a single budget of limit per hour under key.
+func one(key string, limit int) []BudgetTake {
+	return []BudgetTake{{Key: key, Limit: limit, Window: time.Hour}}
+}
+
 func TestMemoryBudgetsSlideTheirWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		m := NewMemoryBudgets()
 		take := func(want bool, wantWait time.Duration) {
 			t.Helper()
-			ok, wait, err := m.Take(ctx, "k", 3, time.Hour)
-			if err != nil || ok != want || wait != wantWait {
-				t.Fatalf("Take = %v, %v, %v; want %v, %v", ok, wait, err, want, wantWait)
+			ok, wait, spent, err := m.Take(ctx, one("k", 3))
+			if err != nil || ok != want || wait != wantWait || spent != 0 {
+				t.Fatalf("Take = %v, %v, %d, %v; want %v, %v, 0", ok, wait, spent, err, want, wantWait)
 			}
 		}
 		take(true, 0)
@@ -34,11 +40,11 @@ func TestMemoryBudgetsSlideTheirWindow(t *testing.T) {
 		take(true, 0)
 		// The first run leaves the window an hour after it ran.
 		take(false, 40*time.Minute)
-		if wait, _ := m.Peek(ctx, "k", 3, time.Hour); wait != 40*time.Minute {
-			t.Errorf("Peek = %v, want 40m", wait)
+		if ok, wait, _, _ := m.Peek(ctx, one("k", 3)); ok || wait != 40*time.Minute {
+			t.Errorf("Peek = %v, %v; want false, 40m", ok, wait)
 		}
-		if wait, _ := m.Peek(ctx, "other", 3, time.Hour); wait != 0 {
-			t.Errorf("Peek of another key = %v, want 0", wait)
+		if ok, wait, _, _ := m.Peek(ctx, one("other", 3)); !ok || wait != 0 {
+			t.Errorf("Peek of another key = %v, %v; want true, 0", ok, wait)
 		}
 		time.Sleep(40*time.Minute - time.Nanosecond)
 		take(false, time.Nanosecond)
@@ -46,6 +52,148 @@ func TestMemoryBudgetsSlideTheirWindow(t *testing.T) {
 		take(true, 0)
 		// The second run, at 10m, is the next to leave.
 		take(false, 10*time.Minute)
+	})
+}
+
+// TestMemoryBudgetsAllOrNone takes over several keys at once: the call
+// is counted under every key or, when one has no room, under none, and
+// the answer names the take with the longest wait.
+func TestMemoryBudgetsAllOrNone(t *testing.T) {
+	tests := []struct {
+		name string
+		// full are the keys filled to their limit 15 minutes before the
+		// take, under limit 1 per hour, or per 2 hours when "long".
+		full  []string
+		takes []BudgetTake
+		ok    bool
+		wait  time.Duration
+		spent int
+		// counts are the calls each key holds after the take.
+		counts map[string]int
+	}{
+		{"both with room", nil,
+			[]BudgetTake{{"a", 2, time.Hour}, {"b", 2, time.Hour}}, true, 0, 0, map[string]int{"a": 1, "b": 1}},
+		{"the second spent", []string{"b"},
+			[]BudgetTake{{"a", 2, time.Hour}, {"b", 1, time.Hour}}, false, 45 * time.Minute, 1, map[string]int{"a": 0, "b": 1}},
+		{"the first spent", []string{"a"},
+			[]BudgetTake{{"a", 1, time.Hour}, {"b", 2, time.Hour}}, false, 45 * time.Minute, 0, map[string]int{"a": 1, "b": 0}},
+		{"three with room", nil,
+			[]BudgetTake{{"a", 2, time.Hour}, {"b", 2, time.Hour}, {"c", 2, time.Hour}}, true, 0, 0, map[string]int{"a": 1, "b": 1, "c": 1}},
+		{"three, two spent: the longest wait", []string{"a", "long"},
+			[]BudgetTake{{"a", 1, time.Hour}, {"b", 2, time.Hour}, {"long", 1, 2 * time.Hour}}, false, 105 * time.Minute, 2,
+			map[string]int{"a": 1, "b": 0, "long": 1}},
+		{"three, the middle spent", []string{"b"},
+			[]BudgetTake{{"a", 2, time.Hour}, {"b", 1, time.Hour}, {"c", 2, time.Hour}}, false, 45 * time.Minute, 1,
+			map[string]int{"a": 0, "b": 1, "c": 0}},
+		{"none", nil, nil, true, 0, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				m := NewMemoryBudgets()
+				for _, k := range tt.full {
+					window := time.Hour
+					if k == "long" {
+						window = 2 * time.Hour
+					}
+					if ok, _, _, err := m.Take(ctx, []BudgetTake{{k, 1, window}}); !ok || err != nil {
+						t.Fatal(ok, err)
+					}
+				}
+				time.Sleep(15 * time.Minute)
+				if ok, wait, spent, err := m.Peek(ctx, tt.takes); ok != tt.ok || wait != tt.wait || spent != tt.spent || err != nil {
+					t.Errorf("Peek = %v, %v, %d, %v; want %v, %v, %d", ok, wait, spent, err, tt.ok, tt.wait, tt.spent)
+				}
+				if ok, wait, spent, err := m.Take(ctx, tt.takes); ok != tt.ok || wait != tt.wait || spent != tt.spent || err != nil {
+					t.Errorf("Take = %v, %v, %d, %v; want %v, %v, %d", ok, wait, spent, err, tt.ok, tt.wait, tt.spent)
+				}
+				for k, want := range tt.counts {
+					if got := m.count(k); got != want {
+						t.Errorf("key %s holds %d calls, want %d", k, got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// count returns how many calls key holds.
+func (m *MemoryBudgets) count(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.runs[key]; l != nil {
+		return len(l.times)
+	}
+	return 0
+}
+
+// TestBudgetTakesRefused checks that every store's check refuses takes no
+// budget of a policy makes, and that the memory store counts nothing then.
+func TestBudgetTakesRefused(t *testing.T) {
+	tests := []struct {
+		name  string
+		takes []BudgetTake
+	}{
+		{"a key twice", []BudgetTake{{"a", 2, time.Hour}, {"b", 2, time.Hour}, {"a", 2, time.Hour}}},
+		{"a limit of 0", []BudgetTake{{"a", 2, time.Hour}, {"b", 0, time.Hour}}},
+		{"no window", []BudgetTake{{"a", 2, time.Hour}, {"b", 2, 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMemoryBudgets()
+			if err := CheckBudgetTakes(tt.takes); err == nil {
+				t.Error("CheckBudgetTakes = nil, want an error")
+			}
+			if ok, _, _, err := m.Peek(context.Background(), tt.takes); ok || err == nil {
+				t.Errorf("Peek = %v, %v; want an error", ok, err)
+			}
+			if ok, _, _, err := m.Take(context.Background(), tt.takes); ok || err == nil {
+				t.Errorf("Take = %v, %v; want an error", ok, err)
+			}
+			if n := m.count("a"); n != 0 {
+				t.Errorf("key a holds %d calls, want none", n)
+			}
+		})
+	}
+}
+
+// TestMemoryBudgetsExact has 300 takes at once over the keys a, b and c
+// in three combinations: no key holds more calls than its limit, and each
+// holds exactly the takes of it that succeeded, so a refused take left no
+// count anywhere.
+func TestMemoryBudgetsExact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemoryBudgets()
+		limits := map[string]int{"a": 37, "b": 50, "c": 23}
+		combos := [][]string{{"a", "b"}, {"b", "c"}, {"a"}}
+		var took [3]atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 300 {
+			wg.Go(func() {
+				var takes []BudgetTake
+				for _, k := range combos[i%3] {
+					takes = append(takes, BudgetTake{k, limits[k], time.Hour})
+				}
+				ok, wait, _, err := m.Take(context.Background(), takes)
+				if err != nil || ok == (wait > 0) {
+					t.Errorf("Take = %v, %v, %v", ok, wait, err)
+				}
+				if ok {
+					took[i%3].Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		want := map[string]int64{"a": took[0].Load() + took[2].Load(), "b": took[0].Load() + took[1].Load(), "c": took[1].Load()}
+		for k, n := range want {
+			if got := m.count(k); int64(got) != n || got > limits[k] {
+				t.Errorf("key %s holds %d calls; its takes that succeeded were %d, its limit %d", k, got, n, limits[k])
+			}
+		}
+		if m.count("a") != limits["a"] {
+			t.Errorf("key a holds %d calls; with 100 takes of it alone it must be full at %d", m.count("a"), limits["a"])
+		}
 	})
 }
 
@@ -107,6 +255,105 @@ func TestGateBudgets(t *testing.T) {
 	}
 }
 
+// blindPeek sees room in every budget, as a peek does that a concurrent
+// call's take followed: the take, as the call is about to run, refuses.
+type blindPeek struct{ *MemoryBudgets }
+
+func (blindPeek) Peek(context.Context, []BudgetTake) (bool, time.Duration, int, error) {
+	return true, 0, 0, nil
+}
+
+// TestGateBudgetsAllOrNone has a call under several budgets, some of them
+// spent, refused before anyone is asked and as it is about to run: a call
+// refused by one budget counts against none, and the refusal names the
+// budget with the longest wait and that wait.
+func TestGateBudgetsAllOrNone(t *testing.T) {
+	const confirmed = `{"customer_id":"acct_9931","__confirm":true}`
+	a := Budget{Name: "a", Limit: 2, Window: time.Hour}
+	b := Budget{Name: "b", Limit: 1, Window: time.Hour}
+	c := Budget{Name: "c", Limit: 3, Window: time.Hour}
+	long := Budget{Name: "long", Limit: 1, Window: 2 * time.Hour, PerTenant: true}
+	tests := []struct {
+		name    string
+		budgets []Budget
+		// full are the budgets filled to their limit 15 minutes before
+		// the call.
+		full []Budget
+		// spent names the budget that refuses the call, "" when it runs;
+		// wait is the retry_after then.
+		spent string
+		wait  time.Duration
+		// counts are the calls each budget holds after the call.
+		counts map[string]int
+	}{
+		{"two with room", []Budget{a, b}, nil, "", 0, map[string]int{"a": 1, "b": 1}},
+		{"two, the second spent", []Budget{a, b}, []Budget{b}, "b", 45 * time.Minute, map[string]int{"a": 0, "b": 1}},
+		{"two, the first spent", []Budget{b, a}, []Budget{b}, "b", 45 * time.Minute, map[string]int{"a": 0, "b": 1}},
+		{"three with room", []Budget{a, c, long}, nil, "", 0, map[string]int{"a": 1, "c": 1, "long": 1}},
+		{"three, the last spent", []Budget{a, c, b}, []Budget{b}, "b", 45 * time.Minute, map[string]int{"a": 0, "c": 0, "b": 1}},
+		{"three, two spent: the longest wait", []Budget{b, c, long}, []Budget{b, long}, "long", 105 * time.Minute,
+			map[string]int{"b": 1, "c": 0, "long": 1}},
+		{"one budget twice counts once", []Budget{a, a}, nil, "", 0, map[string]int{"a": 1}},
+	}
+	for _, tt := range tests {
+		for _, when := range []string{"before asking", "as it runs"} {
+			t.Run(tt.name+"/"+when, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					ctx := context.Background()
+					m := NewMemoryBudgets()
+					var store BudgetStore = m
+					if when == "as it runs" {
+						store = blindPeek{m}
+					}
+					log := &memoryAudit{}
+					d := Decision{Mode: ModeFlag, Rule: "reminders", Budgets: tt.budgets}
+					g := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet, Audit: log, Budgets: store})
+					c := &Call{Identity: alice}
+					for _, f := range tt.full {
+						_, takes := budgetsOf(c, Decision{Budgets: []Budget{f}})
+						for range f.Limit {
+							if ok, _, _, err := m.Take(ctx, takes); !ok || err != nil {
+								t.Fatal(ok, err)
+							}
+						}
+					}
+					time.Sleep(15 * time.Minute)
+					ran := false
+					res := g.Call(ctx, testTool(t), alice, json.RawMessage(confirmed),
+						func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+							ran = true
+							return &mcp.CallToolResult{}, nil
+						})
+					body := BodyOfResult(res)
+					if tt.spent == "" {
+						if !ran || body.Code != "" {
+							t.Errorf("the call did not run: %s %s", body.Code, body.Message)
+						}
+					} else {
+						if ran || body.Code != CodeRateLimited || !strings.Contains(body.Message, fmt.Sprintf("Budget %q ", tt.spent)) {
+							t.Errorf("ran %v, code %q, message %q; want RATE_LIMITED by budget %q", ran, body.Code, body.Message, tt.spent)
+						}
+						if body.RetryAfterMS != tt.wait.Milliseconds() {
+							t.Errorf("retry_after_ms = %d, want %d", body.RetryAfterMS, tt.wait.Milliseconds())
+						}
+						for r := range log.Records(ctx, 1) {
+							if want := fmt.Sprintf("budget %q is spent", tt.spent); r.Detail != want {
+								t.Errorf("the audit record's detail is %q, want %q", r.Detail, want)
+							}
+						}
+					}
+					for _, bu := range tt.budgets {
+						_, takes := budgetsOf(c, Decision{Budgets: []Budget{bu}})
+						if got, want := m.count(takes[0].Key), tt.counts[bu.Name]; got != want {
+							t.Errorf("budget %s holds %d calls, want %d", bu.Name, got, want)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
 // budgetMeter counts the calls each budget refused.
 type budgetMeter struct {
 	mu      sync.Mutex
@@ -152,12 +399,12 @@ type failingBudgets struct{}
 
 var errBudgetsDown = errors.New("connection refused")
 
-func (failingBudgets) Peek(context.Context, string, int, time.Duration) (time.Duration, error) {
-	return 0, errBudgetsDown
+func (failingBudgets) Peek(context.Context, []BudgetTake) (bool, time.Duration, int, error) {
+	return false, 0, 0, errBudgetsDown
 }
 
-func (failingBudgets) Take(context.Context, string, int, time.Duration) (bool, time.Duration, error) {
-	return false, 0, errBudgetsDown
+func (failingBudgets) Take(context.Context, []BudgetTake) (bool, time.Duration, int, error) {
+	return false, 0, 0, errBudgetsDown
 }
 
 func TestUnreachableBudgetsFailClosed(t *testing.T) {

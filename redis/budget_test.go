@@ -86,31 +86,39 @@ func TestBudgetExactAcrossReplicas(t *testing.T) {
 	}
 }
 
+// one is the take of a single budget under key.
+func one(key string, limit int, window time.Duration) []interlock.BudgetTake {
+	return []interlock.BudgetTake{{Key: key, Limit: limit, Window: window}}
+}
+
 func TestBudgetsWindow(t *testing.T) {
 	ctx := context.Background()
 	b := store(t).Budgets()
 	const window = 300 * time.Millisecond
 	for i := range 2 {
-		if wait, err := b.Peek(ctx, "k", 2, window); err != nil || wait != 0 {
-			t.Fatalf("Peek %d = %v, %v: a peek must not count", i, wait, err)
+		if ok, wait, _, err := b.Peek(ctx, one("k", 2, window)); err != nil || !ok || wait != 0 {
+			t.Fatalf("Peek %d = %v, %v, %v: a peek must not count", i, ok, wait, err)
 		}
-		if ok, _, err := b.Take(ctx, "k", 2, window); !ok || err != nil {
+		if ok, _, _, err := b.Take(ctx, one("k", 2, window)); !ok || err != nil {
 			t.Fatalf("Take %d = %v, %v", i, ok, err)
 		}
 	}
-	ok, wait, err := b.Take(ctx, "k", 2, window)
-	if ok || err != nil || wait <= 0 || wait > window {
-		t.Fatalf("Take over the limit = %v, %v, %v; want a refusal with a wait within the window", ok, wait, err)
+	ok, wait, spent, err := b.Take(ctx, one("k", 2, window))
+	if ok || err != nil || wait <= 0 || wait > window || spent != 0 {
+		t.Fatalf("Take over the limit = %v, %v, %d, %v; want a refusal with a wait within the window", ok, wait, spent, err)
 	}
-	if peek, _ := b.Peek(ctx, "k", 2, window); peek <= 0 || peek > wait {
-		t.Errorf("Peek on a spent budget = %v, want a wait up to %v", peek, wait)
+	if ok, peek, _, _ := b.Peek(ctx, one("k", 2, window)); ok || peek <= 0 || peek > wait {
+		t.Errorf("Peek on a spent budget = %v, %v; want a wait up to %v", ok, peek, wait)
 	}
-	if ok, _, _ := b.Take(ctx, "other", 2, window); !ok {
+	if ok, _, _, _ := b.Take(ctx, one("other", 2, window)); !ok {
 		t.Error("another key shares the count")
 	}
 	time.Sleep(wait)
-	if ok, _, err := b.Take(ctx, "k", 2, window); !ok || err != nil {
+	if ok, _, _, err := b.Take(ctx, one("k", 2, window)); !ok || err != nil {
 		t.Errorf("Take after the wait = %v, %v; the oldest call left the window", ok, err)
+	}
+	if ok, _, _, err := b.Take(ctx, one("k", 0, window)); ok || err == nil {
+		t.Errorf("Take under a limit of 0 = %v, %v; want an error", ok, err)
 	}
 }
 

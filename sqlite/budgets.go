@@ -25,9 +25,11 @@ CREATE INDEX IF NOT EXISTS budget_runs_key ON budget_runs (key, ran_at);`
 // Each counted call is a row holding its key, when it ran and when it
 // leaves the window it was counted in, in Unix nanoseconds. A take is one
 // IMMEDIATE transaction that reads the time once it holds the write lock,
-// drops the key's calls that left the window, finds whether there is
-// room and counts the call if there is: of any number of concurrent
-// takes, in any number of processes, at most limit succeed in any window.
+// drops the calls of its keys that left their windows, finds whether
+// every key has room and counts the call under each if so: of any number
+// of concurrent takes, in any number of processes, at most limit succeed
+// in any window under each key, and a take one key refuses counts under
+// none.
 //
 // A gateway finds it in its [State].
 type Budgets struct {
@@ -46,39 +48,63 @@ type rowQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// room returns how long until key has room for one more call under limit
-// per window at now: zero when it has room now, else until the limit-th
-// newest call leaves the window. A call counted after now, as a take on
-// another handle may be while a peek reads, or under a clock that stepped
-// back, ran now at the latest: the wait is never longer than the window.
-func room(ctx context.Context, q rowQuerier, key string, limit int, window time.Duration, now time.Time) (time.Duration, error) {
-	if limit < 1 {
-		return 0, fmt.Errorf("budget %s: a limit of %d calls leaves no room", key, limit)
-	}
+// room returns how long until t's key has room for one more call at now:
+// zero when it has room now, else until the limit-th newest call leaves
+// the window. A call counted after now, as a take on another handle may
+// be while a peek reads, or under a clock that stepped back, ran now at
+// the latest: the wait is never longer than the window.
+func room(ctx context.Context, q rowQuerier, t interlock.BudgetTake, now time.Time) (time.Duration, error) {
 	var ranAt int64
 	err := q.QueryRowContext(ctx, "SELECT ran_at FROM budget_runs WHERE key = ? AND ran_at > ? ORDER BY ran_at DESC LIMIT 1 OFFSET ?",
-		key, now.Add(-window).UnixNano(), limit-1).Scan(&ranAt)
+		t.Key, now.Add(-t.Window).UnixNano(), t.Limit-1).Scan(&ranAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("budget %s: %w", key, err)
+		return 0, fmt.Errorf("budget %s: %w", t.Key, err)
 	}
-	return min(time.Unix(0, ranAt).Add(window).Sub(now), window), nil
+	return min(time.Unix(0, ranAt).Add(t.Window).Sub(now), t.Window), nil
+}
+
+// longest returns the longest wait of takes at now and the index of its
+// take: zero when every key has room.
+func longest(ctx context.Context, q rowQuerier, takes []interlock.BudgetTake, now time.Time) (time.Duration, int, error) {
+	var wait time.Duration
+	spent := 0
+	for i, t := range takes {
+		w, err := room(ctx, q, t, now)
+		if err != nil {
+			return 0, 0, err
+		}
+		if w > wait {
+			wait, spent = w, i
+		}
+	}
+	return wait, spent, nil
 }
 
 // Peek implements [interlock.BudgetStore].
-func (b *Budgets) Peek(ctx context.Context, key string, limit int, window time.Duration) (time.Duration, error) {
-	wait, err := room(ctx, b.db, key, limit, window, time.Now())
-	if err != nil {
-		return 0, b.fail(err)
+func (b *Budgets) Peek(ctx context.Context, takes []interlock.BudgetTake) (bool, time.Duration, int, error) {
+	if err := interlock.CheckBudgetTakes(takes); err != nil {
+		return false, 0, 0, b.fail(err)
 	}
-	return wait, nil
+	wait, spent, err := longest(ctx, b.db, takes, time.Now())
+	if err != nil {
+		return false, 0, 0, b.fail(err)
+	}
+	return wait == 0, wait, spent, nil
 }
 
 // Take implements [interlock.BudgetStore].
-func (b *Budgets) Take(ctx context.Context, key string, limit int, window time.Duration) (bool, time.Duration, error) {
+func (b *Budgets) Take(ctx context.Context, takes []interlock.BudgetTake) (bool, time.Duration, int, error) {
+	if err := interlock.CheckBudgetTakes(takes); err != nil {
+		return false, 0, 0, b.fail(err)
+	}
+	if len(takes) == 0 {
+		return true, 0, 0, nil
+	}
 	var wait time.Duration
+	var spent int
 	err := b.change(ctx, func(c *sql.Conn, now time.Time) error {
 		// Keys whose calls all left their window are dropped now and
 		// then, so callers who stop calling do not pile up. The window of
@@ -91,21 +117,25 @@ func (b *Budgets) Take(ctx context.Context, key string, limit int, window time.D
 			}
 		}
 		b.taken++
-		if _, err := c.ExecContext(ctx, "DELETE FROM budget_runs WHERE key = ? AND ran_at <= ?", key, now.Add(-window).UnixNano()); err != nil {
-			return fmt.Errorf("budget %s: %w", key, err)
+		for _, t := range takes {
+			if _, err := c.ExecContext(ctx, "DELETE FROM budget_runs WHERE key = ? AND ran_at <= ?", t.Key, now.Add(-t.Window).UnixNano()); err != nil {
+				return fmt.Errorf("budget %s: %w", t.Key, err)
+			}
 		}
 		var err error
-		if wait, err = room(ctx, c, key, limit, window, now); err != nil || wait > 0 {
+		if wait, spent, err = longest(ctx, c, takes, now); err != nil || wait > 0 {
 			return err
 		}
-		if _, err := c.ExecContext(ctx, "INSERT INTO budget_runs (key, ran_at, ends_at) VALUES (?, ?, ?)",
-			key, now.UnixNano(), now.Add(window).UnixNano()); err != nil {
-			return fmt.Errorf("budget %s: %w", key, err)
+		for _, t := range takes {
+			if _, err := c.ExecContext(ctx, "INSERT INTO budget_runs (key, ran_at, ends_at) VALUES (?, ?, ?)",
+				t.Key, now.UnixNano(), now.Add(t.Window).UnixNano()); err != nil {
+				return fmt.Errorf("budget %s: %w", t.Key, err)
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return false, 0, b.fail(err)
+		return false, 0, 0, b.fail(err)
 	}
-	return wait == 0, wait, nil
+	return wait == 0, wait, spent, nil
 }

@@ -17,6 +17,11 @@ import (
 	"github.com/interlock-mcp/interlock"
 )
 
+// one is the take of a single budget under key.
+func one(key string, limit int, window time.Duration) []interlock.BudgetTake {
+	return []interlock.BudgetTake{{Key: key, Limit: limit, Window: window}}
+}
+
 // TestBudgetsSlideTheirWindow takes on one handle and peeks on another,
 // as two gateways on one data directory would, and finds the waits of
 // [interlock.MemoryBudgets] to the nanosecond.
@@ -27,9 +32,9 @@ func TestBudgetsSlideTheirWindow(t *testing.T) {
 		m, other := openState(t, path).Budgets(), openState(t, path).Budgets()
 		take := func(want bool, wantWait time.Duration) {
 			t.Helper()
-			ok, wait, err := m.Take(ctx, "k", 3, time.Hour)
-			if err != nil || ok != want || wait != wantWait {
-				t.Fatalf("Take = %v, %v, %v; want %v, %v", ok, wait, err, want, wantWait)
+			ok, wait, spent, err := m.Take(ctx, one("k", 3, time.Hour))
+			if err != nil || ok != want || wait != wantWait || spent != 0 {
+				t.Fatalf("Take = %v, %v, %d, %v; want %v, %v, 0", ok, wait, spent, err, want, wantWait)
 			}
 		}
 		take(true, 0)
@@ -39,11 +44,11 @@ func TestBudgetsSlideTheirWindow(t *testing.T) {
 		take(true, 0)
 		// The first run leaves the window an hour after it ran.
 		take(false, 40*time.Minute)
-		if wait, err := other.Peek(ctx, "k", 3, time.Hour); wait != 40*time.Minute || err != nil {
-			t.Errorf("Peek = %v, %v; want 40m", wait, err)
+		if ok, wait, _, err := other.Peek(ctx, one("k", 3, time.Hour)); ok || wait != 40*time.Minute || err != nil {
+			t.Errorf("Peek = %v, %v, %v; want false, 40m", ok, wait, err)
 		}
-		if wait, err := other.Peek(ctx, "other", 3, time.Hour); wait != 0 || err != nil {
-			t.Errorf("Peek of another key = %v, %v; want 0", wait, err)
+		if ok, wait, _, err := other.Peek(ctx, one("other", 3, time.Hour)); !ok || wait != 0 || err != nil {
+			t.Errorf("Peek of another key = %v, %v, %v; want true, 0", ok, wait, err)
 		}
 		time.Sleep(40*time.Minute - time.Nanosecond)
 		take(false, time.Nanosecond)
@@ -64,29 +69,29 @@ func TestBudgetsWindow(t *testing.T) {
 		b := openState(t, path).Budgets()
 		const window = 300 * time.Millisecond
 		for i := range 2 {
-			if wait, err := b.Peek(ctx, "k", 2, window); err != nil || wait != 0 {
-				t.Fatalf("Peek %d = %v, %v: a peek must not count", i, wait, err)
+			if ok, wait, _, err := b.Peek(ctx, one("k", 2, window)); err != nil || !ok || wait != 0 {
+				t.Fatalf("Peek %d = %v, %v, %v: a peek must not count", i, ok, wait, err)
 			}
-			if ok, _, err := b.Take(ctx, "k", 2, window); !ok || err != nil {
+			if ok, _, _, err := b.Take(ctx, one("k", 2, window)); !ok || err != nil {
 				t.Fatalf("Take %d = %v, %v", i, ok, err)
 			}
 			time.Sleep(time.Millisecond)
 		}
-		ok, wait, err := b.Take(ctx, "k", 2, window)
+		ok, wait, _, err := b.Take(ctx, one("k", 2, window))
 		if ok || err != nil || wait != window-2*time.Millisecond {
 			t.Fatalf("Take over the limit = %v, %v, %v; want a refusal with a wait of %v", ok, wait, err, window-2*time.Millisecond)
 		}
-		if peek, _ := b.Peek(ctx, "k", 2, window); peek != wait {
+		if _, peek, _, _ := b.Peek(ctx, one("k", 2, window)); peek != wait {
 			t.Errorf("Peek on a spent budget = %v, want %v", peek, wait)
 		}
-		if ok, _, _ := b.Take(ctx, "other", 2, window); !ok {
+		if ok, _, _, _ := b.Take(ctx, one("other", 2, window)); !ok {
 			t.Error("another key shares the count")
 		}
 		time.Sleep(wait)
-		if ok, _, err := b.Take(ctx, "k", 2, window); !ok || err != nil {
+		if ok, _, _, err := b.Take(ctx, one("k", 2, window)); !ok || err != nil {
 			t.Errorf("Take after the wait = %v, %v; the oldest call left the window", ok, err)
 		}
-		if ok, _, err := b.Take(ctx, "k", 0, window); ok || err == nil {
+		if ok, _, _, err := b.Take(ctx, one("k", 0, window)); ok || err == nil {
 			t.Errorf("Take under a limit of 0 = %v, %v; want an error", ok, err)
 		}
 	})
@@ -103,10 +108,10 @@ func TestBudgetsWaitWithinWindow(t *testing.T) {
 		later.UnixNano(), later.Add(time.Hour).UnixNano()); err != nil {
 		t.Fatal(err)
 	}
-	if wait, err := b.Peek(ctx, "k", 1, time.Hour); wait != time.Hour || err != nil {
-		t.Errorf("Peek = %v, %v; want the window, 1h", wait, err)
+	if ok, wait, _, err := b.Peek(ctx, one("k", 1, time.Hour)); ok || wait != time.Hour || err != nil {
+		t.Errorf("Peek = %v, %v, %v; want the window, 1h", ok, wait, err)
 	}
-	if ok, wait, err := b.Take(ctx, "k", 1, time.Hour); ok || wait != time.Hour || err != nil {
+	if ok, wait, _, err := b.Take(ctx, one("k", 1, time.Hour)); ok || wait != time.Hour || err != nil {
 		t.Errorf("Take = %v, %v, %v; want a refusal for the window, 1h", ok, wait, err)
 	}
 }
@@ -131,16 +136,16 @@ func TestBudgetsDropIdle(t *testing.T) {
 			{"busy", time.Minute}, {"busy", time.Minute},
 		}
 		for _, tk := range takes {
-			if ok, _, err := s.Take(ctx, tk.key, 10, tk.window); !ok || err != nil {
+			if ok, _, _, err := s.Take(ctx, one(tk.key, 10, tk.window)); !ok || err != nil {
 				t.Fatal(tk.key, ok, err)
 			}
 			time.Sleep(time.Second)
 		}
 		time.Sleep(2 * time.Minute)
-		if ok, _, err := s.Take(ctx, "busy", 10, time.Minute); !ok || err != nil {
+		if ok, _, _, err := s.Take(ctx, one("busy", 10, time.Minute)); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		if ok, _, err := openState(t, path).Budgets().Take(ctx, "new", 10, time.Minute); !ok || err != nil {
+		if ok, _, _, err := openState(t, path).Budgets().Take(ctx, one("new", 10, time.Minute)); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 		rows, err := s.db.QueryContext(ctx, "SELECT key, count(*) FROM budget_runs GROUP BY key ORDER BY key")
@@ -245,7 +250,7 @@ func TestBudgetsAcrossProcesses(t *testing.T) {
 		if total != limit {
 			t.Errorf("round %d: two processes took %v under a limit of %d", round, took, limit)
 		}
-		if ok, wait, err := s.Take(ctx, key, limit, time.Hour); ok || wait <= 0 || err != nil {
+		if ok, wait, _, err := s.Take(ctx, one(key, limit, time.Hour)); ok || wait <= 0 || err != nil {
 			t.Errorf("round %d: a take after both processes = %v, %v, %v; want a refusal", round, ok, wait, err)
 		}
 		t.Logf("round %d: takes by process %v", round, took)
@@ -259,10 +264,10 @@ func BenchmarkBudgets(b *testing.B) {
 	b.Run("Peek", func(b *testing.B) {
 		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
 		for range 10 {
-			s.Take(ctx, "k", 10, time.Hour)
+			s.Take(ctx, one("k", 10, time.Hour))
 		}
 		for b.Loop() {
-			if wait, err := s.Peek(ctx, "k", 10, time.Hour); wait == 0 || err != nil {
+			if _, wait, _, err := s.Peek(ctx, one("k", 10, time.Hour)); wait == 0 || err != nil {
 				b.Fatal(wait, err)
 			}
 		}
@@ -271,7 +276,7 @@ func BenchmarkBudgets(b *testing.B) {
 		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
 		i := 0
 		for b.Loop() {
-			if ok, _, err := s.Take(ctx, fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour); !ok || err != nil {
+			if ok, _, _, err := s.Take(ctx, one(fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour)); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
 			i++
@@ -280,10 +285,10 @@ func BenchmarkBudgets(b *testing.B) {
 	b.Run("Take refused", func(b *testing.B) {
 		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
 		for range 10 {
-			s.Take(ctx, "k", 10, time.Hour)
+			s.Take(ctx, one("k", 10, time.Hour))
 		}
 		for b.Loop() {
-			if ok, _, err := s.Take(ctx, "k", 10, time.Hour); ok || err != nil {
+			if ok, _, _, err := s.Take(ctx, one("k", 10, time.Hour)); ok || err != nil {
 				b.Fatal(ok, err)
 			}
 		}
@@ -296,7 +301,7 @@ func BenchmarkBudgets(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				i := n.Add(1)
-				if ok, _, err := handles[i%2].Take(ctx, fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour); !ok || err != nil {
+				if ok, _, _, err := handles[i%2].Take(ctx, one(fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour)); !ok || err != nil {
 					b.Error(ok, err)
 					return
 				}

@@ -65,7 +65,7 @@ func TestStateSharesOneFile(t *testing.T) {
 	if ok, err := st.Tokens().Consume(ctx, "b", "n"); !ok || err != nil {
 		t.Errorf("Consume = %v, %v", ok, err)
 	}
-	if ok, _, err := st.Budgets().Take(ctx, "k", 1, time.Hour); !ok || err != nil {
+	if ok, _, _, err := st.Budgets().Take(ctx, one("k", 1, time.Hour)); !ok || err != nil {
 		t.Errorf("Take = %v, %v", ok, err)
 	}
 	if err := st.Close(); err != nil {
@@ -74,7 +74,7 @@ func TestStateSharesOneFile(t *testing.T) {
 	if err := st.Tokens().Issue(ctx, "b", "n2", time.Minute); err == nil {
 		t.Error("a closed state issued a token")
 	}
-	if ok, _, err := st.Budgets().Take(ctx, "k2", 1, time.Hour); ok || err == nil {
+	if ok, _, _, err := st.Budgets().Take(ctx, one("k2", 1, time.Hour)); ok || err == nil {
 		t.Errorf("a closed state took %v, %v", ok, err)
 	}
 	if _, err := st.Approvals().Request(ctx, &approval.Approval{ID: "apr_2", Key: "k2", CreatedAt: now, ExpiresAt: now.Add(time.Minute)}); err == nil {
@@ -397,7 +397,7 @@ func TestStateHelperProcess(t *testing.T) {
 				t.Fatalf("bad line %q", in.Text())
 			}
 			fmt.Println("took", together(8, tries, func() (bool, error) {
-				ok, _, err := budgets.Take(ctx, f[1], limit, time.Hour)
+				ok, _, _, err := budgets.Take(ctx, one(f[1], limit, time.Hour))
 				// Takes a few milliseconds apart, as calls reach a
 				// gateway, leave the file unlocked now and then: takes
 				// back to back hold it, and the other process, polling
