@@ -60,9 +60,13 @@ func newAuthenticator(f *policy.File, public string, keys auth.TokenVerifier) (*
 	if audience == "" {
 		return a, nil
 	}
+	var introspection *oauth.Introspection
+	if in := o.Introspection; in != nil {
+		introspection = &oauth.Introspection{URL: in.URL, ClientID: in.ClientID, ClientSecret: in.ClientSecret, Cache: in.CacheFor}
+	}
 	p, err := oauth.New(oauth.Config{Issuer: o.Issuer, Audience: audience, JWKSURL: o.JWKSURL, Profile: o.TokenProfile,
 		Claims: oauth.Claims{Principal: o.Claims.Principal, Tenant: o.Claims.Tenant, Groups: o.Claims.Groups,
-			DefaultTenant: policy.DefaultTenant}})
+			DefaultTenant: policy.DefaultTenant}, Introspection: introspection})
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +96,10 @@ func (a *authenticator) verify(ctx context.Context, credential string) (*auth.To
 		return nil, fmt.Errorf("%w: no resource URL to check the audience against", auth.ErrInvalidToken)
 	}
 	id, err := a.tokens.Verify(ctx, credential)
+	if errors.Is(err, oauth.ErrIntrospectionFailed) {
+		// Not an invalid token: nobody could say whether it is.
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
 	}
@@ -127,7 +135,9 @@ type verifiedKey struct{}
 // requireAuth lets through requests whose bearer credential verifies and
 // answers the others 401 (403 for a token without a required scope) with
 // a WWW-Authenticate challenge: with OAuth it points at the protected
-// resource metadata, so a client can find the authorization server.
+// resource metadata, so a client can find the authorization server. A
+// token the issuer's introspection endpoint could not confirm is answered
+// 503 with Retry-After.
 // Every refusal is recorded as auth_refused, never with the credential;
 // those of a source past refusalBurst in a window are counted instead.
 func (g *Gateway) requireAuth(h http.Handler) http.Handler {
@@ -154,6 +164,10 @@ func (g *Gateway) requireAuth(h http.Handler) http.Handler {
 	})
 }
 
+// introspectionRetryAfter is the Retry-After of a request refused because
+// the issuer's introspection endpoint did not answer, in seconds.
+const introspectionRetryAfter = "5"
+
 // refuse answers a request whose credential did not verify, and records
 // why.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, sent bool, err error) {
@@ -172,6 +186,15 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, sent bool, err 
 	status, why, message := http.StatusUnauthorized, "no API key or access token",
 		"This gateway needs a credential: send Authorization: Bearer <API key or access token>."
 	switch {
+	case errors.Is(err, oauth.ErrIntrospectionFailed):
+		// 503, not 401: a 401 with invalid_token tells the client to drop
+		// a token that may well be good and to sign in again, which
+		// fails too while the issuer is unreachable. A 503 with
+		// Retry-After says to send the same token again shortly; the
+		// request is refused either way.
+		status, why = http.StatusServiceUnavailable, "an access token its issuer could not confirm (introspection failed)"
+		message = "The identity provider could not confirm the access token just now: try again in a few seconds."
+		w.Header().Set("Retry-After", introspectionRetryAfter)
 	case errors.Is(err, errInsufficientScope):
 		status, why = http.StatusForbidden, "an access token without the required scopes"
 		message = "The access token lacks a scope this gateway requires: sign in again granting " + strings.Join(a.oauth.Scopes, " ") + "."
@@ -183,7 +206,13 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, sent bool, err 
 		}
 		params = append(params, `error="invalid_token"`)
 	}
-	if sent {
+	switch {
+	case status == http.StatusServiceUnavailable:
+		// Every token that is not in the cache is refused until the
+		// endpoint answers again: the operator's problem, not the caller's.
+		g.log.WarnContext(r.Context(), "access token refused: the issuer's token introspection endpoint did not answer",
+			"path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
+	case sent:
 		// The reason is for the operator; the caller learns only that
 		// the credential was refused.
 		g.log.InfoContext(r.Context(), "credential refused", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
@@ -199,7 +228,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, sent bool, err 
 	} else if g.metrics != nil {
 		g.metrics.Event("auth_refused")
 	}
-	w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
+	if status != http.StatusServiceUnavailable {
+		w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
+	}
 	http.Error(w, message, status)
 }
 

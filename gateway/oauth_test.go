@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/oauth/oauthtest"
@@ -281,4 +282,99 @@ func TestCheckListenCountsOAuth(t *testing.T) {
 	if err := CheckListen("0.0.0.0:8740", f); err != nil {
 		t.Errorf("CheckListen with OAuth: %v", err)
 	}
+}
+
+// TestOAuthIntrospection: with introspection, a token the issuer revokes
+// is refused on the MCP endpoint and the REST face once its answer's
+// cache time is over, as an invalid token, and audited as such.
+func TestOAuthIntrospection(t *testing.T) {
+	const cache = time.Second
+	o := startOAuthGateway(t, oauthClaims+"\n    introspection: {client_id: gw, client_secret: 's3=t', cache: 1s}",
+		"  - {name: r, match: {tools: [wipe]}, mode: deny}\n")
+	o.iss.Register(oauthtest.Client{ID: "gw", Secret: "s3=t"})
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	token := o.token("mcp")
+	if status, _, out := o.request(t, "POST", MCPPath, token, init); status != http.StatusOK {
+		t.Fatalf("an active token on /mcp: %d %s", status, out)
+	}
+	if status, _, out := o.request(t, "GET", "/v1/tools", token, ""); status != http.StatusOK {
+		t.Fatalf("an active token on /v1/tools: %d %s", status, out)
+	}
+	if o.iss.Introspections() == 0 {
+		t.Fatal("the issuer was never asked about the token")
+	}
+
+	o.iss.Revoke(token)
+	revoked := time.Now()
+	// The answer kept before the revocation may hold for the cache time;
+	// the slack is for a slow machine.
+	deadline := revoked.Add(cache + 3*time.Second)
+	for {
+		status, challenge, _ := o.request(t, "POST", MCPPath, token, init)
+		if status == http.StatusUnauthorized {
+			if !strings.Contains(challenge, `error="invalid_token"`) {
+				t.Errorf("WWW-Authenticate %q lacks invalid_token", challenge)
+			}
+			break
+		}
+		if status != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("a revoked token on /mcp %s after its revocation: %d, want 401 within the %s cache", time.Since(revoked), status, cache)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status, challenge, _ := o.request(t, "GET", "/v1/tools", token, ""); status != http.StatusUnauthorized ||
+		!strings.Contains(challenge, `error="invalid_token"`) {
+		t.Errorf("a revoked token on /v1/tools: %d %q, want 401 invalid_token", status, challenge)
+	}
+	if status, _, _ := o.request(t, "GET", "/v1/tools", o.token("mcp"), ""); status != http.StatusOK {
+		t.Errorf("another, active token after the revocation: %d", status)
+	}
+	refused := authRefusals(t, o)
+	if len(refused) != 2 || !strings.Contains(refused[0], "an invalid access token") || !strings.Contains(refused[1], "GET /v1/tools") {
+		t.Errorf("auth_refused records: %q", refused)
+	}
+}
+
+// TestOAuthIntrospectionUnavailable: when the introspection endpoint
+// cannot be reached, a token that verifies is refused with 503 and
+// Retry-After, not 401, so the client keeps it and tries again; the
+// refusal is audited.
+func TestOAuthIntrospectionUnavailable(t *testing.T) {
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	o := startOAuthGateway(t, oauthClaims+fmt.Sprintf("\n    introspection: {url: '%s/introspect', client_id: gw, client_secret: s}", gone.URL),
+		"  - {name: r, match: {tools: [wipe]}, mode: deny}\n")
+	req, _ := http.NewRequest("GET", o.srv.URL+"/v1/tools", nil)
+	req.Header.Set("Authorization", "Bearer "+o.token("mcp"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || res.Header.Get("WWW-Authenticate") != "" {
+		t.Errorf("a token the issuer could not confirm: %d, Retry-After %q, WWW-Authenticate %q; want 503 with Retry-After and no challenge",
+			res.StatusCode, res.Header.Get("Retry-After"), res.Header.Get("WWW-Authenticate"))
+	}
+	if status, _, _ := o.request(t, "GET", "/v1/tools", "bob-key", ""); status != http.StatusOK {
+		t.Errorf("an API key while introspection is down: %d", status)
+	}
+	if refused := authRefusals(t, o); len(refused) != 1 || !strings.Contains(refused[0], "could not confirm") {
+		t.Errorf("auth_refused records: %q", refused)
+	}
+}
+
+// authRefusals returns the details of the gateway's auth_refused records,
+// oldest first.
+func authRefusals(t *testing.T, o *oauthGateway) []string {
+	t.Helper()
+	var refused []string
+	for r, err := range o.audit.Records(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Event == "auth_refused" {
+			refused = append(refused, r.Detail)
+		}
+	}
+	return refused
 }
