@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,35 +231,183 @@ func TestBudgetExactAcrossHandles(t *testing.T) {
 }
 
 // TestBudgetsAcrossProcesses has two gateway processes take 75 times
-// each, from eight goroutines, under one limit of 50, five times over:
-// between them exactly 50 takes succeed each time.
+// each, from eight goroutines, under one limit of 50, six times over. In
+// every other round each take is of two keys, the second holding 20
+// calls already: between them exactly 50 takes succeed in a round of one
+// key, exactly 30 in a round of two, and the first key then holds 30.
 func TestBudgetsAcrossProcesses(t *testing.T) {
 	ctx := context.Background()
-	const limit, tries = 50, 75
+	const limit, tries, held = 50, 75, 20
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := openState(t, path).Budgets()
 	procs := startProcesses(t, "budgets", path)
-	for round := range 5 {
-		key := fmt.Sprintf("k%d", round)
-		sendAll(t, procs, fmt.Sprintf("take %s %d %d", key, limit, tries))
+	for round := range 6 {
+		keys, want := fmt.Sprintf("k%d", round), limit
+		if round%2 == 1 {
+			keys, want = fmt.Sprintf("k%d,full%d", round, round), limit-held
+			for range held {
+				if ok, _, _, err := s.Take(ctx, one(fmt.Sprintf("full%d", round), limit, time.Hour)); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+		}
+		sendAll(t, procs, fmt.Sprintf("take %s %d %d", keys, limit, tries))
 		took := make([]int, len(procs))
 		total := 0
 		for i, p := range procs {
 			took[i] = p.number(t, "took")
 			total += took[i]
 		}
-		if total != limit {
-			t.Errorf("round %d: two processes took %v under a limit of %d", round, took, limit)
+		if total != want {
+			t.Errorf("round %d: two processes took %v over %s under a limit of %d; want %d in all", round, took, keys, limit, want)
 		}
-		if ok, wait, _, err := s.Take(ctx, one(key, limit, time.Hour)); ok || wait <= 0 || err != nil {
+		if n := countOf(t, s, fmt.Sprintf("k%d", round)); n != want {
+			t.Errorf("round %d: k%d holds %d calls, want %d", round, round, n, want)
+		}
+		if ok, wait, _, err := s.Take(ctx, takesOf(keys, limit)); ok || wait <= 0 || err != nil {
 			t.Errorf("round %d: a take after both processes = %v, %v, %v; want a refusal", round, ok, wait, err)
 		}
 		t.Logf("round %d: takes by process %v", round, took)
 	}
 }
 
-// BenchmarkBudgets measures a peek, a take with room and one refused, and
-// takes with room from several goroutines on two handles on one file.
+// takesOf returns the takes of the comma-separated keys, each under limit
+// per hour.
+func takesOf(keys string, limit int) []interlock.BudgetTake {
+	var takes []interlock.BudgetTake
+	for k := range strings.SplitSeq(keys, ",") {
+		takes = append(takes, interlock.BudgetTake{Key: k, Limit: limit, Window: time.Hour})
+	}
+	return takes
+}
+
+// countOf returns how many calls key holds in the file of b.
+func countOf(t testing.TB, b *Budgets, key string) int {
+	t.Helper()
+	var n int
+	if err := b.db.QueryRowContext(context.Background(), "SELECT count(*) FROM budget_runs WHERE key = ?", key).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestBudgetsAllOrNone takes over several keys at once, on one handle,
+// and reads the counts on another: the call is counted under every key
+// or, when one has no room, under none, and the answer names the take
+// with the longest wait, to the nanosecond.
+func TestBudgetsAllOrNone(t *testing.T) {
+	tests := []struct {
+		name string
+		// full are the keys filled to their limit 15 minutes before the
+		// take, under limit 1 per hour, or per 2 hours when "long".
+		full  []string
+		takes []interlock.BudgetTake
+		ok    bool
+		wait  time.Duration
+		spent int
+		// counts are the calls each key holds after the take.
+		counts map[string]int
+	}{
+		{"both with room", nil,
+			[]interlock.BudgetTake{{Key: "a", Limit: 2, Window: time.Hour}, {Key: "b", Limit: 2, Window: time.Hour}}, true, 0, 0,
+			map[string]int{"a": 1, "b": 1}},
+		{"the second spent", []string{"b"},
+			[]interlock.BudgetTake{{Key: "a", Limit: 2, Window: time.Hour}, {Key: "b", Limit: 1, Window: time.Hour}}, false, 45 * time.Minute, 1,
+			map[string]int{"a": 0, "b": 1}},
+		{"the first spent", []string{"a"},
+			[]interlock.BudgetTake{{Key: "a", Limit: 1, Window: time.Hour}, {Key: "b", Limit: 2, Window: time.Hour}}, false, 45 * time.Minute, 0,
+			map[string]int{"a": 1, "b": 0}},
+		{"three with room", nil,
+			[]interlock.BudgetTake{{Key: "a", Limit: 2, Window: time.Hour}, {Key: "b", Limit: 2, Window: time.Hour}, {Key: "c", Limit: 2, Window: time.Hour}}, true, 0, 0,
+			map[string]int{"a": 1, "b": 1, "c": 1}},
+		{"three, two spent: the longest wait", []string{"a", "long"},
+			[]interlock.BudgetTake{{Key: "a", Limit: 1, Window: time.Hour}, {Key: "b", Limit: 2, Window: time.Hour}, {Key: "long", Limit: 1, Window: 2 * time.Hour}}, false, 105 * time.Minute, 2,
+			map[string]int{"a": 1, "b": 0, "long": 1}},
+		{"none", nil, nil, true, 0, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				b, other := openState(t, path).Budgets(), openState(t, path).Budgets()
+				for _, k := range tt.full {
+					window := time.Hour
+					if k == "long" {
+						window = 2 * time.Hour
+					}
+					if ok, _, _, err := b.Take(ctx, one(k, 1, window)); !ok || err != nil {
+						t.Fatal(ok, err)
+					}
+				}
+				time.Sleep(15 * time.Minute)
+				if ok, wait, spent, err := other.Peek(ctx, tt.takes); ok != tt.ok || wait != tt.wait || spent != tt.spent || err != nil {
+					t.Errorf("Peek = %v, %v, %d, %v; want %v, %v, %d", ok, wait, spent, err, tt.ok, tt.wait, tt.spent)
+				}
+				if ok, wait, spent, err := b.Take(ctx, tt.takes); ok != tt.ok || wait != tt.wait || spent != tt.spent || err != nil {
+					t.Errorf("Take = %v, %v, %d, %v; want %v, %v, %d", ok, wait, spent, err, tt.ok, tt.wait, tt.spent)
+				}
+				for k, want := range tt.counts {
+					if got := countOf(t, other, k); got != want {
+						t.Errorf("key %s holds %d calls, want %d", k, got, want)
+					}
+				}
+			})
+		})
+	}
+	b := openState(t, filepath.Join(t.TempDir(), "state.db")).Budgets()
+	if ok, _, _, err := b.Take(context.Background(), takesOf("a,b,a", 2)); ok || err == nil {
+		t.Errorf("Take of one key twice = %v, %v; want an error", ok, err)
+	}
+	if n := countOf(t, b, "b"); n != 0 {
+		t.Errorf("key b holds %d calls after a refused take, want none", n)
+	}
+}
+
+// TestBudgetsExactOverSeveralKeys has 300 takes at once, on two handles
+// on one file, over the keys a, b and c in three combinations: no key
+// holds more calls than its limit, and each holds exactly the takes of it
+// that succeeded, so a refused take left no count anywhere.
+func TestBudgetsExactOverSeveralKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	handles := []*Budgets{openState(t, path).Budgets(), openState(t, path).Budgets()}
+	limits := map[string]int{"a": 37, "b": 50, "c": 23}
+	combos := [][]string{{"a", "b"}, {"b", "c"}, {"a"}}
+	var took [3]atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 300 {
+		wg.Go(func() {
+			var takes []interlock.BudgetTake
+			for _, k := range combos[i%3] {
+				takes = append(takes, interlock.BudgetTake{Key: k, Limit: limits[k], Window: time.Hour})
+			}
+			<-start
+			ok, wait, _, err := handles[i%2].Take(context.Background(), takes)
+			if err != nil || ok == (wait > 0) {
+				t.Errorf("Take = %v, %v, %v", ok, wait, err)
+			}
+			if ok {
+				took[i%3].Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	want := map[string]int64{"a": took[0].Load() + took[2].Load(), "b": took[0].Load() + took[1].Load(), "c": took[1].Load()}
+	for k, n := range want {
+		if got := countOf(t, handles[0], k); int64(got) != n || got > limits[k] {
+			t.Errorf("key %s holds %d calls; its takes that succeeded were %d, its limit %d", k, got, n, limits[k])
+		}
+	}
+	if got := countOf(t, handles[1], "a"); got != limits["a"] {
+		t.Errorf("key a holds %d calls; with 100 takes of it alone it must be full at %d", got, limits["a"])
+	}
+}
+
+// BenchmarkBudgets measures a peek, takes of one budget and of two, with
+// room and refused, and takes of one with room from several goroutines on
+// two handles on one file.
 func BenchmarkBudgets(b *testing.B) {
 	ctx := context.Background()
 	b.Run("Peek", func(b *testing.B) {
@@ -280,6 +429,27 @@ func BenchmarkBudgets(b *testing.B) {
 				b.Fatal(ok, err)
 			}
 			i++
+		}
+	})
+	b.Run("Take two", func(b *testing.B) {
+		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
+		i := 0
+		for b.Loop() {
+			if ok, _, _, err := s.Take(ctx, takesOf(fmt.Sprintf("a%d,b%d", i%64, i%64), 1_000_000)); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			i++
+		}
+	})
+	b.Run("Take two refused", func(b *testing.B) {
+		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
+		for range 10 {
+			s.Take(ctx, one("b", 10, time.Hour))
+		}
+		for b.Loop() {
+			if ok, _, _, err := s.Take(ctx, takesOf("a,b", 10)); ok || err != nil {
+				b.Fatal(ok, err)
+			}
 		}
 	})
 	b.Run("Take refused", func(b *testing.B) {

@@ -397,7 +397,7 @@ func TestStateHelperProcess(t *testing.T) {
 				t.Fatalf("bad line %q", in.Text())
 			}
 			fmt.Println("took", together(8, tries, func() (bool, error) {
-				ok, _, _, err := budgets.Take(ctx, one(f[1], limit, time.Hour))
+				ok, _, _, err := budgets.Take(ctx, takesOf(f[1], limit))
 				// Takes a few milliseconds apart, as calls reach a
 				// gateway, leave the file unlocked now and then: takes
 				// back to back hold it, and the other process, polling
