@@ -424,3 +424,44 @@ func TestUnreachableBudgetsFailClosed(t *testing.T) {
 		t.Errorf("the store's error reached the client: %s", b)
 	}
 }
+
+// BenchmarkMemoryBudgets measures takes with room of one budget and of
+// two, and a take of two the second refuses.
+func BenchmarkMemoryBudgets(b *testing.B) {
+	ctx := context.Background()
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	b.Run("Take", func(b *testing.B) {
+		m := NewMemoryBudgets()
+		i := 0
+		for b.Loop() {
+			if ok, _, _, err := m.Take(ctx, []BudgetTake{{keys[i%64], 1_000_000, time.Hour}}); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			i++
+		}
+	})
+	b.Run("Take two", func(b *testing.B) {
+		m := NewMemoryBudgets()
+		i := 0
+		for b.Loop() {
+			takes := []BudgetTake{{keys[i%64], 1_000_000, time.Hour}, {keys[(i+1)%64], 1_000_000, time.Hour}}
+			if ok, _, _, err := m.Take(ctx, takes); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			i++
+		}
+	})
+	b.Run("Take two refused", func(b *testing.B) {
+		m := NewMemoryBudgets()
+		m.Take(ctx, []BudgetTake{{"b", 1, time.Hour}})
+		takes := []BudgetTake{{"a", 10, time.Hour}, {"b", 1, time.Hour}}
+		for b.Loop() {
+			if ok, _, _, err := m.Take(ctx, takes); ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+}
