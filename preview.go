@@ -184,11 +184,20 @@ func (g *Gate) dryRunPreview(ctx context.Context, c *Call, d Decision, hint stri
 	}
 	return &Error{
 		Code:    CodeDryRunPreview,
-		Message: fmt.Sprintf("Dry run: %s did not run. Missing %s.", c.Tool, strings.Join(missing, " and ")),
+		Message: previewMessage(g.dryRun, c.Tool, missing),
 		Hint:    hint,
 		Preview: g.redactedArgs(c),
 		Summary: summary,
 	}
+}
+
+// previewMessage says why a call only previewed: dry run, or (with dry
+// run off) the per-call key the agent did not give.
+func previewMessage(dryRun bool, tool string, missing []string) string {
+	if dryRun {
+		return fmt.Sprintf("Dry run: %s did not run. Missing %s.", tool, strings.Join(missing, " and "))
+	}
+	return fmt.Sprintf("Preview only: %s did not run. Missing %s.", tool, strings.Join(missing, " and "))
 }
 
 const operatorKeyMissing = `the operator key (MCP_DRY_RUN is not "false")`

@@ -21,6 +21,13 @@ const approvalsUsage = `Usage:
 The API key is read from INTERLOCK_KEY.
 `
 
+// approvalsFlags are the flags of every approvals subcommand, for its help.
+const approvalsFlags = `
+Flags:
+  --url URL                the gateway's base URL (default http://127.0.0.1:8740)
+  --reason R               why, recorded with the decision (approve and deny)
+`
+
 // approvals decides approvals on a running gateway through its REST face.
 func approvals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -28,6 +35,12 @@ func approvals(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	sub, args := args[0], args[1:]
+	switch sub {
+	case "-h", "--h", "-help", "--help", "help":
+		// Asked for, so it goes to standard output and is no failure.
+		fmt.Fprint(stdout, approvalsUsage+approvalsFlags+environment)
+		return errHelp
+	}
 	id := ""
 	if sub == "approve" || sub == "deny" {
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {

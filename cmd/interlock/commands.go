@@ -190,13 +190,23 @@ func makeKey(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("key", stderr)
 	principal := fs.String("principal", "agent", "`name` of who will use the key")
 	tenant := fs.String("tenant", policy.DefaultTenant, "the `tenant` the key acts for")
+	groups := fs.String("groups", "", "comma-separated `groups` the key's holder belongs to, which rules name as group:NAME approvers")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var names []string
+	for _, g := range strings.Split(*groups, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			names = append(names, g)
+		}
 	}
 	key := "ilk_" + randomText()
 	fmt.Fprintf(stderr, "API key for %s (shown once; interlock stores only its hash). Clients send it as\n"+
 		"  Authorization: Bearer %s\n", *principal, key)
 	fmt.Fprintf(stdout, "auth:\n  keys:\n    - sha256: %s\n      principal: %s\n      tenant: %s\n", gateway.HashKey(key), *principal, *tenant)
+	if len(names) > 0 {
+		fmt.Fprintf(stdout, "      groups: [%s]\n", strings.Join(names, ", "))
+	}
 	return nil
 }
 

@@ -18,7 +18,8 @@ func TestHonestHelp(t *testing.T) {
 		"check":        {"--config"},
 		"test":         {"--config", "--connect"},
 		"replay":       {"--policy", "--config", "--data", "--since", "--connect"},
-		"key":          {"--principal", "--tenant"},
+		"key":          {"--principal", "--tenant", "--groups"},
+		"approvals":    {"--url", "--reason"},
 		"secret":       nil,
 		"status":       {"--data"},
 		"console link": {"--data"},
@@ -153,6 +154,21 @@ func TestJSONLogs(t *testing.T) {
 	for _, bad := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}} {
 		if code, _, errText := runCLI(t, append([]string{"serve", "--stdio", "--data", t.TempDir()}, bad...)...); code != 1 || !strings.Contains(errText, bad[0]) {
 			t.Errorf("%v: %d %q", bad, code, errText)
+		}
+	}
+}
+
+// TestKeyGroups: interlock key --groups writes the groups rules name as
+// group:NAME approvers into the key's config lines.
+func TestKeyGroups(t *testing.T) {
+	for _, tt := range []struct{ groups, want string }{
+		{"finance", "      groups: [finance]\n"},
+		{"finance, ops ,", "      groups: [finance, ops]\n"},
+		{"", ""},
+	} {
+		code, out, _ := runCLI(t, "key", "--principal", "bob", "--groups", tt.groups)
+		if code != 0 || !strings.HasSuffix(out, "      tenant: default\n"+tt.want) {
+			t.Errorf("--groups %q: exit %d\n%s", tt.groups, code, out)
 		}
 	}
 }
