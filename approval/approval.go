@@ -176,14 +176,18 @@ func (a *Approval) Consume(now time.Time) error {
 }
 
 // Answers reports whether a request for the approval's binding is answered
-// with the approval itself (it is pending, approved or denied, or it
-// expired or lapsed and its caller has not been told yet); changed says the
+// with the approval itself (it is pending or approved, denied within its
+// timeout, or it expired or lapsed and its caller has not been told yet); changed says the
 // approval was marked Reported and must be stored again. Every store's
 // Request asks it, inside its transaction.
 func (a *Approval) Answers(now time.Time) (answers, changed bool) {
 	switch a.State(now) {
-	case Pending, Approved, Denied:
+	case Pending, Approved:
 		return true, false
+	case Denied:
+		// A denial answers the identical call until the approval's
+		// timeout ends; after it, the caller may ask anew.
+		return now.Before(a.ExpiresAt), false
 	case Expired, Lapsed:
 		if !a.Reported {
 			a.Reported = true

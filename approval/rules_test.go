@@ -182,3 +182,21 @@ func TestStates(t *testing.T) {
 		t.Error("a lapsed approval answered twice")
 	}
 }
+
+// TestDenialHolds: a denial answers the identical call until the
+// approval's timeout ends, and no longer.
+func TestDenialHolds(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a := &approval.Approval{Quorum: 1, CreatedAt: t0, ExpiresAt: t0.Add(10 * time.Minute)}
+	if err := a.AddVote(approval.Vote{Principal: "bob", Verdict: approval.Deny, At: t0.Add(time.Minute)}, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		at      time.Duration
+		answers bool
+	}{{2 * time.Minute, true}, {10*time.Minute - time.Nanosecond, true}, {10 * time.Minute, false}, {time.Hour, false}} {
+		if got, changed := a.Answers(t0.Add(tt.at)); got != tt.answers || changed {
+			t.Errorf("at %s: answers %t (changed %t), want %t", tt.at, got, changed, tt.answers)
+		}
+	}
+}
