@@ -55,10 +55,19 @@ type File struct {
 	// Redact adds argument names to interlock.DefaultSecretNames.
 	Redact    []string    `yaml:"redact"`
 	Upstreams []*Upstream `yaml:"upstreams"`
-	Auth      Auth        `yaml:"auth"`
-	Store     Store       `yaml:"store"`
-	HTTP      HTTP        `yaml:"http"`
-	Audit     Audit       `yaml:"audit"`
+	// MCPServers and Servers are an MCP client's own list of servers, as
+	// Claude Desktop, Claude Code and Cursor ("mcpServers") and VS Code
+	// ("servers") write it: each server is an upstream of its name, so a
+	// client's configuration file is an interlock configuration as it is.
+	MCPServers map[string]*ClientServer `yaml:"mcpServers"`
+	Servers    map[string]*ClientServer `yaml:"servers"`
+	// Inputs is VS Code's list of values it prompts for; interlock prompts
+	// for nothing, so it is read past.
+	Inputs yaml.Node `yaml:"inputs"`
+	Auth   Auth      `yaml:"auth"`
+	Store  Store     `yaml:"store"`
+	HTTP   HTTP      `yaml:"http"`
+	Audit  Audit     `yaml:"audit"`
 	// Notify lists webhooks told of every new pending approval.
 	Notify []*Webhook `yaml:"notify"`
 	Rules  []*Rule    `yaml:"rules"`
@@ -606,6 +615,8 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		f.MaxArgumentBytes = interlock.DefaultMaxArgumentBytes
 	}
 
+	f.Upstreams = append(f.Upstreams, clientUpstreams("mcpServers", f.MCPServers, add)...)
+	f.Upstreams = append(f.Upstreams, clientUpstreams("servers", f.Servers, add)...)
 	names := map[string]int{}
 	for _, u := range f.Upstreams {
 		switch {

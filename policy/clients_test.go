@@ -1,0 +1,76 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestClientConfigs: the configuration files MCP clients already have are
+// interlock configurations as they are: each server an upstream of its
+// name, the built-in policy deciding; and interlock's YAML may hold the
+// same map beside its rules.
+func TestClientConfigs(t *testing.T) {
+	type up struct {
+		name, url string
+		command   []string
+	}
+	tests := []struct {
+		name, file string
+		want       []up
+		problems   []string
+	}{
+		{"Claude Desktop", `{"mcpServers": {"filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}}`,
+			[]up{{name: "filesystem", command: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"}}}, nil},
+		{"Cursor, with its own keys and a remote server", `{"mcpServers": {
+  "github": {"command": "docker", "args": ["run", "-i", "--rm", "ghcr.io/github/github-mcp-server"], "env": {"GITHUB_TOKEN": "ghp_x"}, "autoApprove": [], "timeout": 60},
+  "remote": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer x"}}}}`,
+			[]up{{name: "github", command: []string{"docker", "run", "-i", "--rm", "ghcr.io/github/github-mcp-server"}}, {name: "remote", url: "https://mcp.example.com/mcp"}}, nil},
+		{"VS Code, with inputs", `{"inputs": [{"type": "promptString", "id": "k"}], "servers": {"fs": {"type": "stdio", "command": "npx", "args": ["x"]}, "api": {"type": "http", "url": "https://api.example.com/mcp"}}}`,
+			[]up{{name: "api", url: "https://api.example.com/mcp"}, {name: "fs", command: []string{"npx", "x"}}}, nil},
+		{"a disabled server is left out", `{"mcpServers": {"on": {"command": "a"}, "off": {"command": "b", "disabled": true}}}`,
+			[]up{{name: "on", command: []string{"a"}}}, nil},
+		{"interlock's YAML holding the map beside its rules", "mcpServers:\n  fs:\n    command: npx\n    args: [\"-y\", \"@modelcontextprotocol/server-filesystem\", /tmp]\nrules:\n  - name: writes\n    match: {tools: [write_file], upstream: fs}\n    mode: token\n",
+			[]up{{name: "fs", command: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"}}}, nil},
+		{"an SSE server", `{"mcpServers": {"old": {"type": "sse", "url": "http://127.0.0.1:9000/sse"}}}`, nil,
+			[]string{"mcpServers.old speaks the SSE transport"}},
+		{"a server with neither command nor url", `{"servers": {"x": {"args": ["a"]}}}`, nil,
+			[]string{"servers.x has no command or url"}},
+		{"an unknown type", `{"mcpServers": {"x": {"type": "websocket", "url": "ws://x"}}}`, nil,
+			[]string{`mcpServers.x has type "websocket"`}},
+		{"a misspelt key", `{"mcpServers": {"x": {"command": "a", "argz": []}}}`, nil,
+			[]string{`unknown field "argz"`}},
+		{"the same name as an upstream", "upstreams:\n  - name: fs\n    command: [a]\nmcpServers:\n  fs:\n    command: b\n", nil,
+			[]string{`upstream "fs" is already defined on line 2`}},
+		{"a rule naming a server's upstream that does not exist", "mcpServers:\n  fs: {command: a}\nrules:\n  - {name: r, match: {upstream: github}, mode: deny}\n", nil,
+			[]string{"github"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("client.json", []byte(tt.file), func(string) (string, bool) { return "", false })
+			if len(tt.problems) > 0 {
+				for _, p := range tt.problems {
+					if err == nil || !strings.Contains(err.Error(), p) {
+						t.Errorf("err = %v, want it to say %q", err, p)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []up
+			for _, u := range f.Upstreams {
+				got = append(got, up{name: u.Name, url: u.URL, command: u.Command})
+			}
+			if !slices.EqualFunc(got, tt.want, func(a, b up) bool {
+				return a.name == b.name && a.url == b.url && slices.Equal(a.command, b.command)
+			}) {
+				t.Errorf("upstreams %+v, want %+v", got, tt.want)
+			}
+			if f.DefaultMode != "flag" {
+				t.Errorf("default mode %q: the built-in policy should decide", f.DefaultMode)
+			}
+		})
+	}
+}
