@@ -199,7 +199,7 @@ func ParseCases(name string, data []byte) (*Cases, error) {
 	cs := &Cases{Path: name}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := yaml.Load(data, cs, yaml.WithKnownFields()); err != nil {
-			return nil, yamlErrors(name, err)
+			return nil, yamlErrors(name, data, err)
 		}
 	}
 	var errs LoadErrors

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +71,35 @@ func TestClientConfigs(t *testing.T) {
 			}
 			if f.DefaultMode != "flag" {
 				t.Errorf("default mode %q: the built-in policy should decide", f.DefaultMode)
+			}
+		})
+	}
+}
+
+// TestYAMLMistakes: the parser's words for the mistakes people make most
+// are replaced by what to do, at the line of the mistake.
+func TestYAMLMistakes(t *testing.T) {
+	tests := []struct {
+		name, file string
+		line       int
+		says       string
+	}{
+		{"an npm scope unquoted in a list", "upstreams:\n  - name: fs\n    command: [npx, -y, @modelcontextprotocol/server-filesystem, /tmp]\n", 3,
+			`a value that starts with "@" must be quoted: write "@modelcontextprotocol/server-filesystem"`},
+		{"an npm scope unquoted as a value", "mcpServers:\n  fs:\n    command: npx\n    args:\n      - -y\n      - @modelcontextprotocol/server-filesystem\n", 6,
+			`must be quoted: write "@modelcontextprotocol/server-filesystem"`},
+		{"a backquote", "rules:\n  - name: r\n    summary: `rm`\n    mode: deny\n", 3, "a value that starts with \"`\" must be quoted"},
+		{"a command as one string", "upstreams:\n  - name: fs\n    command: npx -y server\n", 3,
+			"a list goes here, not the text `npx -y ...`: write [a, b, c]"},
+		{"a tab", "upstreams:\n\t- name: fs\n", 2, "a tab in the indentation: YAML indents with spaces only"},
+		{"a colon and a space in a value", "rules:\n  - name: r\n    when: args.path: x\n    mode: deny\n", 3, `quote the whole value`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("interlock.yaml", []byte(tt.file), func(string) (string, bool) { return "", false })
+			want := fmt.Sprintf("interlock.yaml:%d: ", tt.line)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("err = %v, want %q and %q", err, want, tt.says)
 			}
 		})
 	}

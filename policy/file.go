@@ -555,7 +555,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	f := &File{Path: name, Digest: hex.EncodeToString(sum[:])}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := yaml.Load(data, f, yaml.WithKnownFields()); err != nil {
-			return nil, yamlErrors(name, err)
+			return nil, yamlErrors(name, data, err)
 		}
 	}
 	var errs LoadErrors
@@ -994,7 +994,7 @@ func isSecretVar(name string) bool {
 }
 
 // yamlErrors turns a YAML library error into file:line messages.
-func yamlErrors(name string, err error) error {
+func yamlErrors(name string, data []byte, err error) error {
 	var les *yaml.LoadErrors
 	if errors.As(err, &les) {
 		out := make(LoadErrors, 0, len(les.Errors))
@@ -1009,18 +1009,55 @@ func yamlErrors(name string, err error) error {
 		if le.ContextMsg != "" {
 			msg = le.ContextMsg + ": " + msg
 		}
-		return LoadErrors{{File: name, Line: le.Mark.Line, Msg: msg}}
+		return LoadErrors{{File: name, Line: le.Mark.Line, Msg: syntaxMessage(msg, lineOf(data, le.Mark.Line), le.Mark.Column)}}
 	}
 	return LoadErrors{{File: name, Msg: err.Error()}}
 }
 
-var unknownFieldRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+// lineOf returns line n (1-based) of data, "" when there is none.
+func lineOf(data []byte, n int) string {
+	for i, line := range strings.Split(string(data), "\n") {
+		if i+1 == n {
+			return line
+		}
+	}
+	return ""
+}
+
+// syntaxMessage says what to do about the YAML syntax errors people make
+// most, from the line the parser stopped at: a tab in the indentation, a
+// value that starts with @ or a backquote (every npm package scope), a
+// value holding ": ".
+func syntaxMessage(msg, line string, column int) string {
+	indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+	at := ""
+	if column >= 1 && column <= len(line) {
+		at = line[column-1:]
+	}
+	switch {
+	case strings.Contains(msg, "cannot start any token") && strings.Contains(indent, "\t"):
+		return "a tab in the indentation: YAML indents with spaces only"
+	case strings.Contains(msg, "cannot start any token") && (strings.HasPrefix(at, "@") || strings.HasPrefix(at, "`")):
+		return fmt.Sprintf("a value that starts with %q must be quoted: write \"%s\"", at[:1], strings.TrimRight(strings.SplitN(at, ",", 2)[0], "] }"))
+	case strings.Contains(msg, "mapping values are not allowed"):
+		return "a value holds \": \" (a colon and a space), which YAML reads as a new key: quote the whole value, such as when: \"args.path: x\""
+	}
+	return msg
+}
+
+var (
+	unknownFieldRE  = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	stringForListRE = regexp.MustCompile("^cannot construct !!str (`[^`]*`) into \\[\\]string$")
+)
 
 // yamlMessage rewords the YAML library's messages in the file's terms.
 func yamlMessage(msg string) string {
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("unknown field %q: check its spelling and where it is indented", m[1])
+	}
+	if m := stringForListRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("a list goes here, not the text %s: write [a, b, c], such as command: [npx, -y, \"@scope/server\"], or one item a line after -", m[1])
 	}
 	return msg
 }
