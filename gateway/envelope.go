@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
 // JSON-RPC error codes the gateway answers with before the SDK reads a
@@ -61,23 +62,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
-// paramsOf names, for each method the gateway serves, the SDK's type of its
-// params. The gateway decodes them first, so a client that sends params of
-// the wrong shape gets the gateway's message, not the SDK's, which names
-// Go types.
-var paramsOf = map[string]func() any{
-	"initialize":                       func() any { return new(mcp.InitializeParams) },
-	"notifications/initialized":        func() any { return new(mcp.InitializedParams) },
-	"ping":                             func() any { return new(mcp.PingParams) },
-	"tools/list":                       func() any { return new(mcp.ListToolsParams) },
-	"tools/call":                       func() any { return new(mcp.CallToolParamsRaw) },
-	"logging/setLevel":                 func() any { return new(mcp.SetLoggingLevelParams) },
-	"completion/complete":              func() any { return new(mcp.CompleteParams) },
-	"notifications/cancelled":          func() any { return new(mcp.CancelledParams) },
-	"notifications/progress":           func() any { return new(mcp.ProgressNotificationParams) },
-	"notifications/roots/list_changed": func() any { return new(mcp.RootsListChangedParams) },
-}
-
 // rpcMessage is the part of a JSON-RPC message the gateway reads.
 type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
@@ -118,18 +102,22 @@ func requestMessages(r *http.Request) []rpcMessage {
 
 // checkMessages reads an MCP body (one message or a batch) far enough to
 // refuse params of the wrong shape. It returns the messages, or the id of
-// the message at fault and the message for the client.
+// the message at fault and the message for the client. It decodes params
+// into the SDK's types first, so a client that sends params of the wrong
+// shape gets the gateway's message, not the SDK's, which names Go types.
 func checkMessages(body []byte) ([]rpcMessage, json.RawMessage, string) {
 	msgs := rpcMessages(body)
 	if msgs == nil {
 		return nil, nil, "The body is not a JSON-RPC message or a batch of them."
 	}
 	for i, m := range msgs {
-		params, known := paramsOf[m.Method]
-		if !known || len(m.Params) == 0 || bytes.Equal(m.Params, []byte("null")) {
+		if len(m.Params) == 0 || bytes.Equal(m.Params, []byte("null")) {
 			continue
 		}
-		p := params()
+		p := sdkrules.NewParams(m.Method)
+		if p == nil {
+			continue
+		}
 		if json.Unmarshal(m.Params, p) != nil {
 			return nil, m.ID, fmt.Sprintf("The params of %s do not have the form the method takes; see the MCP specification.", m.Method)
 		}

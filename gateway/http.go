@@ -17,6 +17,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/console"
+	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -216,7 +217,7 @@ func newProtocol(r *http.Request) bool {
 
 // protocolVersionHeader names the protocol version of a streamable HTTP
 // request.
-const protocolVersionHeader = "Mcp-Protocol-Version"
+const protocolVersionHeader = sdkrules.ProtocolVersionHeader
 
 // withTraceContext continues the trace a request's W3C traceparent header
 // names, if any.

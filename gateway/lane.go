@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"mime"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
 // The lane serves the request that is nearly all of a client's traffic,
@@ -45,6 +43,9 @@ import (
 // Because some POSTs of a session never reach the SDK, the lane also keeps
 // the session's idle timeout itself, with the SDK's rule: a session
 // expires after the timeout with no POST in progress.
+//
+// Every rule of the SDK's the lane copies is in package sdkrules, which
+// names the SDK's file and line for each.
 
 // laneOff sends every request to the SDK, so that tests can compare the
 // lane's answers with the SDK's; laneServed counts the calls the lane
@@ -73,12 +74,9 @@ type laneSession struct {
 	// their calls' ids may coincide, and none can be cancelled by id.
 	shared bool
 
-	idle time.Duration // the idle timeout; 0 for none
+	idle *sdkrules.IdleTimer // closes the session when idle; nil without a timeout
 
-	mu     sync.Mutex
-	refs   int         // POSTs in progress
-	timer  *time.Timer // closes the session when idle; nil without a timeout
-	closed bool
+	mu sync.Mutex
 	// calls are the lane calls in flight, by JSON-RPC id, and waiters the
 	// questions asked on a lane stream; made on first use, since most
 	// sessions are idle most of the time.
@@ -98,14 +96,11 @@ func (g *Gateway) newLane(timeout time.Duration) *lane {
 		call := req.(*mcp.CallToolRequest)
 		h := g.toolHandler(call.Params.Name)
 		if h == nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", call.Params.Name)}
+			return nil, sdkrules.UnknownTool(call.Params.Name)
 		}
 		res, err := h(ctx, call)
-		if err == nil && res != nil && res.Content == nil && res.InputRequests == nil {
-			// As the SDK's server does: content is never null.
-			res2 := *res
-			res2.Content = []mcp.Content{}
-			res = &res2
+		if err == nil {
+			res = sdkrules.NonNullContent(res)
 		}
 		return res, err
 	}
@@ -124,24 +119,25 @@ func (l *lane) wrap(next http.Handler) http.Handler {
 				// Known from the moment the SDK names it: the client may
 				// send its next request as soon as it reads the answer,
 				// before the SDK's handler has returned.
-				w = &namingWriter{ResponseWriter: w, named: func(id string) { l.register(id, ownerOf(r)) }}
+				owner := sdkrules.SessionOwner(r.Context())
+				w = &namingWriter{ResponseWriter: w, named: func(id string) { l.register(id, owner) }}
 				defer func() {
 					// Had the server not yet listed the session then.
-					l.register(w.Header().Get(sessionIDHeader), ownerOf(r))
+					l.register(w.Header().Get(sessionIDHeader), owner)
 				}()
 			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		s := l.lookup(id)
-		if s == nil || (s.owner != "" && s.owner != ownerOf(r)) || r.Method != http.MethodPost {
+		if s == nil || !sdkrules.MayUse(r.Context(), s.owner) || r.Method != http.MethodPost {
 			// The SDK answers for sessions it does not know, for another
 			// caller's session, and for streams and deletions.
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.begin()
-		defer s.end()
+		s.idle.StartPOST()
+		defer s.idle.EndPOST()
 		if msgs := requestMessages(r); len(msgs) == 1 {
 			m := msgs[0]
 			switch {
@@ -167,10 +163,10 @@ func (l *lane) wrap(next http.Handler) http.Handler {
 // handler without sessions.
 func (l *lane) wrapStateless(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && httpTakes(r) {
+		if r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && sdkrules.POSTAccepted(r) {
 			if msgs := requestMessages(r); len(msgs) == 1 && msgs[0].Method == "tools/call" {
 				if s := l.stateless(); s != nil {
-					if p, ok := l.takes(s, msgs[0]); ok && p.latest && standardHeaders(r, p.Name) && !l.g.mirroredTool(p.Name).headerBound {
+					if p, ok := l.takes(s, msgs[0]); ok && p.latest && sdkrules.ToolCallHeaders(r.Header, p.Name) && !l.g.mirroredTool(p.Name).headerBound {
 						extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
 						if l.run(r.Context(), s, msgs[0], p, extra, &httpOut{w: w}) {
 							return
@@ -181,18 +177,6 @@ func (l *lane) wrapStateless(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// standardHeaders reports whether a request of 2026-07-28 for tool carries
-// the headers that protocol requires, naming what its body does.
-func standardHeaders(r *http.Request, tool string) bool {
-	return r.Header.Get(protocolVersionHeader) == protocolNew && r.Header.Get("Mcp-Method") == "tools/call" && r.Header.Get("Mcp-Name") == tool
-}
-
-// httpTakes reports whether the headers of a POST are those the SDK
-// serves without a word.
-func httpTakes(r *http.Request) bool {
-	return len(r.Header.Values("Last-Event-ID")) == 0 && jsonContent(r) && acceptsBoth(r) && !rebinding(r)
 }
 
 // stateless returns the session the lane's calls without a session run
@@ -234,14 +218,6 @@ func (l *lane) stateless() *laneSession {
 	return l.shared
 }
 
-// ownerOf is the owner the SDK records for a session r opens.
-func ownerOf(r *http.Request) string {
-	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-		return ti.UserID
-	}
-	return ""
-}
-
 // register starts knowing the session the server opened under id, unless
 // it knows it already.
 func (l *lane) register(id, owner string) {
@@ -259,15 +235,11 @@ func (l *lane) register(id, owner string) {
 		return
 	}
 	s := l.session(ss, owner)
-	if l.timeout > 0 {
-		s.timer = time.AfterFunc(l.timeout, func() { _ = ss.Close() })
-	}
+	s.idle = sdkrules.NewIdleTimer(l.timeout, func() { _ = ss.Close() })
 	l.mu.Lock()
 	if l.sessions[id] != nil {
 		l.mu.Unlock()
-		if s.timer != nil {
-			s.timer.Stop()
-		}
+		s.idle.Stop()
 		return
 	}
 	l.sessions[id] = s
@@ -277,18 +249,13 @@ func (l *lane) register(id, owner string) {
 		l.mu.Lock()
 		delete(l.sessions, id)
 		l.mu.Unlock()
-		s.mu.Lock()
-		s.closed = true
-		if s.timer != nil {
-			s.timer.Stop()
-		}
-		s.mu.Unlock()
+		s.idle.Stop()
 	}()
 }
 
 // session makes the lane's record of ss.
 func (l *lane) session(ss *mcp.ServerSession, owner string) *laneSession {
-	return &laneSession{ss: ss, owner: owner, idle: l.timeout}
+	return &laneSession{ss: ss, owner: owner}
 }
 
 // namingWriter calls named with the session id the SDK's answer carries,
@@ -326,26 +293,6 @@ func (l *lane) lookup(id string) *laneSession {
 	return l.sessions[id]
 }
 
-// begin and end bracket a POST of the session: the session cannot expire
-// while one is in progress, and its idle time starts when the last ends.
-func (s *laneSession) begin() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refs == 0 && s.timer != nil {
-		s.timer.Stop()
-	}
-	s.refs++
-}
-
-func (s *laneSession) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refs--
-	if s.refs == 0 && s.timer != nil && !s.closed {
-		s.timer.Reset(s.idle)
-	}
-}
-
 // callParams are the params of a tools/call as the lane reads them.
 type callParams struct {
 	Name           string          `json:"name"`
@@ -360,7 +307,7 @@ type callParams struct {
 // serve runs a tools/call on the lane; false when the lane does not take
 // it and the SDK must.
 func (l *lane) serve(w http.ResponseWriter, r *http.Request, s *laneSession, m rpcMessage) bool {
-	if ip := s.ss.InitializeParams(); ip == nil || r.Header.Get(protocolVersionHeader) != ip.ProtocolVersion || !httpTakes(r) {
+	if ip := s.ss.InitializeParams(); ip == nil || r.Header.Get(protocolVersionHeader) != ip.ProtocolVersion || !sdkrules.POSTAccepted(r) {
 		return false
 	}
 	p, ok := l.takes(s, m)
@@ -390,7 +337,7 @@ func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 		return p, false
 	}
 	if _, named := p.Meta[mcp.MetaKeyProtocolVersion]; named {
-		if !latestMeta(p.Meta) {
+		if !sdkrules.LatestMeta(p.Meta) {
 			return p, false
 		}
 		p.latest = true
@@ -398,34 +345,6 @@ func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 		return p, false
 	}
 	return p, l.g.toolHandler(p.Name) != nil
-}
-
-// latestMeta reports whether a request's _meta is one the SDK accepts for
-// protocol 2026-07-28 without a word: that version, the client's
-// capabilities as an object, and its name, if given, as an
-// implementation's. Anything else the SDK judges.
-func latestMeta(meta map[string]any) bool {
-	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != protocolNew {
-		return false
-	}
-	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {
-		return false
-	}
-	if info, present := meta[mcp.MetaKeyClientInfo]; present {
-		m, ok := info.(map[string]any)
-		if !ok {
-			return false
-		}
-		if name, ok := m["name"].(string); !ok || name == "" {
-			return false
-		}
-		for k, v := range m {
-			if _, ok := v.(string); !ok && k != "icons" {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // run serves a call the lane takes, and writes its answer to out; false
@@ -496,78 +415,22 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 }
 
 // completed adds to a result for a client of 2026-07-28 what the SDK's
-// server adds: whether the call is complete or asks for input, and who
-// answered, unless the result names someone already.
+// server adds (see sdkrules.Complete).
 func (l *lane) completed(res mcp.Result) (mcp.Result, error) {
 	fields, err := resultFields(res)
 	if err != nil {
 		return nil, err
 	}
-	if _, asks := fields["inputRequests"]; asks {
-		if _, has := fields["content"]; has && string(fields["content"]) != "[]" && string(fields["content"]) != "null" {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
-		}
-		fields["resultType"] = json.RawMessage(`"input_required"`)
-	} else {
-		fields["resultType"] = json.RawMessage(`"complete"`)
-	}
-	var meta map[string]json.RawMessage
-	if raw, ok := fields["_meta"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, err
-		}
-	}
-	if _, named := meta[mcp.MetaKeyServerInfo]; !named {
-		if meta == nil {
-			meta = map[string]json.RawMessage{}
-		}
-		if meta[mcp.MetaKeyServerInfo], err = json.Marshal(l.g.impl); err != nil {
-			return nil, err
-		}
-		if fields["_meta"], err = json.Marshal(meta); err != nil {
-			return nil, err
-		}
-	}
-	out, err := json.Marshal(fields)
+	out, err := sdkrules.Complete(fields, l.g.impl)
 	if err != nil {
 		return nil, err
 	}
 	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: out}, nil
 }
 
-// rebinding reports whether r reached a loopback listener by a name that
-// is not loopback, as a DNS rebinding attack does; the SDK refuses it.
-func rebinding(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && loopbackHost(local.String()) && !loopbackHost(r.Host)
-}
-
-// jsonContent reports whether the body is declared JSON, as the SDK and
-// the REST face require.
-func jsonContent(r *http.Request) bool {
-	t, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && t == "application/json"
-}
-
-// acceptsBoth reports whether the client accepts both answers a POST may
-// get, as the SDK requires.
-func acceptsBoth(r *http.Request) bool {
-	var jsonOK, streamOK bool
-	for _, value := range r.Header.Values("Accept") {
-		for _, token := range strings.Split(value, ",") {
-			base, _, _ := strings.Cut(token, ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK && streamOK
-}
+// jsonContent reports whether the body is declared JSON, as the SDK
+// requires of MCP requests and the REST face of its own.
+func jsonContent(r *http.Request) bool { return sdkrules.JSONContent(r.Header) }
 
 // cancel stops the lane call a client's notifications/cancelled names.
 func (s *laneSession) cancel(params json.RawMessage) {

@@ -6,8 +6,9 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
 // sessionOwner encodes a tenant and a principal as one string, the owner of
@@ -22,7 +23,7 @@ func sessionOwner(tenant, principal string) string {
 
 // sessionIDHeader is the header the streamable HTTP transport names
 // sessions by.
-const sessionIDHeader = "Mcp-Session-Id"
+const sessionIDHeader = sdkrules.SessionIDHeader
 
 // sessionCap bounds the open sessions of each owner. The SDK closes idle
 // sessions; sessionCap only counts, from the sessions the server still
@@ -50,10 +51,7 @@ func (c *sessionCap) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		var owner string
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-			owner = ti.UserID
-		}
+		owner := sdkrules.SessionOwner(r.Context())
 		if !c.reserve(owner) {
 			writeRPCError(w, http.StatusTooManyRequests, nil, codeInvalidRequest, fmt.Sprintf(
 				"This caller already has %d open MCP sessions, the most allowed. Close one (DELETE /mcp with its %s header) "+

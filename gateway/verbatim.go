@@ -9,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
 // A tool's result usually needs nothing from the gateway but to be passed
@@ -195,7 +197,7 @@ func earlierProtocol(req mcp.Request) bool {
 		return false
 	}
 	ip := ss.InitializeParams()
-	if ip == nil || ip.ProtocolVersion == "" || ip.ProtocolVersion >= protocolNew {
+	if ip == nil || ip.ProtocolVersion == "" || sdkrules.CompletesResults(ip.ProtocolVersion) {
 		return false
 	}
 	if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
