@@ -78,6 +78,31 @@ func (f *File) CheckTools(tools []OfferedTool) LoadErrors {
 				}
 			}
 		}
+		// What the rule reads of a call's arguments must be there in
+		// every tool it matches that declares its arguments, or the rule
+		// says it means it (optional): a summary naming a missing argument
+		// falls back to the generic summary, and a condition reading one
+		// fails closed on every call.
+		declared := slices.DeleteFunc(slices.Clone(matched), func(t OfferedTool) bool { return len(t.Arguments) == 0 })
+		for _, name := range argsIn(r.summary) {
+			if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
+				add("summary", "summary names args.%s, an argument that %s: fix the name, or list it under optional if the template handles its absence", name, lacking)
+			}
+		}
+		if !r.readsAll {
+			for _, name := range r.reads {
+				if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
+					add("when", "when reads args.%s, an argument that %s, so every call of it is decided as if the condition failed: fix the name, or list it under optional", name, lacking)
+				}
+			}
+		}
+		for _, arg := range slices.Sorted(maps.Keys(r.previewReads)) {
+			for _, name := range r.previewReads[arg] {
+				if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
+					add("preview.args."+arg, "preview argument %s reads args.%s, an argument that %s", arg, name, lacking)
+				}
+			}
+		}
 		for _, name := range argsIn(r.typeBack) {
 			if lacking := without(matched, name); len(lacking) > 0 {
 				add("type_back", "type_back names args.%s, an argument that %s", name, lacking)

@@ -84,6 +84,38 @@ func TestCheckTools(t *testing.T) {
       environment: {options: [staging]}
       region: {options: [eu, us]}
 `, []string{`p.yaml:10: rule "promote": choice region names an argument that promote_release does not take (its arguments: service, environment)`}},
+		{"a summary naming a missing argument", `
+  - name: deletes
+    match: {tools: [delete_customer]}
+    mode: token
+    summary: "Delete {{.args.customer}}."
+`, []string{`p.yaml:8: rule "deletes": summary names args.customer, an argument that delete_customer does not take (its arguments: id): fix the name, or list it under optional if the template handles its absence`}},
+		{"a summary through index", `
+  - name: deletes
+    match: {tools: [delete_customer]}
+    mode: token
+    summary: '{{index .args "ident"}}'
+`, []string{`p.yaml:8: rule "deletes": summary names args.ident, an argument that delete_customer does not take (its arguments: id)`}},
+		{"a condition reading a missing argument", `
+  - name: deletes
+    match: {tools: ["*delete*"]}
+    when: "args.owner == 'me'"
+    mode: deny
+`, []string{`p.yaml:7: rule "deletes": when reads args.owner, an argument that delete_customer does not take (its arguments: id), so every call of it is decided as if the condition failed`}},
+		{"a preview argument reading a missing argument", `
+  - name: deletes
+    match: {tools: [delete_customer]}
+    mode: token
+    preview: {tool: get_customer, args: {id: args.customer_id}}
+`, []string{`p.yaml:8: rule "deletes": preview argument id reads args.customer_id, an argument that delete_customer does not take (its arguments: id)`}},
+		{"an argument the rule says is optional", `
+  - name: deletes
+    match: {tools: ["*delete*"]}
+    when: "has(args.owner) && args.owner == 'me'"
+    summary: "{{with .args.owner}}{{.}}/{{end}}{{.args.id}}"
+    optional: [owner, id]
+    mode: deny
+`, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -65,6 +66,10 @@ type Rule struct {
 	// RunWithin bounds how long an approved call may wait to run, from
 	// the vote that approved it; the timeout when absent.
 	RunWithin string `yaml:"run_within"`
+	// Optional names arguments the rule's when, summary and preview may
+	// read although some tool it matches does not take them: interlock
+	// check --connect then does not report them.
+	Optional []string `yaml:"optional"`
 
 	Line  int `yaml:"-"`
 	lines lines
@@ -83,6 +88,9 @@ type Rule struct {
 	typeBack    *template.Template
 	choices     []interlock.Choice
 	runWithin   time.Duration
+	// previewReads are the arguments each preview argument's expression
+	// reads by name.
+	previewReads map[string][]string
 	// digest identifies the rule's definition and where it is written
 	// (shared, or a tenant's overlay); a standing grant is bound to it.
 	digest string
@@ -285,6 +293,12 @@ func (r *Rule) compile(isSecret func(string) bool) []LoadError {
 				continue
 			}
 			r.previewArgs[name] = prg
+			if reads, all := argsRead(ast); !all {
+				if r.previewReads == nil {
+					r.previewReads = map[string][]string{}
+				}
+				r.previewReads[name] = reads
+			}
 		}
 	}
 	r.compileForm(fail, isSecret)
@@ -577,7 +591,7 @@ func shown(c *interlock.Call, isSecret func(string) bool) map[string]any {
 // render fills the rule's summary template for c and the preview's result
 // (both redacted); "" when it has none or it cannot be filled (a missing
 // argument), so the gate's generic summary stands in.
-func (r *Rule) render(c *interlock.Call, preview any, isSecret func(string) bool) string {
+func (r *Rule) render(c *interlock.Call, preview any, isSecret func(string) bool, log *slog.Logger) string {
 	if r.summary == nil {
 		return ""
 	}
@@ -588,18 +602,24 @@ func (r *Rule) render(c *interlock.Call, preview any, isSecret func(string) bool
 	data["preview"] = preview
 	var b strings.Builder
 	if err := r.summary.Execute(&b, data); err != nil {
+		// The generic summary stands in; say why, so a template naming
+		// an argument the tool lacks does not go unnoticed.
+		if log != nil {
+			log.Warn("a rule's summary could not be filled for this call; the generic summary is shown (interlock check --connect finds such templates)",
+				"rule", r.Name, "tool", c.Tool, "error", err)
+		}
 		return ""
 	}
 	return b.String()
 }
 
 // decision is what the rule decides for c.
-func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool) (interlock.Decision, error) {
+func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool, log *slog.Logger) (interlock.Decision, error) {
 	d := interlock.Decision{Rule: r.Name, RuleDigest: r.digest, Mode: r.Mode, TTL: r.ttl}
 	if d.Mode == interlock.ModeAllow || d.Mode == interlock.ModeDeny {
 		return d, nil
 	}
-	d.Summarize = func(preview any) string { return r.render(c, preview, isSecret) }
+	d.Summarize = func(preview any) string { return r.render(c, preview, isSecret, log) }
 	if d.Mode == interlock.ModeApproval {
 		d.Timeout, d.Approvers, d.Quorum, d.RequirePasskey, d.RunWithin = r.timeout, r.Approvers, r.Quorum, r.RequirePasskey, r.runWithin
 	}
@@ -668,7 +688,7 @@ func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision,
 	if r == nil {
 		return f.withBudgets(interlock.Decision{Mode: f.defaultMode(c.Hints)}), nil
 	}
-	d, err := r.decision(c, f.IsSecret)
+	d, err := r.decision(c, f.IsSecret, f.Log)
 	return f.withBudgets(d), err
 }
 
