@@ -602,10 +602,23 @@ func (st *laneStream) ask(ctx context.Context, method string, params, result any
 // elicit asks the client to show a form (or a URL) to its human.
 func (st *laneStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	res := new(mcp.ElicitResult)
-	if err := st.ask(ctx, "elicitation/create", p, res); err != nil {
+	if err := st.ask(ctx, "elicitation/create", withMode(p), res); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// withMode returns p with its mode written out: a question an upstream
+// sent without one (it may, and means a form) is forwarded as "form", as
+// the SDK's own sending path does. go-sdk's ElicitParams writes an empty
+// Mode as "mode": "", which clients such as the TypeScript SDK 1.x refuse.
+func withMode(p *mcp.ElicitParams) *mcp.ElicitParams {
+	if p.Mode != "" {
+		return p
+	}
+	q := *p
+	q.Mode = "form"
+	return &q
 }
 
 // answer writes the call's answer, and ends the stream.

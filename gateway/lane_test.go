@@ -346,3 +346,28 @@ func TestLaneServesClientsWithoutSessionsAtOnce(t *testing.T) {
 		t.Errorf("the lane served %d of the 2 calls", n)
 	}
 }
+
+// TestQuestionsKeepTheirMode: a question an upstream asks without a mode
+// is forwarded as a form, never with "mode": "" (which the TypeScript SDK
+// 1.x refuses); one with a mode keeps it.
+func TestQuestionsKeepTheirMode(t *testing.T) {
+	for _, tt := range []struct {
+		in   *mcp.ElicitParams
+		want string
+	}{
+		{&mcp.ElicitParams{Message: "Pick a color"}, `"mode":"form"`},
+		{&mcp.ElicitParams{Mode: "form", Message: "Pick"}, `"mode":"form"`},
+		{&mcp.ElicitParams{Mode: "url", URL: "https://x.example/a", ElicitationID: "e1", Message: "Open"}, `"mode":"url"`},
+	} {
+		b, err := json.Marshal(withMode(tt.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), tt.want) || strings.Contains(string(b), `"mode":""`) {
+			t.Errorf("forwarded %s, want %s", b, tt.want)
+		}
+	}
+	if p := (&mcp.ElicitParams{Message: "x"}); withMode(p) == p || p.Mode != "" {
+		t.Error("withMode changed the upstream's own params")
+	}
+}
