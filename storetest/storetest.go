@@ -1,0 +1,429 @@
+// Package storetest checks that a token store and a budget store keep the
+// gate's rules. A confirm token is live only until its expiry and only
+// while it is its binding's newest, and is consumed exactly once. A
+// budget counts calls in a sliding window and says how long until it has
+// room, counts a call under several budgets in all of them or in none,
+// naming the one with the longest wait, refuses takes no policy makes,
+// and never lets more calls run than its limit, however many gateways
+// race for it.
+//
+// Every race is tried from two handles on one store, as two gateways
+// sharing it would, and [TokensAcrossProcesses] and
+// [BudgetsAcrossProcesses] race from two processes, so a store that
+// serialises only within one process fails.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+)
+
+// OpenTokens returns two handles on one fresh, empty token store (two
+// gateways sharing it); they may be the same value for a store of one
+// process.
+type OpenTokens func(t *testing.T) (interlock.TokenStore, interlock.TokenStore)
+
+// OpenBudgets returns two handles on one fresh, empty budget store.
+type OpenBudgets func(t *testing.T) (interlock.BudgetStore, interlock.BudgetStore)
+
+// Options says how a store keeps time.
+type Options struct {
+	// Synctest is set for a store that reads time.Now: its checks of
+	// time then run in a synctest bubble, where time is fake, and every
+	// wait and expiry is checked to the nanosecond; open is called in
+	// the bubble. A store with a clock of its own, such as a Redis
+	// server's, leaves it unset: those checks run on real time, ten
+	// minutes of the bubble's becoming 100 ms, and a wait may be off by
+	// as much as the check fell behind its schedule, and 2 ms more for a
+	// store that counts in milliseconds.
+	Synctest bool
+}
+
+// clock is the time of one check: fake, or real and scaled down.
+type clock struct {
+	fake bool
+	// unit is ten minutes of the bubble, or 100 ms of real time.
+	unit  time.Duration
+	start time.Time
+	// slept is how long the check meant to sleep so far.
+	slept time.Duration
+}
+
+// timed runs fn in a bubble when o.Synctest, else on real time.
+func timed(t *testing.T, o Options, fn func(t *testing.T, c *clock)) {
+	if o.Synctest {
+		synctest.Test(t, func(t *testing.T) { fn(t, &clock{fake: true, unit: 10 * time.Minute, start: time.Now()}) })
+		return
+	}
+	fn(t, &clock{unit: 100 * time.Millisecond, start: time.Now()})
+}
+
+func (c *clock) sleep(d time.Duration) {
+	c.slept += d
+	time.Sleep(d)
+}
+
+// near reports whether a wait is want: exactly on fake time, else within
+// how far the check fell behind its schedule.
+func (c *clock) near(got, want time.Duration) bool {
+	if c.fake {
+		return got == want
+	}
+	slack := time.Since(c.start) - c.slept + 2*time.Millisecond
+	return got >= want-slack && got <= want+slack
+}
+
+// justBefore is the latest a check can look and still be before d has
+// passed: a nanosecond before on fake time, two units before on real.
+func (c *clock) justBefore(d time.Duration) time.Duration {
+	if c.fake {
+		return d - time.Nanosecond
+	}
+	return d - 2*c.unit
+}
+
+// justAfter is the soonest a check can look and be sure d has passed.
+func (c *clock) justAfter(d time.Duration) time.Duration {
+	if c.fake {
+		return d
+	}
+	return d + c.unit/2
+}
+
+// RunTokens runs the token store's conformance tests.
+func RunTokens(t *testing.T, open OpenTokens, o Options) {
+	ctx := context.Background()
+	issue := func(t *testing.T, s interlock.TokenStore, binding, nonce string, ttl time.Duration) {
+		t.Helper()
+		if err := s.Issue(ctx, binding, nonce, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consume := func(t *testing.T, s interlock.TokenStore, binding, nonce string) bool {
+		t.Helper()
+		ok, err := s.Consume(ctx, binding, nonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	// The cases issue on the first handle and mostly consume on the
+	// second, as two gateways would.
+	tests := []struct {
+		name string
+		run  func(t *testing.T, c *clock, s, r interlock.TokenStore) bool
+		want bool
+	}{
+		{"issued token consumes", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", time.Minute)
+			return consume(t, r, "b", "n1")
+		}, true},
+		{"consumes on the issuing handle", func(t *testing.T, _ *clock, s, _ interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", time.Minute)
+			return consume(t, s, "b", "n1")
+		}, true},
+		{"second consume fails", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", time.Minute)
+			consume(t, r, "b", "n1")
+			return consume(t, s, "b", "n1")
+		}, false},
+		{"superseded nonce fails", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", time.Minute)
+			issue(t, r, "b", "n2", time.Minute)
+			return consume(t, s, "b", "n1")
+		}, false},
+		{"a failed consume leaves the live token", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n2", time.Minute)
+			consume(t, r, "b", "n1")
+			return consume(t, r, "b", "n2")
+		}, true},
+		{"other binding", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", time.Minute)
+			return consume(t, r, "c", "n1")
+		}, false},
+		{"live until its expiry", func(t *testing.T, c *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", 6*c.unit)
+			c.sleep(c.justBefore(6 * c.unit))
+			return consume(t, r, "b", "n1")
+		}, true},
+		{"expired", func(t *testing.T, c *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", 6*c.unit)
+			c.sleep(c.justAfter(6 * c.unit))
+			return consume(t, r, "b", "n1")
+		}, false},
+		{"a reissue restarts the time", func(t *testing.T, c *clock, s, r interlock.TokenStore) bool {
+			issue(t, s, "b", "n1", 6*c.unit)
+			c.sleep(4 * c.unit)
+			issue(t, s, "b", "n1", 6*c.unit)
+			c.sleep(4 * c.unit)
+			return consume(t, r, "b", "n1")
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			timed(t, o, func(t *testing.T, c *clock) {
+				s, r := open(t)
+				if got := tt.run(t, c, s, r); got != tt.want {
+					t.Errorf("Consume = %v, want %v", got, tt.want)
+				}
+			})
+		})
+	}
+
+	t.Run("consumed exactly once across handles", func(t *testing.T) {
+		s, other := open(t)
+		issue(t, s, "b", "n1", time.Minute)
+		if won := atOnce(t, 1000, s, other, func(h interlock.TokenStore) (bool, error) { return h.Consume(ctx, "b", "n1") }); won != 1 {
+			t.Errorf("of 1,000 consumes at once %d won, want 1", won)
+		}
+	})
+}
+
+// RunBudgets runs the budget store's conformance tests.
+func RunBudgets(t *testing.T, open OpenBudgets, o Options) {
+	ctx := context.Background()
+	type answer struct {
+		ok    bool
+		wait  time.Duration
+		spent int
+	}
+	// check fails the test unless the store answered want, with its wait
+	// near want's.
+	check := func(t *testing.T, c *clock, what string, want answer, ok bool, wait time.Duration, spent int, err error) {
+		t.Helper()
+		if err != nil || ok != want.ok || spent != want.spent || !c.near(wait, want.wait) {
+			t.Errorf("%s = %v, %v, %d, %v; want %v, %v, %d", what, ok, wait, spent, err, want.ok, want.wait, want.spent)
+		}
+	}
+
+	t.Run("a window slides", func(t *testing.T) {
+		timed(t, o, func(t *testing.T, c *clock) {
+			b, other := open(t)
+			u, k := c.unit, one("k", 3, 6*c.unit)
+			take := func(want answer) {
+				t.Helper()
+				ok, wait, spent, err := b.Take(ctx, k)
+				check(t, c, "Take", want, ok, wait, spent, err)
+			}
+			for i := range 3 {
+				ok, wait, spent, err := other.Peek(ctx, k)
+				check(t, c, "Peek, which counts nothing,", answer{true, 0, 0}, ok, wait, spent, err)
+				take(answer{true, 0, 0})
+				if i < 2 {
+					c.sleep(u)
+				}
+			}
+			// The first call leaves the window six units after it ran.
+			take(answer{false, 4 * u, 0})
+			ok, wait, spent, err := other.Peek(ctx, k)
+			check(t, c, "Peek on the other handle", answer{false, 4 * u, 0}, ok, wait, spent, err)
+			ok, wait, spent, err = other.Peek(ctx, one("other", 3, 6*u))
+			check(t, c, "Peek of another key", answer{true, 0, 0}, ok, wait, spent, err)
+			if c.fake {
+				c.sleep(4*u - time.Nanosecond)
+				take(answer{false, time.Nanosecond, 0})
+				c.sleep(time.Nanosecond)
+			} else {
+				c.sleep(4 * u)
+				// A store counting in milliseconds may see the call
+				// leave a millisecond late.
+				time.Sleep(5 * time.Millisecond)
+			}
+			take(answer{true, 0, 0})
+			// The second call, a unit after the first, leaves next.
+			take(answer{false, u, 0})
+		})
+	})
+
+	t.Run("all or none", func(t *testing.T) {
+		tests := []struct {
+			name string
+			// full are the keys filled 1.5 units before the take, under
+			// a limit of 1 per their take's window.
+			full []string
+			// takes' windows are in units of time, as are twice wait's.
+			takes  []spec
+			want   answer
+			counts map[string]int
+		}{
+			{"both with room", nil, []spec{{"a", 2, 6}, {"b", 2, 6}}, answer{true, 0, 0}, map[string]int{"a": 1, "b": 1}},
+			{"the second spent", []string{"b"}, []spec{{"a", 2, 6}, {"b", 1, 6}}, answer{false, 9, 1}, map[string]int{"a": 0, "b": 1}},
+			{"the first spent", []string{"a"}, []spec{{"a", 1, 6}, {"b", 2, 6}}, answer{false, 9, 0}, map[string]int{"a": 1, "b": 0}},
+			{"three with room", nil, []spec{{"a", 2, 6}, {"b", 2, 6}, {"c", 2, 6}}, answer{true, 0, 0},
+				map[string]int{"a": 1, "b": 1, "c": 1}},
+			{"three, two spent: the longest wait", []string{"a", "long"}, []spec{{"a", 1, 6}, {"b", 2, 6}, {"long", 1, 12}},
+				answer{false, 21, 2}, map[string]int{"a": 1, "b": 0, "long": 1}},
+			{"three, the middle spent", []string{"b"}, []spec{{"a", 2, 6}, {"b", 1, 6}, {"c", 2, 6}}, answer{false, 9, 1},
+				map[string]int{"a": 0, "b": 1, "c": 0}},
+			{"none", nil, nil, answer{true, 0, 0}, nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				timed(t, o, func(t *testing.T, c *clock) {
+					b, other := open(t)
+					takes := takesOf(tt.takes, c.unit)
+					windows := map[string]time.Duration{}
+					for _, tk := range takes {
+						windows[tk.Key] = tk.Window
+					}
+					for _, k := range tt.full {
+						if ok, _, _, err := b.Take(ctx, one(k, 1, windows[k])); !ok || err != nil {
+							t.Fatal(ok, err)
+						}
+					}
+					c.sleep(3 * c.unit / 2)
+					want := tt.want
+					want.wait = want.wait * c.unit / 2
+					ok, wait, spent, err := other.Peek(ctx, takes)
+					check(t, c, "Peek", want, ok, wait, spent, err)
+					ok, wait, spent, err = b.Take(ctx, takes)
+					check(t, c, "Take", want, ok, wait, spent, err)
+					for k, n := range tt.counts {
+						if got := count(t, other, k, windows[k]); got != n {
+							t.Errorf("key %s holds %d calls, want %d", k, got, n)
+						}
+					}
+				})
+			})
+		}
+	})
+
+	t.Run("takes no policy makes are refused", func(t *testing.T) {
+		tests := []struct {
+			name  string
+			takes []spec
+		}{
+			{"a key twice", []spec{{"a", 2, 1}, {"b", 2, 1}, {"a", 2, 1}}},
+			{"a limit of 0", []spec{{"a", 2, 1}, {"b", 0, 1}}},
+			{"no window", []spec{{"a", 2, 1}, {"b", 2, 0}}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				b, other := open(t)
+				takes := takesOf(tt.takes, time.Hour)
+				if err := interlock.CheckBudgetTakes(takes); err == nil {
+					t.Error("CheckBudgetTakes = nil, want an error")
+				}
+				if ok, _, _, err := other.Peek(ctx, takes); ok || err == nil {
+					t.Errorf("Peek = %v, %v; want an error", ok, err)
+				}
+				if ok, _, _, err := b.Take(ctx, takes); ok || err == nil {
+					t.Errorf("Take = %v, %v; want an error", ok, err)
+				}
+				for _, k := range []string{"a", "b"} {
+					if n := count(t, other, k, time.Hour); n != 0 {
+						t.Errorf("key %s holds %d calls after a refused take, want none", k, n)
+					}
+				}
+			})
+		}
+	})
+
+	// 300 takes at once, from both handles, over the keys a, b and c in
+	// three combinations: no key holds more calls than its limit, each
+	// holds exactly the takes of it that succeeded, so a refused take
+	// left no count anywhere, and a, with 100 takes of it alone, is full.
+	t.Run("exact over several keys across handles", func(t *testing.T) {
+		b, other := open(t)
+		limits := map[string]int{"a": 37, "b": 50, "c": 23}
+		combos := [][]string{{"a", "b"}, {"b", "c"}, {"a"}}
+		var took [3]atomic.Int64
+		var i atomic.Int64
+		atOnce(t, 300, b, other, func(h interlock.BudgetStore) (bool, error) {
+			n := int(i.Add(1)) % 3
+			var takes []interlock.BudgetTake
+			for _, k := range combos[n] {
+				takes = append(takes, interlock.BudgetTake{Key: k, Limit: limits[k], Window: time.Hour})
+			}
+			ok, wait, _, err := h.Take(ctx, takes)
+			if err == nil && (ok == (wait > 0) || wait > time.Hour) {
+				err = fmt.Errorf("Take = %v, %v: want room, or a wait within the window", ok, wait)
+			}
+			if ok {
+				took[n].Add(1)
+			}
+			return ok, err
+		})
+		want := map[string]int64{"a": took[0].Load() + took[2].Load(), "b": took[0].Load() + took[1].Load(), "c": took[1].Load()}
+		for k, n := range want {
+			if got := count(t, b, k, time.Hour); int64(got) != n || got > limits[k] {
+				t.Errorf("key %s holds %d calls; its takes that succeeded were %d, its limit %d", k, got, n, limits[k])
+			}
+		}
+		if got := count(t, other, "a", time.Hour); got != limits["a"] {
+			t.Errorf("key a holds %d calls; with 100 takes of it alone it must be full at %d", got, limits["a"])
+		}
+	})
+}
+
+// spec is a take with its window in units.
+type spec struct {
+	key          string
+	limit, units int
+}
+
+// takesOf returns the takes of specs, with their windows in unit.
+func takesOf(specs []spec, unit time.Duration) []interlock.BudgetTake {
+	var takes []interlock.BudgetTake
+	for _, s := range specs {
+		takes = append(takes, interlock.BudgetTake{Key: s.key, Limit: s.limit, Window: time.Duration(s.units) * unit})
+	}
+	return takes
+}
+
+// one is the take of a single budget under key.
+func one(key string, limit int, window time.Duration) []interlock.BudgetTake {
+	return []interlock.BudgetTake{{Key: key, Limit: limit, Window: window}}
+}
+
+// count returns how many calls key holds under window, as a peek tells
+// it: the smallest limit with room, less one.
+func count(t *testing.T, s interlock.BudgetStore, key string, window time.Duration) int {
+	t.Helper()
+	for limit := 1; limit <= 1000; limit++ {
+		ok, _, _, err := s.Peek(context.Background(), one(key, limit, window))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return limit - 1
+		}
+	}
+	t.Fatalf("key %s holds more than 1,000 calls", key)
+	return 0
+}
+
+// atOnce makes n tries at once, alternately on two handles of one store,
+// and returns how many succeeded. Every try waits for the others to be
+// ready, so they overlap however slowly the machine starts them.
+func atOnce[S any](t *testing.T, n int, one, other S, try func(h S) (bool, error)) int {
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		h := one
+		if i%2 == 1 {
+			h = other
+		}
+		wg.Go(func() {
+			<-start
+			ok, err := try(h)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return int(won.Load())
+}
