@@ -2,24 +2,19 @@ package redis_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
 	"github.com/interlock-mcp/interlock/redis"
-	"github.com/interlock-mcp/interlock/seal"
+	"github.com/interlock-mcp/interlock/storetest"
 )
 
 // The real Redis server CI runs; each test writes under its own prefix.
@@ -45,52 +40,66 @@ func store(t testing.TB) *redis.Tokens {
 	return s
 }
 
-func TestTokens(t *testing.T) {
-	ctx := context.Background()
-	tests := []struct {
-		name string
-		run  func(s *redis.Tokens) (bool, error)
-		want bool
-	}{
-		{"issued token consumes", func(s *redis.Tokens) (bool, error) {
-			s.Issue(ctx, "b", "n1", time.Minute)
-			return s.Consume(ctx, "b", "n1")
-		}, true},
-		{"second consume fails", func(s *redis.Tokens) (bool, error) {
-			s.Issue(ctx, "b", "n1", time.Minute)
-			s.Consume(ctx, "b", "n1")
-			return s.Consume(ctx, "b", "n1")
-		}, false},
-		{"superseded nonce fails", func(s *redis.Tokens) (bool, error) {
-			s.Issue(ctx, "b", "n1", time.Minute)
-			s.Issue(ctx, "b", "n2", time.Minute)
-			return s.Consume(ctx, "b", "n1")
-		}, false},
-		{"a failed consume leaves the live token", func(s *redis.Tokens) (bool, error) {
-			s.Issue(ctx, "b", "n2", time.Minute)
-			s.Consume(ctx, "b", "n1")
-			return s.Consume(ctx, "b", "n2")
-		}, true},
-		{"other binding", func(s *redis.Tokens) (bool, error) {
-			s.Issue(ctx, "b", "n1", time.Minute)
-			return s.Consume(ctx, "c", "n1")
-		}, false},
-		{"expired by Redis", func(s *redis.Tokens) (bool, error) {
-			s.Issue(ctx, "b", "n1", 50*time.Millisecond)
-			time.Sleep(150 * time.Millisecond)
-			return s.Consume(ctx, "b", "n1")
-		}, false},
+// twoHandles opens a second connection on the fresh store of store(t),
+// as a second gateway sharing the server would.
+func twoHandles(t *testing.T) (*redis.Tokens, *redis.Tokens) {
+	s := store(t)
+	other, err := redis.Open(context.Background(), redisURL, s.Prefix())
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.run(store(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("Consume = %v, want %v", got, tt.want)
-			}
-		})
+	t.Cleanup(func() { other.Close() })
+	return s, other
+}
+
+// Redis expires tokens and counts budgets by its own clock, which
+// synctest cannot fake, so the suite checks their timing on real time.
+
+func TestTokensConformance(t *testing.T) {
+	storetest.RunTokens(t, func(t *testing.T) (interlock.TokenStore, interlock.TokenStore) {
+		return twoHandles(t)
+	}, storetest.Options{})
+}
+
+func TestBudgetsConformance(t *testing.T) {
+	storetest.RunBudgets(t, func(t *testing.T) (interlock.BudgetStore, interlock.BudgetStore) {
+		s, other := twoHandles(t)
+		return s.Budgets(), other.Budgets()
+	}, storetest.Options{})
+}
+
+// TestKeyLayout checks where the stores keep what they count: a token's
+// nonce under token:BINDING, expiring with it; a budget's calls in a
+// sorted set under budget:KEY, expiring with its window; a peek writes
+// nothing.
+func TestKeyLayout(t *testing.T) {
+	ctx := context.Background()
+	s := store(t)
+	if err := s.Issue(ctx, "b", "n1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _, err := s.Budgets().Take(ctx, one("k", 2, time.Hour)); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if ok, _, _, err := s.Budgets().Peek(ctx, one("p", 2, time.Hour)); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	opts, _ := goredis.ParseURL(redisURL)
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	if nonce, err := c.Get(ctx, s.Prefix()+"token:b").Result(); nonce != "n1" || err != nil {
+		t.Errorf("token:b holds %q, %v; want the nonce", nonce, err)
+	}
+	if n, err := c.ZCard(ctx, s.Prefix()+"budget:k").Result(); n != 1 || err != nil {
+		t.Errorf("budget:k holds %d calls, %v; want 1", n, err)
+	}
+	for key, ttl := range map[string]time.Duration{"token:b": time.Minute, "budget:k": time.Hour} {
+		if got, err := c.PTTL(ctx, s.Prefix()+key).Result(); got <= 0 || got > ttl || err != nil {
+			t.Errorf("%s expires in %v, %v; want within %v", key, got, err, ttl)
+		}
+	}
+	if n, err := c.Exists(ctx, s.Prefix()+"budget:p").Result(); n != 0 || err != nil {
+		t.Errorf("a peek wrote budget:p: %d %v", n, err)
 	}
 }
 
@@ -99,65 +108,6 @@ func TestOpenUnreachable(t *testing.T) {
 	defer cancel()
 	if _, err := redis.Open(ctx, "redis://127.0.0.1:1/0", "x:"); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("Open = %v", err)
-	}
-}
-
-// TestExactlyOnceAcrossReplicas issues a token on one gate and redeems it
-// 1,000 times at once on two gates that share Redis and the sealing key.
-func TestExactlyOnceAcrossReplicas(t *testing.T) {
-	sealer, err := seal.New([]byte(strings.Repeat("s", seal.MinKeyLength)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := store(t)
-	newReplica := func() *interlock.Gate {
-		g, err := interlock.NewGate(interlock.ByAnnotations{Mode: interlock.ModeToken}, &interlock.GateOptions{
-			Getenv: func(k string) string { return map[string]string{"MCP_DRY_RUN": "false"}[k] },
-			Logger: slog.New(slog.DiscardHandler), Sealer: sealer, Tokens: tokens,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
-	replicas := []*interlock.Gate{newReplica(), newReplica()}
-	tool, _ := interlock.NewTool("refund_invoice", "", interlock.HintsOf(nil), nil)
-	id := interlock.Identity{Principal: "alice", Tenant: "acme"}
-	var runs atomic.Int64
-	call := func(g *interlock.Gate, args string) *mcp.CallToolResult {
-		return g.Call(context.Background(), tool, id, json.RawMessage(args), func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
-			runs.Add(1)
-			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
-		})
-	}
-	res := call(replicas[0], `{"invoice_id":"inv_1003","amount":5}`)
-	var body interlock.Body
-	b, _ := json.Marshal(res.StructuredContent)
-	json.Unmarshal(b, &body)
-	if body.Code != interlock.CodeConfirmationRequired {
-		t.Fatalf("describe: %+v", body)
-	}
-	redeem := fmt.Sprintf(`{"invoice_id":"inv_1003","amount":5,"__confirm_token":%q}`, body.ConfirmToken)
-
-	var wg sync.WaitGroup
-	var invalid atomic.Int64
-	start := make(chan struct{})
-	for i := range 1000 {
-		wg.Go(func() {
-			<-start
-			res := call(replicas[i%2], redeem)
-			var body interlock.Body
-			b, _ := json.Marshal(res.StructuredContent)
-			json.Unmarshal(b, &body)
-			if body.Code == interlock.CodeConsentTokenInvalid {
-				invalid.Add(1)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if runs.Load() != 1 || invalid.Load() != 999 {
-		t.Errorf("runs %d, CONSENT_TOKEN_INVALID %d; want 1 and 999", runs.Load(), invalid.Load())
 	}
 }
 
@@ -216,12 +166,7 @@ func BenchmarkConsumeParallel(b *testing.B) {
 // handles on one Redis, as two gateways would share it.
 func TestApprovalsConformance(t *testing.T) {
 	approvaltest.Run(t, func(t *testing.T) (approval.Store, approval.Store) {
-		s := store(t)
-		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { other.Close() })
+		s, other := twoHandles(t)
 		return s.Approvals(), other.Approvals()
 	})
 }
@@ -230,12 +175,7 @@ func TestApprovalsConformance(t *testing.T) {
 // on one Redis.
 func TestGrantsConformance(t *testing.T) {
 	approvaltest.RunGrants(t, func(t *testing.T) (approval.GrantStore, approval.GrantStore) {
-		s := store(t)
-		other, err := redis.Open(context.Background(), redisURL, s.Prefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { other.Close() })
+		s, other := twoHandles(t)
 		return s.Grants(), other.Grants()
 	})
 }
@@ -286,5 +226,33 @@ func TestHelperProcess(t *testing.T) {
 		}
 		t.Cleanup(func() { s.Close() })
 		return s.Grants()
+	})
+}
+
+// TestTokensAcrossProcesses has two gateway processes race to consume
+// tokens in one Redis; each is consumed exactly once.
+func TestTokensAcrossProcesses(t *testing.T) {
+	s := store(t)
+	storetest.TokensAcrossProcesses(t, s, s.Prefix())
+}
+
+// TestBudgetsAcrossProcesses has two gateway processes take under one
+// budget in one Redis at once; between them they take exactly its limit.
+func TestBudgetsAcrossProcesses(t *testing.T) {
+	s := store(t)
+	storetest.BudgetsAcrossProcesses(t, s.Budgets(), s.Prefix())
+}
+
+// TestStoreHelperProcess is a gateway process of the tests across
+// processes, using the stores under the prefix it is given; run as a
+// test it does nothing.
+func TestStoreHelperProcess(t *testing.T) {
+	storetest.HelperProcess(t, func(t *testing.T, prefix string) (interlock.TokenStore, interlock.BudgetStore) {
+		s, err := redis.Open(context.Background(), redisURL, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, s.Budgets()
 	})
 }
