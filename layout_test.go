@@ -16,7 +16,7 @@ func TestLayout(t *testing.T) {
 	layers := map[string]int{
 		"approval": 0, "seal": 0, "internal/strictjson": 0, "resilience": 0, "oauth": 0, "audit": 0,
 		"":       1,
-		"policy": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "notify": 2, "metrics": 2,
+		"policy": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "storetest": 2, "notify": 2, "metrics": 2,
 		"gateway":       3,
 		"cmd/interlock": 4,
 	}
