@@ -248,7 +248,7 @@ func RunBudgets(t *testing.T, open OpenBudgets, o Options) {
 			// full are the keys filled 1.5 units before the take, under
 			// a limit of 1 per their take's window.
 			full []string
-			// takes' windows are in units of time, as are twice wait's.
+			// takes' windows are in units, want's wait in half units.
 			takes  []spec
 			want   answer
 			counts map[string]int
