@@ -4,7 +4,7 @@
 # inputs beyond its seed corpus.
 .PHONY: test bench fuzz
 
-FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON ./audit:FuzzLink ./audit:FuzzAuditChain ./seal:FuzzCanonical ./seal:FuzzWriteString ./seal:FuzzOpen ./policy:FuzzParse
+FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON ./audit:FuzzLink ./audit:FuzzAuditChain ./seal:FuzzCanonical ./seal:FuzzWriteString ./seal:FuzzOpen ./config:FuzzParse
 # A count, not a duration: Go 1.26's fuzzing coordinator can fail a target
 # that found nothing with "context deadline exceeded" when a duration ends
 # (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 // TestApprovedCallsHaveADeadline: an approved call runs only before its
@@ -113,7 +113,7 @@ func TestGrantNeedsItsRuleUnchanged(t *testing.T) {
 			if b := call(); b.Code != "" {
 				t.Fatalf("the call the grant was made from: %+v", b)
 			}
-			f, err := policy.Parse("next.yaml", []byte(tt.next), func(string) (string, bool) { return "", false })
+			f, err := config.Parse("next.yaml", []byte(tt.next), func(string) (string, bool) { return "", false })
 			if err != nil {
 				t.Fatal(err)
 			}

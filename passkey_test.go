@@ -19,6 +19,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -227,7 +228,7 @@ func TestPasskeyReplayIsRecorded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := policy.Parse("approvals.yaml", []byte(`
+			f, err := config.Parse("approvals.yaml", []byte(`
 rules:
   - name: payouts
     match: {tools: [pay_out]}

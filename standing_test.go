@@ -15,6 +15,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -134,7 +135,7 @@ rules:
 // approvalGate is a gate for the rules of policy, with dry run off.
 func approvalGate(t *testing.T, rules string) *interlock.Gate {
 	t.Helper()
-	f, err := policy.Parse("approvals.yaml", []byte(rules), func(string) (string, bool) { return "", false })
+	f, err := config.Parse("approvals.yaml", []byte(rules), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -215,7 +216,7 @@ var (
 
 func newPasskeyRig(t *testing.T, stored uint32) *passkeyRig {
 	t.Helper()
-	f, err := policy.Parse("approvals.yaml", []byte(`
+	f, err := config.Parse("approvals.yaml", []byte(`
 rules:
   - name: payouts
     match: {tools: [pay_out]}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 func get(t *testing.T, url, key string) (int, map[string]any) {
@@ -31,7 +31,7 @@ func get(t *testing.T, url, key string) (int, map[string]any) {
 // approver can; the re-call runs once; a group member's denial ends the
 // next one.
 func TestApprovalsOverREST(t *testing.T) {
-	f := config(t, fmt.Sprintf(`
+	f := testConfig(t, fmt.Sprintf(`
 auth:
   keys:
     - {sha256: %s, principal: alice, tenant: acme, groups: [finance]}
@@ -193,9 +193,9 @@ func TestPasskeyApprovalsOverREST(t *testing.T) {
 }
 
 // aliceAndBob is a config with keys for alice and bob, and rules.
-func aliceAndBob(t *testing.T, rules string) *policy.File {
+func aliceAndBob(t *testing.T, rules string) *config.File {
 	t.Helper()
-	return config(t, fmt.Sprintf(`
+	return testConfig(t, fmt.Sprintf(`
 auth:
   keys:
     - {sha256: %s, principal: alice}

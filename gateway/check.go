@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -14,7 +15,7 @@ import (
 // mirrors their tools, like [Gateway.Start], but reports each upstream's
 // failure apart, by upstream name, so that a check can point at the
 // upstream's line.
-func (g *Gateway) StartEach(ctx context.Context, start func(*policy.Upstream) bool) map[string]error {
+func (g *Gateway) StartEach(ctx context.Context, start func(*config.Upstream) bool) map[string]error {
 	failed := map[string]error{}
 	for _, u := range g.upstreams {
 		if !start(u.cfg) {

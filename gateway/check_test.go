@@ -6,15 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
 func TestStartEachReportsEachUpstream(t *testing.T) {
-	f := config(t, "", "fx", "skipped:s_")
-	f.Upstreams = append(f.Upstreams, &policy.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 9})
+	f := testConfig(t, "", "fx", "skipped:s_")
+	f.Upstreams = append(f.Upstreams, &config.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 9})
 	gw := newGateway(t, f, Options{Logger: quiet})
 	defer gw.Close()
-	failed := gw.StartEach(context.Background(), func(u *policy.Upstream) bool { return u.Name != "skipped" })
+	failed := gw.StartEach(context.Background(), func(u *config.Upstream) bool { return u.Name != "skipped" })
 	if len(failed) != 1 || failed["ghost"] == nil || !strings.Contains(failed["ghost"].Error(), "/nonexistent/mcp-server") {
 		t.Fatalf("failed = %v, want only ghost", failed)
 	}
@@ -24,7 +25,7 @@ func TestStartEachReportsEachUpstream(t *testing.T) {
 }
 
 func TestOfferedToolsAsThePolicySeesThem(t *testing.T) {
-	gw := start(t, config(t, `
+	gw := start(t, testConfig(t, `
 rules:
   - name: echo-writes
     match: {tools: [echo]}

@@ -27,7 +27,7 @@ func TestEventsAreRecordedAndCounted(t *testing.T) {
 	}
 	defer log.Close()
 	m := metrics.New()
-	f := config(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\n", HashKey("alice-key")), "fx")
+	f := testConfig(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\n", HashKey("alice-key")), "fx")
 	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Metrics: m, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {

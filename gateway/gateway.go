@@ -30,6 +30,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
@@ -136,7 +137,7 @@ type upstreamTool struct{ upstream, tool string }
 
 // New prepares a gateway for the configuration f. Nothing starts until
 // [Gateway.Start].
-func New(f *policy.File, opts Options) (*Gateway, error) {
+func New(f *config.File, opts Options) (*Gateway, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -244,7 +245,7 @@ func (g *Gateway) mirroredTool(name string) mirrored {
 }
 
 // guardConfig is an upstream's resilience configuration.
-func guardConfig(u *policy.Upstream) resilience.Config {
+func guardConfig(u *config.Upstream) resilience.Config {
 	c := resilience.Config{Timeout: u.CallTimeout, MaxInFlight: uint(max(u.MaxInFlight, 0)), RatePerSecond: u.Rate}
 	if u.Retries != nil {
 		c.Retries = *u.Retries

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -23,16 +23,16 @@ var quiet = slog.New(slog.DiscardHandler)
 // fixtureTools is how many tools the fixture upstream offers.
 const fixtureTools = 12
 
-// config builds a configuration whose upstreams all run the fixture.
-func config(t testing.TB, yaml string, upstreams ...string) *policy.File {
+// testConfig builds a configuration whose upstreams all run the fixture.
+func testConfig(t testing.TB, yaml string, upstreams ...string) *config.File {
 	t.Helper()
-	f, err := policy.Parse("gateway.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	f, err := config.Parse("gateway.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, spec := range upstreams {
 		name, prefix, _ := strings.Cut(spec, ":")
-		f.Upstreams = append(f.Upstreams, &policy.Upstream{
+		f.Upstreams = append(f.Upstreams, &config.Upstream{
 			Name: name, Prefix: prefix, Command: fixtureCommand(t),
 			Env: map[string]string{"INTERLOCK_FIXTURE": "1"}, Line: 10 + i,
 		})
@@ -42,7 +42,7 @@ func config(t testing.TB, yaml string, upstreams ...string) *policy.File {
 
 const testSecret = "a test secret that is long enough to seal"
 
-func newGateway(t *testing.T, f *policy.File, opts Options) *Gateway {
+func newGateway(t *testing.T, f *config.File, opts Options) *Gateway {
 	t.Helper()
 	gw, err := New(f, opts)
 	if err != nil {
@@ -51,7 +51,7 @@ func newGateway(t *testing.T, f *policy.File, opts Options) *Gateway {
 	return gw
 }
 
-func start(t *testing.T, f *policy.File, dryRun string) *Gateway {
+func start(t *testing.T, f *config.File, dryRun string) *Gateway {
 	t.Helper()
 	return startLogged(t, f, dryRun, quiet)
 }
@@ -71,7 +71,7 @@ func testEnv(dryRun string) func(string) string {
 }
 
 // startLogged is start with the gateway's records going to log.
-func startLogged(t *testing.T, f *policy.File, dryRun string, log *slog.Logger) *Gateway {
+func startLogged(t *testing.T, f *config.File, dryRun string, log *slog.Logger) *Gateway {
 	t.Helper()
 	gw := newGateway(t, f, Options{Version: "test", Logger: log, Getenv: testEnv(dryRun)})
 	t.Cleanup(func() { gw.Close() })
@@ -134,7 +134,7 @@ func body(t *testing.T, res *mcp.CallToolResult) interlock.Body {
 }
 
 func TestMirroredToolsAreAdvertisedAsThePolicySeesThem(t *testing.T) {
-	gw := start(t, config(t, `
+	gw := start(t, testConfig(t, `
 rules:
   - name: wipe-is-closed-world
     match: {tools: [wipe]}
@@ -175,7 +175,7 @@ rules:
 }
 
 func TestCallsThroughTheGate(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	cs := client(t, gw, nil)
 
 	t.Run("read-only result is passed on untouched", func(t *testing.T) {
@@ -222,7 +222,7 @@ func TestCallsThroughTheGate(t *testing.T) {
 }
 
 func TestUpstreamThatDiesIsRestarted(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	cs := client(t, gw, nil)
 	b := body(t, call(t, cs, "crash", map[string]any{}))
 	if b.Code != interlock.CodeUpstreamUnavailable || !b.Retriable {
@@ -243,7 +243,7 @@ func TestUpstreamThatDiesIsRestarted(t *testing.T) {
 }
 
 func TestToolListChangesAreMirrored(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "")
+	gw := start(t, testConfig(t, "", "fx"), "")
 	changed := make(chan struct{}, 10)
 	cs := client(t, gw, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		changed <- struct{}{}
@@ -271,7 +271,7 @@ func TestToolListChangesAreMirrored(t *testing.T) {
 
 func TestToolNameCollisions(t *testing.T) {
 	t.Run("without a prefix start fails", func(t *testing.T) {
-		gw := newGateway(t, config(t, "", "one", "two"), Options{Logger: quiet})
+		gw := newGateway(t, testConfig(t, "", "one", "two"), Options{Logger: quiet})
 		defer gw.Close()
 		err := gw.Start(context.Background())
 		if err == nil {
@@ -284,7 +284,7 @@ func TestToolNameCollisions(t *testing.T) {
 		}
 	})
 	t.Run("a prefix resolves it", func(t *testing.T) {
-		gw := start(t, config(t, "", "one", "two:b_"), "false")
+		gw := start(t, testConfig(t, "", "one", "two:b_"), "false")
 		tools := listTools(t, client(t, gw, nil))
 		if tools["echo"] == nil || tools["b_echo"] == nil || len(tools) != 2*fixtureTools {
 			t.Fatalf("tools = %v", tools)
@@ -299,12 +299,12 @@ func TestToolNameCollisions(t *testing.T) {
 // startError is the error a check of the gateway's configuration reports
 // for the upstream name when it connects it (see interlock check --connect).
 func startError(gw *Gateway, name string) error {
-	return gw.StartEach(context.Background(), func(u *policy.Upstream) bool { return u.Name == name })[name]
+	return gw.StartEach(context.Background(), func(u *config.Upstream) bool { return u.Name == name })[name]
 }
 
 func TestUpstreamThatDoesNotStart(t *testing.T) {
-	f := config(t, "")
-	f.Upstreams = append(f.Upstreams, &policy.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 7})
+	f := testConfig(t, "")
+	f.Upstreams = append(f.Upstreams, &config.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 7})
 	gw := newGateway(t, f, Options{Logger: quiet})
 	defer gw.Close()
 	// The gateway serves without it and keeps trying; a check names it.
@@ -325,20 +325,20 @@ func TestUpstreamThatDoesNotStart(t *testing.T) {
 }
 
 func TestCheckListen(t *testing.T) {
-	withKeys := &policy.File{Auth: policy.Auth{Keys: []*policy.Key{{SHA256: HashKey("k"), Principal: "ci"}}}}
+	withKeys := &config.File{Auth: config.Auth{Keys: []*config.Key{{SHA256: HashKey("k"), Principal: "ci"}}}}
 	tests := []struct {
 		addr string
-		f    *policy.File
+		f    *config.File
 		ok   bool
 	}{
-		{"127.0.0.1:8740", &policy.File{}, true},
-		{"localhost:8740", &policy.File{}, true},
-		{"[::1]:8740", &policy.File{}, true},
-		{"0.0.0.0:8740", &policy.File{}, false},
-		{":8740", &policy.File{}, false},
-		{"10.1.2.3:8740", &policy.File{}, false},
+		{"127.0.0.1:8740", &config.File{}, true},
+		{"localhost:8740", &config.File{}, true},
+		{"[::1]:8740", &config.File{}, true},
+		{"0.0.0.0:8740", &config.File{}, false},
+		{":8740", &config.File{}, false},
+		{"10.1.2.3:8740", &config.File{}, false},
 		{"0.0.0.0:8740", withKeys, true},
-		{"nonsense", &policy.File{}, false},
+		{"nonsense", &config.File{}, false},
 	}
 	for _, tt := range tests {
 		err := CheckListen(tt.addr, tt.f)
@@ -363,7 +363,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestHTTPAuthentication(t *testing.T) {
-	f := config(t, fmt.Sprintf(`
+	f := testConfig(t, fmt.Sprintf(`
 auth:
   keys:
     - {sha256: %s, principal: ci-bot, tenant: acme}
@@ -436,7 +436,7 @@ rules:
 }
 
 func TestAnonymousHTTPIdentity(t *testing.T) {
-	f := config(t, `
+	f := testConfig(t, `
 rules:
   - name: anonymous-may-not-wipe
     match: {tools: [wipe]}
@@ -455,7 +455,7 @@ rules:
 }
 
 func TestUpstreamTimeout(t *testing.T) {
-	f := config(t, "", "fx")
+	f := testConfig(t, "", "fx")
 	f.Upstreams[0].CallTimeout = 300 * time.Millisecond
 	gw := start(t, f, "false")
 	cs := client(t, gw, nil)
@@ -473,7 +473,7 @@ func TestUpstreamTimeout(t *testing.T) {
 // only with inherit_env, and never the sealing keys or their file's name.
 func TestChildEnvironment(t *testing.T) {
 	t.Setenv(interlock.SecretEnv, "a secret that must stay inside the gateway")
-	t.Setenv(policy.SecretFileEnv, "/etc/interlock/secret")
+	t.Setenv(config.SecretFileEnv, "/etc/interlock/secret")
 	t.Setenv("INTERLOCK_TEST_INHERITED", "inherited")
 	t.Setenv("TZ", "Europe/Berlin")
 	tests := []struct {
@@ -483,7 +483,7 @@ func TestChildEnvironment(t *testing.T) {
 	}{
 		{"base only", false, map[string]string{
 			interlock.SecretEnv:        "unset",
-			policy.SecretFileEnv:       "unset",
+			config.SecretFileEnv:       "unset",
 			"INTERLOCK_TEST_INHERITED": "unset",
 			"TZ":                       "Europe/Berlin",
 			"PATH":                     os.Getenv("PATH"),
@@ -491,7 +491,7 @@ func TestChildEnvironment(t *testing.T) {
 		}},
 		{"inherit_env", true, map[string]string{
 			interlock.SecretEnv:        "unset",
-			policy.SecretFileEnv:       "unset",
+			config.SecretFileEnv:       "unset",
 			"INTERLOCK_TEST_INHERITED": "inherited",
 			"TZ":                       "Europe/Berlin",
 			"FROM_CONFIG":              "configured",
@@ -499,7 +499,7 @@ func TestChildEnvironment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := config(t, "", "fx")
+			f := testConfig(t, "", "fx")
 			f.Upstreams[0].Env["FROM_CONFIG"] = "configured"
 			f.Upstreams[0].InheritEnv = tt.inherit
 			cs := client(t, start(t, f, "false"), nil)

@@ -61,7 +61,7 @@ func TestClientMetaStaysOnItsHop(t *testing.T) {
 		})
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(up.Close)
-	gw := start(t, config(t, "upstreams:\n  - {name: old, url: "+up.URL+"}\n"), "false")
+	gw := start(t, testConfig(t, "upstreams:\n  - {name: old, url: "+up.URL+"}\n"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	ctx := context.Background()

@@ -63,7 +63,7 @@ func newGrantRig(t *testing.T) *grantRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	gw := newGateway(t, config(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
+	gw := newGateway(t, testConfig(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func (r *grantRig) wipe(t *testing.T, key, target string) (int, map[string]any) 
 
 func (r *grantRig) reload(t *testing.T, yaml string) {
 	t.Helper()
-	if err := r.gw.Reload(context.Background(), config(t, yaml, "fx"), "test"); err != nil {
+	if err := r.gw.Reload(context.Background(), testConfig(t, yaml, "fx"), "test"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -48,7 +48,7 @@ func TestRugPull(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs logBuffer
-			gw := startLogged(t, config(t, "", "fx"), "false", logs.logger())
+			gw := startLogged(t, testConfig(t, "", "fx"), "false", logs.logger())
 			cs := client(t, gw, nil)
 			if res := call(t, cs, "relabel", map[string]any{"name": tt.tool, "annotations": tt.annotations}); res.IsError {
 				t.Fatalf("relabel: %+v", res)
@@ -81,7 +81,7 @@ func TestRugPull(t *testing.T) {
 	}
 	t.Run("a later loosening back to the first listing is refused too", func(t *testing.T) {
 		var logs logBuffer
-		gw := startLogged(t, config(t, "", "fx"), "false", logs.logger())
+		gw := startLogged(t, testConfig(t, "", "fx"), "false", logs.logger())
 		cs := client(t, gw, nil)
 		call(t, cs, "relabel", map[string]any{"name": "echo", "annotations": &mcp.ToolAnnotations{DestructiveHint: &yes}})
 		eventually(t, "echo destructive", func() bool { return *listTools(t, cs)["echo"].Annotations.DestructiveHint })
@@ -96,7 +96,7 @@ func TestRugPull(t *testing.T) {
 // TestUntrustedHints: with trust_hints: false an upstream's annotations
 // count for nothing; only a rule's override loosens the gate.
 func TestUntrustedHints(t *testing.T) {
-	f := config(t, `
+	f := testConfig(t, `
 rules:
   - name: echo-only-reads
     match: {tools: [echo], upstream: fx}
@@ -140,7 +140,7 @@ rules:
 // TestRedefinedToolVoidsItsTokens: a confirm token binds the tool as it
 // was advertised; a tool re-announced in between cannot be redeemed for.
 func TestRedefinedToolVoidsItsTokens(t *testing.T) {
-	gw := start(t, config(t, `
+	gw := start(t, testConfig(t, `
 rules:
   - name: wipes-need-a-token
     match: {tools: [wipe]}

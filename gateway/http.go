@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
-	"github.com/interlock-mcp/interlock/policy"
 )
 
 // connKey is the context key of the connection a request came on.
@@ -50,7 +50,7 @@ const MCPPath = "/mcp"
 // CheckListen refuses an address that other machines can reach when no
 // authentication (API keys or an OAuth issuer) is configured: such a
 // gateway would let anyone on the network call tools as "anonymous".
-func CheckListen(addr string, f *policy.File) error {
+func CheckListen(addr string, f *config.File) error {
 	if f.Auth.Configured() {
 		return nil
 	}
@@ -233,10 +233,10 @@ func withTraceContext(h http.Handler) http.Handler {
 // keyVerifier checks a bearer token against the configured key hashes. Every
 // hash is compared, in constant time, so the time taken does not say which
 // key came close.
-func keyVerifier(keys []*policy.Key) auth.TokenVerifier {
+func keyVerifier(keys []*config.Key) auth.TokenVerifier {
 	type entry struct {
 		sum []byte
-		key *policy.Key
+		key *config.Key
 	}
 	entries := make([]entry, len(keys))
 	for i, k := range keys {
@@ -245,7 +245,7 @@ func keyVerifier(keys []*policy.Key) auth.TokenVerifier {
 	}
 	return func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		sum := sha256.Sum256([]byte(token))
-		var found *policy.Key
+		var found *config.Key
 		for _, e := range entries {
 			if subtle.ConstantTimeCompare(sum[:], e.sum) == 1 {
 				found = e.key

@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 // httpUpstream serves a small MCP server over streamable HTTP that answers
@@ -48,7 +48,7 @@ func TestHTTPUpstream(t *testing.T) {
 		}
 		return "", false
 	}
-	f, err := policy.Parse("gateway.yaml", []byte(`
+	f, err := config.Parse("gateway.yaml", []byte(`
 upstreams:
   - name: remote
     url: `+srv.URL+`
@@ -72,7 +72,7 @@ upstreams:
 	}
 
 	t.Run("a wrong key is a clear startup error", func(t *testing.T) {
-		f, _ := policy.Parse("gateway.yaml", []byte("upstreams:\n  - name: remote\n    url: "+srv.URL+"\n    headers: {Authorization: Bearer nope}\n"), lookup)
+		f, _ := config.Parse("gateway.yaml", []byte("upstreams:\n  - name: remote\n    url: "+srv.URL+"\n    headers: {Authorization: Bearer nope}\n"), lookup)
 		gw := newGateway(t, f, Options{Logger: quiet})
 		defer gw.Close()
 		if err := startError(gw, "remote"); err == nil || !strings.Contains(err.Error(), `upstream "remote"`) || !strings.Contains(err.Error(), srv.URL) {
@@ -98,7 +98,7 @@ func TestUpstreamConfigErrors(t *testing.T) {
 		{"upstreams:\n  - {name: a, url: 'https://x/mcp', headers: {A: '${NOPE}'}}\n", "headers A refers to ${NOPE}"},
 	}
 	for _, tt := range tests {
-		_, err := policy.Parse("p.yaml", []byte(tt.src), func(string) (string, bool) { return "", false })
+		_, err := config.Parse("p.yaml", []byte(tt.src), func(string) (string, bool) { return "", false })
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Parse(%q) = %v, want %q", tt.src, err, tt.want)
 		}
@@ -157,7 +157,7 @@ func TestRedirectsKeepCredentialsHome(t *testing.T) {
 			leakedMu.Lock()
 			leaked = nil
 			leakedMu.Unlock()
-			f, err := policy.Parse("gateway.yaml", []byte("upstreams:\n  - name: remote\n    url: "+front.URL+tt.path+
+			f, err := config.Parse("gateway.yaml", []byte("upstreams:\n  - name: remote\n    url: "+front.URL+tt.path+
 				"\n    headers: {Authorization: Bearer remote-key}\n"), lookup)
 			if err != nil {
 				t.Fatal(err)
@@ -214,8 +214,8 @@ func TestOrigins(t *testing.T) {
 // TestUpstreamConnectionPool: each HTTP upstream has its own pool, sized
 // for concurrent calls, never net/http's shared default.
 func TestUpstreamConnectionPool(t *testing.T) {
-	a := &upstream{cfg: &policy.Upstream{Name: "a", URL: "https://a.example/mcp"}}
-	b := &upstream{cfg: &policy.Upstream{Name: "b", URL: "https://b.example/mcp"}}
+	a := &upstream{cfg: &config.Upstream{Name: "a", URL: "https://a.example/mcp"}}
+	b := &upstream{cfg: &config.Upstream{Name: "b", URL: "https://b.example/mcp"}}
 	poolOf := func(u *upstream) *http.Transport {
 		c := u.httpClient()
 		if c != u.httpClient() {

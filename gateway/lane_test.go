@@ -20,7 +20,7 @@ import (
 // as calls through the SDK would, a call longer than the timeout does not
 // end its session, and a session left idle still expires.
 func TestLaneKeepsTheIdleTimeout(t *testing.T) {
-	f := config(t, "", "fx")
+	f := testConfig(t, "", "fx")
 	f.HTTP.SessionIdleTimeout = 300 * time.Millisecond
 	url, cs := servedSession(t, start(t, f, "false"), false)
 	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`
@@ -48,7 +48,7 @@ func TestLaneKeepsTheIdleTimeout(t *testing.T) {
 // TestLaneCancellation: a client's notifications/cancelled stops a call the
 // lane serves, as the SDK would stop one of its own.
 func TestLaneCancellation(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	url, cs := servedSession(t, gw, false)
 	done := make(chan time.Duration, 1)
 	go func() {
@@ -78,7 +78,7 @@ func TestLaneCancellation(t *testing.T) {
 // TestLaneAnswers checks the answers the lane writes, and that what it does
 // not take still reaches the SDK.
 func TestLaneAnswers(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	url, cs := servedSession(t, gw, false)
 	tests := []struct {
 		name        string
@@ -163,7 +163,7 @@ func postMCP(url, session string, header http.Header, body string) (int, string,
 // the lane serves travels on the call's own stream, the client's answer
 // comes back in a POST of its own, and the call completes with it.
 func TestLaneCarriesQuestions(t *testing.T) {
-	f := config(t, "", "fx")
+	f := testConfig(t, "", "fx")
 	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
 	gw := start(t, f, "false")
 	human := &picker{}
@@ -222,7 +222,7 @@ func (p *postRecorder) String() string {
 // TestLaneAnswersAsTheSDKDoes sends the same calls with the lane on and
 // off, for each protocol generation, and compares the results.
 func TestLaneAnswersAsTheSDKDoes(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	url := srv.URL + MCPPath
@@ -320,7 +320,7 @@ func scrub(v any) {
 // no session, so two of them may send calls with the same id at the same
 // time; both take the lane.
 func TestLaneServesClientsWithoutSessionsAtOnce(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":300},` +

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -57,7 +57,7 @@ func BenchmarkUpstreamLeg(b *testing.B) {
 			callEcho(b, overHTTP(b, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)), args)
 		})
 	})
-	f, err := policy.Parse("gateway.yaml", []byte("upstreams:\n  - name: echo\n    url: "+srv.URL+"\n"), func(string) (string, bool) { return "", false })
+	f, err := config.Parse("gateway.yaml", []byte("upstreams:\n  - name: echo\n    url: "+srv.URL+"\n"), func(string) (string, bool) { return "", false })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func BenchmarkUpstreamLeg(b *testing.B) {
 // child's result verbatim; a client of 2026-07-28 gets it decoded and
 // encoded again (see verbatim.go).
 func BenchmarkChildUpstream(b *testing.B) {
-	gw := startForBench(b, config(b, "", "fx"), Options{})
+	gw := startForBench(b, testConfig(b, "", "fx"), Options{})
 	args := json.RawMessage(`{"text":"hello"}`)
 	srv := httptest.NewServer(gw.Handler(false))
 	b.Cleanup(srv.Close)
@@ -110,7 +110,7 @@ func BenchmarkChildUpstream(b *testing.B) {
 }
 
 // startForBench starts a gateway for f with dry run on.
-func startForBench(b *testing.B, f *policy.File, opts Options) *Gateway {
+func startForBench(b *testing.B, f *config.File, opts Options) *Gateway {
 	opts.Logger, opts.Getenv = quiet, func(string) string { return "" }
 	gw, err := New(f, opts)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 func TestRetryDelay(t *testing.T) {
@@ -94,7 +94,7 @@ func TestRetryUntilBacksOff(t *testing.T) {
 // answers.
 func TestUpstreamDownAtStart(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "up")
-	f := config(t, "", "fx", "late:l_")
+	f := testConfig(t, "", "fx", "late:l_")
 	f.Upstreams[1].Env["INTERLOCK_FIXTURE_UNTIL"] = gate
 	gw := start(t, f, "false")
 	if counts := gw.ToolCounts(); counts["fx"] != fixtureTools || counts["late"] != 0 {
@@ -123,7 +123,7 @@ func TestUpstreamDownAtStart(t *testing.T) {
 // ends UPSTREAM_UNAVAILABLE, the other upstreams serve on, and the child
 // is started again in the background.
 func TestChildThatDiesFailsItsCalls(t *testing.T) {
-	gw := start(t, config(t, "", "fx", "other:o_"), "false")
+	gw := start(t, testConfig(t, "", "fx", "other:o_"), "false")
 	cs := client(t, gw, nil)
 	slow := make(chan *mcp.CallToolResult, 1)
 	go func() {
@@ -176,12 +176,12 @@ func TestReadyz(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := config(t, "", "fx")
+			f := testConfig(t, "", "fx")
 			if tt.keys {
-				f.Auth.Keys = []*policy.Key{{SHA256: HashKey("k"), Principal: "ops", Tenant: "acme"}}
+				f.Auth.Keys = []*config.Key{{SHA256: HashKey("k"), Principal: "ops", Tenant: "acme"}}
 			}
 			if tt.down {
-				f.Upstreams = append(f.Upstreams, &policy.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}})
+				f.Upstreams = append(f.Upstreams, &config.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}})
 			}
 			gw := newGateway(t, f, Options{Logger: quiet, Probes: tt.probes})
 			defer gw.Close()
@@ -229,7 +229,7 @@ func TestDrain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gw := start(t, config(t, "", "fx"), "false")
+			gw := start(t, testConfig(t, "", "fx"), "false")
 			cs := client(t, gw, nil)
 			slow := make(chan *mcp.CallToolResult, 1)
 			go func() {
@@ -275,7 +275,7 @@ func TestUpstreamThatHangs(t *testing.T) {
 	saved := connectTimeout
 	connectTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { connectTimeout = saved })
-	f := config(t, "", "fx", "stuck:s_")
+	f := testConfig(t, "", "fx", "stuck:s_")
 	f.Upstreams[1].Env["INTERLOCK_FIXTURE"] = "hang"
 	began := time.Now()
 	gw := start(t, f, "false")
@@ -296,7 +296,7 @@ func TestUpstreamThatHangs(t *testing.T) {
 // started again ever more slowly, not in a tight loop.
 func TestUpstreamThatFlaps(t *testing.T) {
 	starts := filepath.Join(t.TempDir(), "starts")
-	f := config(t, "", "flaky")
+	f := testConfig(t, "", "flaky")
 	f.Upstreams[0].Env["INTERLOCK_FIXTURE_LIFETIME"] = "200ms"
 	f.Upstreams[0].Env["INTERLOCK_FIXTURE_STARTS"] = starts
 	start(t, f, "false")

@@ -15,9 +15,9 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/oauth"
-	"github.com/interlock-mcp/interlock/policy"
 )
 
 // MetadataPath is where the gateway serves its OAuth protected resource
@@ -37,7 +37,7 @@ type authenticator struct {
 	// resource URL to check tokens' audience against: then every token is
 	// refused.
 	tokens *oauth.Provider
-	oauth  *policy.OAuth
+	oauth  *config.OAuth
 	// metadata is the URL of the protected resource metadata; empty
 	// without OAuth.
 	metadata string
@@ -47,7 +47,7 @@ type authenticator struct {
 
 // newAuthenticator prepares the authentication of f for a gateway reached
 // at public.
-func newAuthenticator(f *policy.File, public string, keys auth.TokenVerifier) (*authenticator, error) {
+func newAuthenticator(f *config.File, public string, keys auth.TokenVerifier) (*authenticator, error) {
 	a := &authenticator{keys: keys, oauth: f.Auth.OAuth}
 	o := f.Auth.OAuth
 	if o == nil {
@@ -66,7 +66,7 @@ func newAuthenticator(f *policy.File, public string, keys auth.TokenVerifier) (*
 	}
 	p, err := oauth.New(oauth.Config{Issuer: o.Issuer, Audience: audience, JWKSURL: o.JWKSURL, Profile: o.TokenProfile,
 		Claims: oauth.Claims{Principal: o.Claims.Principal, Tenant: o.Claims.Tenant, Groups: o.Claims.Groups,
-			DefaultTenant: policy.DefaultTenant}, Introspection: introspection})
+			DefaultTenant: config.DefaultTenant}, Introspection: introspection})
 	if err != nil {
 		return nil, err
 	}

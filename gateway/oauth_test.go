@@ -34,7 +34,7 @@ func startOAuthGateway(t *testing.T, oauthYAML, rules string) *oauthGateway {
 	iss := oauthtest.Start(t)
 	srv := httptest.NewUnstartedServer(nil)
 	public := "http://" + srv.Listener.Addr().String()
-	f := config(t, fmt.Sprintf(`
+	f := testConfig(t, fmt.Sprintf(`
 auth:
   keys:
     - {sha256: %s, principal: bob, tenant: acme}
@@ -278,7 +278,7 @@ func TestHealthzWithAToken(t *testing.T) {
 }
 
 func TestCheckListenCountsOAuth(t *testing.T) {
-	f := config(t, "auth:\n  oauth: {issuer: 'https://login.example.com'}\n")
+	f := testConfig(t, "auth:\n  oauth: {issuer: 'https://login.example.com'}\n")
 	if err := CheckListen("0.0.0.0:8740", f); err != nil {
 		t.Errorf("CheckListen with OAuth: %v", err)
 	}

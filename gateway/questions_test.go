@@ -38,7 +38,7 @@ func TestUpstreamQuestions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := config(t, "", "fx")
+			f := testConfig(t, "", "fx")
 			if tt.legacyUp {
 				f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
 			}

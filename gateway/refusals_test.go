@@ -115,7 +115,7 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	}
 	defer log.Close()
 	m := metrics.New()
-	f := config(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\nrules:\n  - {name: wipes, match: {tools: [wipe]}, mode: deny}\n",
+	f := testConfig(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\nrules:\n  - {name: wipes, match: {tools: [wipe]}, mode: deny}\n",
 		HashKey("alice-key")), "fx")
 	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Metrics: m, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })

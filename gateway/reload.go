@@ -10,26 +10,26 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 // running is the configuration in force and what is derived from it once,
 // so that no call pays for deriving it again.
 type running struct {
-	file   *policy.File
+	file   *config.File
 	verify auth.TokenVerifier
 }
 
-func runningOf(f *policy.File) *running {
+func runningOf(f *config.File) *running {
 	return &running{file: f, verify: keyVerifier(f.Auth.Keys)}
 }
 
 // config returns the configuration in force.
-func (g *Gateway) config() *policy.File { return g.running.Load().file }
+func (g *Gateway) config() *config.File { return g.running.Load().file }
 
 // decider is what decides the calls under f: f itself, or f with its
 // shadow policy beside it.
-func (g *Gateway) decider(f *policy.File) interlock.Policy {
+func (g *Gateway) decider(f *config.File) interlock.Policy {
 	if f.ShadowPolicy == nil {
 		return f
 	}
@@ -46,7 +46,7 @@ func (g *Gateway) verifyKey(ctx context.Context, token string, r *http.Request) 
 // Reload makes f the configuration of every call that starts from now on;
 // a call already under way finishes under the configuration it started
 // with. Sections that take effect only at start (see
-// [policy.File.KeepRunning]) stay as they are, and each one that changed
+// [config.File.KeepRunning]) stay as they are, and each one that changed
 // is logged. Tools are listed again and advertised under the new policy:
 // clients hear of the tools whose advertised form changed, and a tool that
 // is shown as before keeps its pending confirmations. Hints an upstream
@@ -59,7 +59,7 @@ func (g *Gateway) verifyKey(ctx context.Context, token string, r *http.Request) 
 //
 // An error means some upstream could not be listed: its tools stay
 // advertised as they were, and the new policy decides their calls.
-func (g *Gateway) Reload(ctx context.Context, f *policy.File, digest string) error {
+func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) error {
 	g.reloading.Lock()
 	defer g.reloading.Unlock()
 	for _, section := range f.KeepRunning(g.config()) {

@@ -29,7 +29,7 @@ rules:
 // forth all complete, each decided by one of the two policies.
 func TestReloadUnderLoad(t *testing.T) {
 	allow, deny := wipeIn(t, "allow", ""), wipeIn(t, "deny", "")
-	gw := start(t, config(t, allow, "fx"), "false")
+	gw := start(t, testConfig(t, allow, "fx"), "false")
 	cs := client(t, gw, nil)
 
 	const workers, calls = 8, 40
@@ -59,7 +59,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		select {
 		case <-done:
 		default:
-			if err := gw.Reload(context.Background(), config(t, next, "fx"), "test"); err != nil {
+			if err := gw.Reload(context.Background(), testConfig(t, next, "fx"), "test"); err != nil {
 				t.Fatal(err)
 			}
 			next = map[string]string{allow: deny, deny: allow}[next]
@@ -71,7 +71,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("%d calls completed (%d ran, %d denied), want %d", got, ran.Load(), denied.Load(), workers*calls)
 	}
 	t.Logf("%d reloads; %d calls ran, %d denied", reloads, ran.Load(), denied.Load())
-	if err := gw.Reload(context.Background(), config(t, deny, "fx"), "test"); err != nil {
+	if err := gw.Reload(context.Background(), testConfig(t, deny, "fx"), "test"); err != nil {
 		t.Fatal(err)
 	}
 	if b := body(t, call(t, cs, "wipe", map[string]any{"target": "x"})); b.Code != interlock.CodeToolNotAllowed {
@@ -84,7 +84,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // changes how the tool is advertised tells them.
 func TestReloadKeepsConfirmations(t *testing.T) {
 	changed := make(chan struct{}, 16)
-	gw := start(t, config(t, wipeIn(t, "token", ""), "fx"), "false")
+	gw := start(t, testConfig(t, wipeIn(t, "token", ""), "fx"), "false")
 	cs := client(t, gw, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		changed <- struct{}{}
 	}})
@@ -96,7 +96,7 @@ func TestReloadKeepsConfirmations(t *testing.T) {
 	// Another tool's rule changes; wipe is shown as before.
 	other := "  - name: no-echo\n    match: {tools: [echo]}\n    mode: deny\n"
 	shown := gw.advertisedTools()
-	if err := gw.Reload(context.Background(), config(t, wipeIn(t, "token", other), "fx"), "test"); err != nil {
+	if err := gw.Reload(context.Background(), testConfig(t, wipeIn(t, "token", other), "fx"), "test"); err != nil {
 		t.Fatal(err)
 	}
 	if b := body(t, call(t, cs, "echo", map[string]any{})); b.Code != interlock.CodeToolNotAllowed {
@@ -113,7 +113,7 @@ func TestReloadKeepsConfirmations(t *testing.T) {
 	}
 
 	// wipe moves to mode flag: it now accepts __confirm instead of a token.
-	if err := gw.Reload(context.Background(), config(t, wipeIn(t, "flag", other), "fx"), "test"); err != nil {
+	if err := gw.Reload(context.Background(), testConfig(t, wipeIn(t, "flag", other), "fx"), "test"); err != nil {
 		t.Fatal(err)
 	}
 	<-changed
@@ -131,7 +131,7 @@ func TestReloadKeepsConfirmations(t *testing.T) {
 // them.
 func TestReloadResetsPinnedHints(t *testing.T) {
 	yes := true
-	f := config(t, "", "fx")
+	f := testConfig(t, "", "fx")
 	gw := start(t, f, "false")
 	cs := client(t, gw, nil)
 	call(t, cs, "relabel", map[string]any{"name": "echo", "annotations": &mcp.ToolAnnotations{DestructiveHint: &yes}})
@@ -140,7 +140,7 @@ func TestReloadResetsPinnedHints(t *testing.T) {
 	if b := body(t, call(t, cs, "echo", map[string]any{})); b.Code != interlock.CodeDryRunPreview {
 		t.Fatalf("echo before the reload: %s, want the pinned stricter hints to gate it", b.Code)
 	}
-	if err := gw.Reload(context.Background(), config(t, "", "fx"), "test"); err != nil {
+	if err := gw.Reload(context.Background(), testConfig(t, "", "fx"), "test"); err != nil {
 		t.Fatal(err)
 	}
 	if a := listTools(t, cs)["echo"].Annotations; !a.ReadOnlyHint {
@@ -162,7 +162,7 @@ func TestReloadSwapsAPIKeys(t *testing.T) {
 		}
 		return yaml
 	}
-	gw := start(t, config(t, keys("alice"), "fx"), "false")
+	gw := start(t, testConfig(t, keys("alice"), "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 	status := func(key string) int {
@@ -187,7 +187,7 @@ func TestReloadSwapsAPIKeys(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			if err := gw.Reload(context.Background(), config(t, st.yaml, "fx"), "test"); err != nil {
+			if err := gw.Reload(context.Background(), testConfig(t, st.yaml, "fx"), "test"); err != nil {
 				t.Fatal(err)
 			}
 			if got := status("alice-key"); got != st.alice {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 // TestUpstreamGuard drives the fixture through an upstream's guard: a
@@ -14,9 +14,9 @@ import (
 // full bulkhead refuses at once, and a slow attempt is UPSTREAM_TIMEOUT.
 func TestUpstreamGuard(t *testing.T) {
 	t.Run("the circuit opens after consecutive failures", func(t *testing.T) {
-		f := config(t, "", "fx")
+		f := testConfig(t, "", "fx")
 		f.Upstreams[0].Retries = new(0)
-		f.Upstreams[0].Breaker = &policy.Breaker{Failures: 3, Delay: "1s", Every: time.Second}
+		f.Upstreams[0].Breaker = &config.Breaker{Failures: 3, Delay: "1s", Every: time.Second}
 		gw := start(t, f, "false")
 		cs := client(t, gw, nil)
 		for range 3 {
@@ -34,8 +34,8 @@ func TestUpstreamGuard(t *testing.T) {
 		}
 	})
 	t.Run("arguments the upstream refuses do not open it", func(t *testing.T) {
-		f := config(t, "", "fx")
-		f.Upstreams[0].Breaker = &policy.Breaker{Failures: 2, Delay: "1m", Every: time.Minute}
+		f := testConfig(t, "", "fx")
+		f.Upstreams[0].Breaker = &config.Breaker{Failures: 2, Delay: "1m", Every: time.Minute}
 		gw := start(t, f, "false")
 		cs := client(t, gw, nil)
 		for range 4 {
@@ -48,7 +48,7 @@ func TestUpstreamGuard(t *testing.T) {
 		}
 	})
 	t.Run("a full bulkhead refuses at once", func(t *testing.T) {
-		f := config(t, "", "fx")
+		f := testConfig(t, "", "fx")
 		f.Upstreams[0].MaxInFlight = 1
 		gw := start(t, f, "false")
 		cs := client(t, gw, nil)
@@ -63,7 +63,7 @@ func TestUpstreamGuard(t *testing.T) {
 		wg.Wait()
 	})
 	t.Run("an attempt over the timeout", func(t *testing.T) {
-		f := config(t, "", "fx")
+		f := testConfig(t, "", "fx")
 		f.Upstreams[0].CallTimeout = 200 * time.Millisecond
 		f.Upstreams[0].Retries = new(0)
 		gw := start(t, f, "false")

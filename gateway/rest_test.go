@@ -60,7 +60,7 @@ func getTools(t *testing.T, url, key string) toolList {
 }
 
 func TestREST(t *testing.T) {
-	f := config(t, fmt.Sprintf(`
+	f := testConfig(t, fmt.Sprintf(`
 auth:
   keys:
     - {sha256: %s, principal: ops, tenant: acme}
@@ -136,7 +136,7 @@ rules:
 }
 
 func TestRESTUnderDryRunAndFlag(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "")
+	gw := start(t, testConfig(t, "", "fx"), "")
 	srv := httptest.NewServer(gw.Handler(true))
 	defer srv.Close()
 	status, body := post(t, srv.URL+"/v1/tools/wipe/call", "", `{"arguments":{"target":"all"},"confirm":true}`)
@@ -147,7 +147,7 @@ func TestRESTUnderDryRunAndFlag(t *testing.T) {
 		t.Errorf("preview = %v", body["preview"])
 	}
 
-	live := start(t, config(t, "", "fx"), "false")
+	live := start(t, testConfig(t, "", "fx"), "false")
 	srv2 := httptest.NewServer(live.Handler(true))
 	defer srv2.Close()
 	if status, body := post(t, srv2.URL+"/v1/tools/wipe/call", "", `{"arguments":{"target":"all"},"confirm":true}`); status != http.StatusOK {
@@ -161,7 +161,7 @@ func TestRESTUnderDryRunAndFlag(t *testing.T) {
 // TestRESTRefusesWebPages: a page in the user's browser must not reach a
 // gateway on their machine.
 func TestRESTRefusesWebPages(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 	tests := []struct {

@@ -67,7 +67,7 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { log.Close() })
-			gw := newGateway(t, config(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
+			gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
 			t.Cleanup(func() { gw.Close() })
 			if err := gw.Start(context.Background()); err != nil {
 				t.Fatal(err)
@@ -91,7 +91,7 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 			if !strings.Contains(next, "rules:") {
 				next += sessionRules
 			}
-			if err := gw.Reload(context.Background(), config(t, next, "fx"), "test"); err != nil {
+			if err := gw.Reload(context.Background(), testConfig(t, next, "fx"), "test"); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -145,13 +145,13 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 		})
 	}
 	t.Run("checked on each request, not only on reload", func(t *testing.T) {
-		gw := start(t, config(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), "false")
+		gw := start(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), "false")
 		srv := httptest.NewServer(gw.Handler(false))
 		t.Cleanup(srv.Close)
 		b := signInWithKey(t, srv.URL, "bob-key")
 		// The configuration changes under the console without its sweep,
 		// as on a replica that has not reloaded yet.
-		gw.running.Store(runningOf(config(t, sessionKeys("", finKey)+sessionRules, "fx")))
+		gw.running.Store(runningOf(testConfig(t, sessionKeys("", finKey)+sessionRules, "fx")))
 		if _, at, _ := b.get(srv.URL + "/console/"); !strings.Contains(at, "/console/login") {
 			t.Errorf("a session whose key is gone still opens pages: at %s", at)
 		}
@@ -188,7 +188,7 @@ func (b *browser) stream(ctx context.Context, t *testing.T, raw string) chan str
 // arguments (an approval, the list, a pending call, a result) says
 // Cache-Control: no-store.
 func TestRESTAnswersAreNotCached(t *testing.T) {
-	gw := start(t, config(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), "false")
+	gw := start(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	do := func(method, path, key, body string) *http.Response {
@@ -278,7 +278,7 @@ func TestSignInFlood(t *testing.T) {
 // TestProviderSessionsEnd: a console session made with the identity
 // provider ends with the sign-in it came from (the ID token's lifetime).
 func TestProviderSessionsEnd(t *testing.T) {
-	gw := start(t, config(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), "false")
+	gw := start(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), "false")
 	who := interlock.Identity{Tenant: "acme", Principal: "carol"}
 	if _, err := gw.recheckCredential(context.Background(), who, console.Credential{Kind: console.CredentialProvider}); err == nil {
 		t.Error("a gateway without an issuer stands by an identity provider's sign-in")

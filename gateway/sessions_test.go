@@ -82,7 +82,7 @@ func TestSessionsBelongToTheFullIdentity(t *testing.T) {
     when: "!(principal == 'alice' && tenant == 'acme')"
     mode: deny
 `)
-	gw := start(t, config(t, yaml.String(), "fx"), "false")
+	gw := start(t, testConfig(t, yaml.String(), "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 	url := srv.URL + MCPPath
@@ -126,7 +126,7 @@ func TestSessionsBelongToTheFullIdentity(t *testing.T) {
 }
 
 func TestSessionCapAndIdleTimeout(t *testing.T) {
-	f := config(t, fmt.Sprintf(`
+	f := testConfig(t, fmt.Sprintf(`
 http: {max_sessions_per_principal: 2}
 auth:
   keys:
@@ -173,7 +173,7 @@ auth:
 	})
 
 	t.Run("idle sessions expire", func(t *testing.T) {
-		f := config(t, "", "fx")
+		f := testConfig(t, "", "fx")
 		f.HTTP.SessionIdleTimeout = 200 * time.Millisecond
 		url, cs := servedSession(t, start(t, f, "false"), false)
 		time.Sleep(500 * time.Millisecond)
@@ -186,7 +186,7 @@ auth:
 
 // TestMCPRefusesCrossOriginRequests: a web page cannot drive /mcp.
 func TestMCPRefusesCrossOriginRequests(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
@@ -219,7 +219,7 @@ func TestMCPRefusesCrossOriginRequests(t *testing.T) {
 // on the REST face; params of the wrong shape get interlock's words, not
 // the SDK's Go types.
 func TestAmbiguousEnvelopesAreRefused(t *testing.T) {
-	url, cs := servedSession(t, start(t, config(t, "", "fx"), "false"), false)
+	url, cs := servedSession(t, start(t, testConfig(t, "", "fx"), "false"), false)
 	base := strings.TrimSuffix(url, MCPPath)
 	tests := []struct {
 		name string
@@ -285,7 +285,7 @@ func TestAmbiguousEnvelopesAreRefused(t *testing.T) {
 // than the server's read and write timeouts still gets its answer, on a
 // session and stateless alike.
 func TestStreamsOutliveServerTimeouts(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	for _, stateless := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
 			srv := httptest.NewUnstartedServer(gw.Handler(stateless))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 // maxShadowRecords bounds the differences being written to the audit log
@@ -19,8 +19,8 @@ const maxShadowRecords = 64
 // decision is the live policy's, and where the candidate's rule or mode
 // differs, the difference is recorded after the call has its answer.
 type shadowed struct {
-	*policy.File
-	shadow *policy.File
+	*config.File
+	shadow *config.File
 	differ func(ctx context.Context, rec *audit.Record)
 }
 

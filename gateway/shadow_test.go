@@ -12,8 +12,8 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/metrics"
-	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -28,9 +28,9 @@ const liveRules = `rules:
     mode: token
 `
 
-func parsePolicy(t testing.TB, src string) *policy.File {
+func parsePolicy(t testing.TB, src string) *config.File {
 	t.Helper()
-	f, err := policy.Parse("policy.yaml", []byte(src), func(string) (string, bool) { return "", false })
+	f, err := config.Parse("policy.yaml", []byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestShadowDifferencesAreAuditedAndCounted(t *testing.T) {
 	}
 	defer log.Close()
 	m := metrics.New()
-	f := config(t, "", "fx")
+	f := testConfig(t, "", "fx")
 	f.ShadowPolicy = parsePolicy(t, "rules:\n  - name: no-echo\n    match: {tools: [echo]}\n    mode: deny\n")
 	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Metrics: m, Getenv: func(k string) string {
 		if k == interlock.SecretEnv {

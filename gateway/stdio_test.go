@@ -37,7 +37,7 @@ func stdioClient(t *testing.T, gw *Gateway) (io.WriteCloser, io.ReadCloser) {
 // upstream pushes travel on the stream with the lane's ids, and a
 // client's cancellation stops the call.
 func TestStdioLane(t *testing.T) {
-	f := config(t, "", "fx")
+	f := testConfig(t, "", "fx")
 	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
 	gw := start(t, f, "false")
 	in, out := stdioClient(t, gw)
@@ -82,7 +82,7 @@ func TestStdioLane(t *testing.T) {
 // as before: a batch, which protocol 2025-11-25 does not allow, and a line
 // longer than the lane reads whole.
 func TestStdioLinesTheLaneLeaves(t *testing.T) {
-	f := config(t, "", "fx")
+	f := testConfig(t, "", "fx")
 	f.MaxArgumentBytes = 4 << 20
 	gw := start(t, f, "false")
 	in, out := stdioClient(t, gw)
@@ -138,7 +138,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // TestStdioLaneLatest: a client of 2026-07-28 over stdio, which names its
 // protocol in every request, is served on the lane too.
 func TestStdioLaneLatest(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	in, out := stdioClient(t, gw)
 	var wire bytes.Buffer
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),

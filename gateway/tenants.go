@@ -4,9 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/interlock-mcp/interlock/policy"
 )
 
 // tenantView hides from each caller what their tenant may not use (the
@@ -41,7 +40,7 @@ func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 
 // allowed keeps, of the mirrored tools given, those callers of tenant may
 // see and call under cfg.
-func (g *Gateway) allowed(cfg *policy.File, tenant string, tools []*mcp.Tool) []*mcp.Tool {
+func (g *Gateway) allowed(cfg *config.File, tenant string, tools []*mcp.Tool) []*mcp.Tool {
 	visible := make([]*mcp.Tool, 0, len(tools))
 	g.mu.Lock()
 	defer g.mu.Unlock()

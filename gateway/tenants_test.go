@@ -21,7 +21,7 @@ import (
 // shared one; a tenant with no entry sees and decides as before; a budget
 // refuses the call past its limit.
 func TestTenantsSeeAndCallOnlyTheirTools(t *testing.T) {
-	f := config(t, fmt.Sprintf(`
+	f := testConfig(t, fmt.Sprintf(`
 auth:
   keys:
     - {sha256: %s, principal: ops, tenant: acme}
@@ -142,7 +142,7 @@ func TestTenantsSeeOnlyTheirUpstreamsResourcesAndPrompts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gw := start(t, config(t, upstreams+tt.tenants), "false")
+			gw := start(t, testConfig(t, upstreams+tt.tenants), "false")
 			// The in-memory client has no API key: tenant local.
 			cs := client(t, gw, nil)
 			ctx := context.Background()

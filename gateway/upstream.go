@@ -25,7 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/resilience"
 )
 
@@ -35,7 +35,7 @@ var connectTimeout = 30 * time.Second
 
 // upstream is one MCP server the gateway runs as a child over stdio.
 type upstream struct {
-	cfg     *policy.Upstream
+	cfg     *config.Upstream
 	file    string
 	version string
 	logger  *slog.Logger
@@ -204,11 +204,11 @@ var ChildEnvBase = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL",
 // from environ (or all of it with inherit_env), then the upstream's own
 // env. The sealing keys and the name of their file are never passed on: a
 // server behind the gate must never be able to mint confirm tokens.
-func childEnv(environ []string, cfg *policy.Upstream) []string {
+func childEnv(environ []string, cfg *config.Upstream) []string {
 	var env []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if name == interlock.SecretEnv || name == policy.SecretFileEnv {
+		if name == interlock.SecretEnv || name == config.SecretFileEnv {
 			continue
 		}
 		if cfg.InheritEnv || slices.Contains(ChildEnvBase, name) {
@@ -556,7 +556,7 @@ func (u *upstream) timeout() time.Duration {
 	if u.cfg.CallTimeout > 0 {
 		return u.cfg.CallTimeout
 	}
-	return policy.DefaultCallTimeout
+	return config.DefaultCallTimeout
 }
 
 // forget drops a link that broke; a loop in the background makes it again.

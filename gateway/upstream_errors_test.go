@@ -39,7 +39,7 @@ func (b *logBuffer) logger() *slog.Logger {
 // JSON-RPC error reaches the operator's log, bounded, and never the client.
 func TestUpstreamErrorTextStaysInTheLog(t *testing.T) {
 	var logs logBuffer
-	gw := startLogged(t, config(t, "", "fx"), "false", logs.logger())
+	gw := startLogged(t, testConfig(t, "", "fx"), "false", logs.logger())
 	cs := client(t, gw, nil)
 	const secret = "password=hunter2 at /srv/app/internal/db.go:42"
 	tests := []struct {

@@ -18,7 +18,7 @@ import (
 // numbers that a decoding into Go values would round come through as
 // written.
 func TestResultsTravelVerbatim(t *testing.T) {
-	gw := start(t, config(t, "", "fx"), "false")
+	gw := start(t, testConfig(t, "", "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {

@@ -53,11 +53,11 @@ func (b *Budget) covers(rule string) bool {
 
 // withBudgets adds to d the budgets its calls count against: only a gated
 // call counts.
-func (f *File) withBudgets(d interlock.Decision) interlock.Decision {
+func (p *Policy) withBudgets(d interlock.Decision) interlock.Decision {
 	if !d.Mode.Gated() {
 		return d
 	}
-	for _, b := range f.Budgets {
+	for _, b := range p.Budgets {
 		if b.covers(d.Rule) {
 			d.Budgets = append(d.Budgets, b.budget)
 		}
@@ -67,12 +67,12 @@ func (f *File) withBudgets(d interlock.Decision) interlock.Decision {
 
 // checkBudgets checks the budgets section; every rule a budget names must
 // be a gated rule of the file, shared or a tenant's.
-func checkBudgets(f *File, add func(int, string, ...any)) {
+func checkBudgets(p *Policy, add func(int, string, ...any)) {
 	modes := map[string]interlock.Mode{}
-	for _, r := range f.Rules {
+	for _, r := range p.Rules {
 		modes[r.Name] = r.Mode
 	}
-	for _, t := range f.Tenants {
+	for _, t := range p.Tenants {
 		for _, r := range t.Rules {
 			// Two tenants may each have a rule of a name; a budget may
 			// name it when one of them is gated.
@@ -82,7 +82,7 @@ func checkBudgets(f *File, add func(int, string, ...any)) {
 		}
 	}
 	seen := map[string]int{}
-	for _, b := range f.Budgets {
+	for _, b := range p.Budgets {
 		uniqueName("budget", b.Name, "<what it bounds>", b.Line, b.at("name"), seen, add)
 		label := fmt.Sprintf("budget %q", b.Name)
 		switch b.Per {

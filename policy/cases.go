@@ -29,24 +29,24 @@ type Verdict struct {
 }
 
 // Judge decides c as the gate does: the tool's hints as the rules
-// override them, then [File.Decide]. c.Hints are the hints the tool
+// override them, then [Policy.Decide]. c.Hints are the hints the tool
 // advertises and are replaced by the overridden ones. Arguments the gate
 // would refuse before deciding (too large, ambiguous JSON) are
 // VALIDATION_FAILED; a decision the policy cannot complete is
 // INTERNAL_ERROR, as the gate answers it; mode deny is TOOL_NOT_ALLOWED.
-func (f *File) Judge(ctx context.Context, c *interlock.Call) Verdict {
+func (p *Policy) Judge(ctx context.Context, c *interlock.Call) Verdict {
 	raw, err := json.Marshal(c.Args)
 	if err == nil {
 		err = interlock.CheckJSON(raw)
 	}
-	if err == nil && len(raw) > f.MaxArgumentBytes && f.MaxArgumentBytes > 0 {
-		err = fmt.Errorf("the arguments are %d bytes; at most %d are accepted", len(raw), f.MaxArgumentBytes)
+	if err == nil && len(raw) > p.MaxArgumentBytes && p.MaxArgumentBytes > 0 {
+		err = fmt.Errorf("the arguments are %d bytes; at most %d are accepted", len(raw), p.MaxArgumentBytes)
 	}
 	if err != nil {
 		return Verdict{Code: interlock.CodeValidationFailed, Err: err}
 	}
-	c.Hints = f.Hints(c.Tool, c.Upstream, c.Hints)
-	d, err := f.Decide(ctx, c)
+	c.Hints = p.Hints(c.Tool, c.Upstream, c.Hints)
+	d, err := p.Decide(ctx, c)
 	v := Verdict{Rule: d.Rule, Mode: d.Mode}
 	switch {
 	case err != nil:
@@ -199,7 +199,7 @@ func ParseCases(name string, data []byte) (*Cases, error) {
 	cs := &Cases{Path: name}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := yaml.Load(data, cs, yaml.WithKnownFields()); err != nil {
-			return nil, yamlErrors(name, data, err)
+			return nil, YAMLErrors(name, data, err)
 		}
 	}
 	var errs LoadErrors
@@ -258,19 +258,20 @@ func ParseCases(name string, data []byte) (*Cases, error) {
 	return cs, nil
 }
 
-// CheckAgainst reports every case whose expect.rule names no rule of f,
-// or whose upstream is none of f's: a misspelt name would otherwise only
-// ever fail, or silently match nothing.
-func (cs *Cases) CheckAgainst(f *File) LoadErrors {
+// CheckAgainst reports every case whose expect.rule names no rule of p,
+// or whose upstream is none of upstreams (the names of the configuration's
+// upstreams): a misspelt name would otherwise only ever fail, or silently
+// match nothing.
+func (cs *Cases) CheckAgainst(p *Policy, upstreams []string) LoadErrors {
 	var errs LoadErrors
 	for _, c := range cs.Cases {
-		if u := c.Upstream; u != "" && !slices.ContainsFunc(f.Upstreams, func(up *Upstream) bool { return up.Name == u }) {
+		if u := c.Upstream; u != "" && !slices.Contains(upstreams, u) {
 			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.at("upstream", c.Line),
-				Msg: fmt.Sprintf("case %q: upstream %q is not an upstream of %s: use one of %s", c.Name, u, f.Path, strings.Join(upstreamNames(f), ", "))})
+				Msg: fmt.Sprintf("case %q: upstream %q is not an upstream of %s: use one of %s", c.Name, u, p.Path, strings.Join(upstreams, ", "))})
 		}
-		if r := c.Expect.Rule; r != "" && r != DefaultRule && !slices.ContainsFunc(f.Rules, func(rule *Rule) bool { return rule.Name == r }) {
+		if r := c.Expect.Rule; r != "" && r != DefaultRule && !slices.ContainsFunc(p.Rules, func(rule *Rule) bool { return rule.Name == r }) {
 			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.at("expect.rule", c.Line),
-				Msg: fmt.Sprintf("case %q: expect.rule %q is not a rule of %s (use %q for no rule)", c.Name, r, f.Path, DefaultRule)})
+				Msg: fmt.Sprintf("case %q: expect.rule %q is not a rule of %s (use %q for no rule)", c.Name, r, p.Path, DefaultRule)})
 		}
 	}
 	return errs

@@ -12,7 +12,7 @@ import (
 )
 
 // OfferedTool is a tool an upstream offers, as the gateway mirrors it.
-// [File.CheckTools] compares the rules with a list of them.
+// [Policy.CheckTools] compares the rules with a list of them.
 type OfferedTool struct {
 	// Name is the tool's name as clients see it, prefix included.
 	Name     string
@@ -31,23 +31,23 @@ type OfferedTool struct {
 // that is not offered or not read-only (its first call would be
 // INTERNAL_ERROR), and a preview argument, type_back or choice that names
 // an argument the tools it applies to do not take.
-func (f *File) CheckTools(tools []OfferedTool) LoadErrors {
+func (p *Policy) CheckTools(tools []OfferedTool) LoadErrors {
 	byName := make(map[string]OfferedTool, len(tools))
 	for _, t := range tools {
 		byName[t.Name] = t
 	}
 	var errs LoadErrors
-	for _, t := range f.Tenants {
+	for _, t := range p.Tenants {
 		for i, re := range t.globs {
 			if !slices.ContainsFunc(tools, func(o OfferedTool) bool { return re.MatchString(o.Name) }) {
-				errs = append(errs, LoadError{File: f.Path, Line: t.at(fmt.Sprintf("tools[%d]", i)), Msg: fmt.Sprintf(
+				errs = append(errs, LoadError{File: p.Path, Line: t.at(fmt.Sprintf("tools[%d]", i)), Msg: fmt.Sprintf(
 					"tenant %q: tool glob %q matches no tool that the upstreams offer%s", t.Name, t.Tools[i], nearest(t.Tools[i], tools))})
 			}
 		}
 	}
-	for _, r := range slices.Concat(f.ruleLists()...) {
+	for _, r := range slices.Concat(p.ruleLists()...) {
 		add := func(key, format string, args ...any) {
-			errs = append(errs, LoadError{File: f.Path, Line: r.at(key), Msg: fmt.Sprintf("rule %q: ", r.Name) + fmt.Sprintf(format, args...)})
+			errs = append(errs, LoadError{File: p.Path, Line: r.at(key), Msg: fmt.Sprintf("rule %q: ", r.Name) + fmt.Sprintf(format, args...)})
 		}
 		for i, re := range r.globs {
 			if !slices.ContainsFunc(tools, func(t OfferedTool) bool {

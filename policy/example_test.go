@@ -3,7 +3,6 @@ package policy_test
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/policy"
@@ -18,7 +17,7 @@ rules:
   - name: refunds
     mode: confirm
     summry: "Refund {{.args.amount}}"
-`), os.LookupEnv)
+`))
 	fmt.Println(err)
 
 	_, err = policy.Parse("interlock.yaml", []byte(`
@@ -28,7 +27,7 @@ rules:
   - name: deletes
     mode: elicit
     fallback: allow
-`), os.LookupEnv)
+`))
 	fmt.Println(err)
 	// Output:
 	// interlock.yaml:5: unknown field "summry": check its spelling and where it is indented
@@ -37,7 +36,7 @@ rules:
 }
 
 // The first matching rule decides; CEL conditions see the arguments.
-func ExampleFile_Decide() {
+func ExamplePolicy_Decide() {
 	f, err := policy.Parse("interlock.yaml", []byte(`
 rules:
   - name: big-refunds
@@ -48,7 +47,7 @@ rules:
     match: {tools: [refund_invoice]}
     mode: token
     summary: "Refund ${{.args.amount}} on {{.args.invoice_id}}."
-`), os.LookupEnv)
+`))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -48,8 +48,8 @@ func argsRead(a *cel.Ast) (names []string, whole bool) {
 // decision for c, reads an argument that c holds redacted: c was read back
 // from the audit log, where secret values are [interlock.Redacted], so
 // what those conditions decide of it is a guess. c.Hints are the hints as
-// [File.Judge] left them.
-func (f *File) Unfaithful(c *interlock.Call) []string {
+// [Policy.Judge] left them.
+func (p *Policy) Unfaithful(c *interlock.Call) []string {
 	var redacted []string
 	for name, v := range c.Args {
 		if holdsRedacted(v) {
@@ -60,7 +60,7 @@ func (f *File) Unfaithful(c *interlock.Call) []string {
 		return nil
 	}
 	var out []string
-	for _, r := range f.Rules {
+	for _, r := range p.Rules {
 		if !r.matchesTool(c.Tool, c.Upstream, c.Hints) {
 			continue
 		}

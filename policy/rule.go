@@ -116,9 +116,9 @@ func (r *Rule) definitionDigest(scope string) string {
 
 // Digests returns the digest of every rule of the policy, shared and the
 // tenants' overlays, by rule name.
-func (f *File) Digests() map[string][]string {
+func (p *Policy) Digests() map[string][]string {
 	out := map[string][]string{}
-	for _, rules := range f.ruleLists() {
+	for _, rules := range p.ruleLists() {
 		for _, r := range rules {
 			out[r.Name] = append(out[r.Name], r.digest)
 		}
@@ -128,8 +128,8 @@ func (f *File) Digests() map[string][]string {
 
 // Stands reports whether the policy has a rule of that name and digest:
 // the rule a standing grant was made under, unchanged.
-func (f *File) Stands(rule, digest string) bool {
-	return digest != "" && slices.Contains(f.Digests()[rule], digest)
+func (p *Policy) Stands(rule, digest string) bool {
+	return digest != "" && slices.Contains(p.Digests()[rule], digest)
 }
 
 // Choice is an argument a human picks in the form, from fixed options.
@@ -171,6 +171,10 @@ func (r *Rule) UnmarshalYAML(n *yaml.Node) error {
 // "match.tools[1]" or "choices.environment"), or of the rule itself when
 // the key is not written.
 func (r *Rule) at(path string) int { return r.lines.at(path, r.Line) }
+
+// At is at, for config's checks of what a rule names outside the policy,
+// such as match.upstream.
+func (r *Rule) At(path string) int { return r.at(path) }
 
 var hintNames = []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 
@@ -653,8 +657,8 @@ func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool, log *slog
 
 // Hints returns a tool's hints as the policy sees them: h with the
 // overrides of the first rule that matches the tool and overrides any.
-func (f *File) Hints(tool, upstream string, h interlock.Hints) interlock.Hints {
-	for _, r := range f.Rules {
+func (p *Policy) Hints(tool, upstream string, h interlock.Hints) interlock.Hints {
+	for _, r := range p.Rules {
 		if r.override != nil && r.matchesTool(tool, upstream, h) {
 			return r.override(h)
 		}
@@ -662,45 +666,45 @@ func (f *File) Hints(tool, upstream string, h interlock.Hints) interlock.Hints {
 	return h
 }
 
-func (f *File) defaultMode(h interlock.Hints) interlock.Mode {
+func (p *Policy) defaultMode(h interlock.Hints) interlock.Mode {
 	if h.ReadOnly {
 		return interlock.ModeAllow
 	}
-	return f.DefaultMode
+	return p.DefaultMode
 }
 
 // Decide implements interlock.Policy. The call's hints are expected to be
-// the ones [File.Hints] returns. A tenant's overlay rules are tried before
+// the ones [Policy.Hints] returns. A tenant's overlay rules are tried before
 // the shared ones, and a tool outside the tenant's allowlists is denied.
-func (f *File) Decide(_ context.Context, c *interlock.Call) (interlock.Decision, error) {
-	t := f.tenant(c.Tenant)
+func (p *Policy) Decide(_ context.Context, c *interlock.Call) (interlock.Decision, error) {
+	t := p.tenant(c.Tenant)
 	if !t.allows(c.Tool, c.Upstream) {
 		return interlock.Decision{Mode: interlock.ModeDeny,
 			Reason: fmt.Sprintf("tenant %q may not use this tool", c.Tenant)}, nil
 	}
 	var r *Rule
 	if t != nil {
-		r = f.firstMatch(t.Rules, c)
+		r = p.firstMatch(t.Rules, c)
 	}
 	if r == nil {
-		r = f.firstMatch(f.Rules, c)
+		r = p.firstMatch(p.Rules, c)
 	}
 	if r == nil {
-		return f.withBudgets(interlock.Decision{Mode: f.defaultMode(c.Hints)}), nil
+		return p.withBudgets(interlock.Decision{Mode: p.defaultMode(c.Hints)}), nil
 	}
-	d, err := r.decision(c, f.IsSecret, f.Log)
-	return f.withBudgets(d), err
+	d, err := r.decision(c, p.IsSecret, p.Log)
+	return p.withBudgets(d), err
 }
 
 // firstMatch returns the first of rules that matches c, nil when none does.
-func (f *File) firstMatch(rules []*Rule, c *interlock.Call) *Rule {
+func (p *Policy) firstMatch(rules []*Rule, c *interlock.Call) *Rule {
 	for _, r := range rules {
 		if !r.matchesTool(c.Tool, c.Upstream, c.Hints) {
 			continue
 		}
 		ok, err := r.holds(c)
-		if err != nil && f.Log != nil {
-			f.Log.Warn("policy condition failed; the restrictive reading applies", "rule", r.Name, "tool", c.Tool, "error", err)
+		if err != nil && p.Log != nil {
+			p.Log.Warn("policy condition failed; the restrictive reading applies", "rule", r.Name, "tool", c.Tool, "error", err)
 		}
 		if ok {
 			return r
@@ -712,21 +716,21 @@ func (f *File) firstMatch(rules []*Rule, c *interlock.Call) *Rule {
 // ruleLists returns the lists of rules a call of some tenant may be decided
 // by: each tenant's overlay, then the shared rules. What a tool advertises
 // is the same for every caller, so it covers them all.
-func (f *File) ruleLists() [][]*Rule {
-	lists := make([][]*Rule, 0, len(f.Tenants)+1)
-	for _, t := range f.Tenants {
+func (p *Policy) ruleLists() [][]*Rule {
+	lists := make([][]*Rule, 0, len(p.Tenants)+1)
+	for _, t := range p.Tenants {
 		lists = append(lists, t.Rules)
 	}
-	return append(lists, f.Rules)
+	return append(lists, p.Rules)
 }
 
 // ToolModes implements interlock.Policy: the modes of every rule that may
 // match the tool, up to the first that matches without a condition, or the
 // default; in the shared rules and every tenant's.
-func (f *File) ToolModes(tool, upstream string, h interlock.Hints) []interlock.Mode {
+func (p *Policy) ToolModes(tool, upstream string, h interlock.Hints) []interlock.Mode {
 	var modes []interlock.Mode
 	final := false
-	for _, rules := range f.ruleLists() {
+	for _, rules := range p.ruleLists() {
 		var found []interlock.Mode
 		found, final = toolModes(rules, tool, upstream, h)
 		modes = append(modes, found...)
@@ -736,7 +740,7 @@ func (f *File) ToolModes(tool, upstream string, h interlock.Hints) []interlock.M
 	if final {
 		return modes
 	}
-	return append(modes, f.defaultMode(h))
+	return append(modes, p.defaultMode(h))
 }
 
 // toolModes returns the modes of the rules that may match the tool, up to
@@ -763,9 +767,9 @@ func toolModes(rules []*Rule, tool, upstream string, h interlock.Hints) (modes [
 
 // HumanArgs implements interlock.Policy: the choices of every elicit rule
 // that may match the tool, shared or a tenant's.
-func (f *File) HumanArgs(tool, upstream string, h interlock.Hints) []string {
+func (p *Policy) HumanArgs(tool, upstream string, h interlock.Hints) []string {
 	var names []string
-	for _, rules := range f.ruleLists() {
+	for _, rules := range p.ruleLists() {
 		for _, r := range rules {
 			if !r.matchesTool(tool, upstream, h) {
 				continue
@@ -784,4 +788,8 @@ func (f *File) HumanArgs(tool, upstream string, h interlock.Hints) []string {
 }
 
 // IsSecret implements interlock.Policy.
-func (f *File) IsSecret(name string) bool { return interlock.IsSecretName(name, f.Redact) }
+func (p *Policy) IsSecret(name string) bool { return interlock.IsSecretName(name, p.Redact) }
+
+// A policy is what the gate asks; the guard fails the build when it stops
+// being one.
+var _ interlock.Policy = (*Policy)(nil)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v4"
 )
@@ -38,6 +37,10 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 
 func (t *Tenant) at(path string) int { return t.lines.at(path, t.Line) }
 
+// At returns the line of the tenant's key at path (such as "upstreams[0]"),
+// or of the tenant itself when the key is not written.
+func (t *Tenant) At(path string) int { return t.at(path) }
+
 // allows reports whether the tenant's callers may use the tool; a nil
 // tenant (no entry) may use every tool.
 func (t *Tenant) allows(tool, upstream string) bool {
@@ -52,14 +55,14 @@ func (t *Tenant) allows(tool, upstream string) bool {
 
 // ToolAllowed reports whether callers of tenant may see and call the tool
 // of upstream, by the tenant's allowlists.
-func (f *File) ToolAllowed(tenant, tool, upstream string) bool {
-	return f.tenant(tenant).allows(tool, upstream)
+func (p *Policy) ToolAllowed(tenant, tool, upstream string) bool {
+	return p.tenant(tenant).allows(tool, upstream)
 }
 
 // TenantUpstreams returns the upstreams callers of tenant may use, and
 // whether the tenant is limited to them at all.
-func (f *File) TenantUpstreams(tenant string) ([]string, bool) {
-	t := f.tenant(tenant)
+func (p *Policy) TenantUpstreams(tenant string) ([]string, bool) {
+	t := p.tenant(tenant)
 	if t == nil || len(t.Upstreams) == 0 {
 		return nil, false
 	}
@@ -67,8 +70,8 @@ func (f *File) TenantUpstreams(tenant string) ([]string, bool) {
 }
 
 // tenant returns the overlay of the named tenant, nil when it has none.
-func (f *File) tenant(name string) *Tenant {
-	for _, t := range f.Tenants {
+func (p *Policy) tenant(name string) *Tenant {
+	for _, t := range p.Tenants {
 		if t.Name == name {
 			return t
 		}
@@ -76,19 +79,15 @@ func (f *File) tenant(name string) *Tenant {
 	return nil
 }
 
-// checkTenants checks the tenants section: names, allowlists and overlay
-// rules. upstreams maps each upstream's name to its line; shared, each
-// shared rule's name to its line, for names an overlay rule may not reuse.
-func checkTenants(f *File, upstreams, shared map[string]int, add func(int, string, ...any), addRuleErrors func([]LoadError)) {
+// checkTenants checks the tenants section: names, tool allowlists and
+// overlay rules. shared maps each shared rule's name to its line, for
+// names an overlay rule may not reuse. Whether the upstreams a tenant
+// names are configured is config's to check.
+func checkTenants(p *Policy, shared map[string]int, add func(int, string, ...any), addRuleErrors func([]LoadError)) {
 	seen := map[string]int{}
-	for _, t := range f.Tenants {
+	for _, t := range p.Tenants {
 		uniqueName("tenant", t.Name, "<the tenant of the API keys it applies to>", t.Line, t.at("name"), seen, add)
 		label := fmt.Sprintf("tenant %q", t.Name)
-		for i, up := range t.Upstreams {
-			if upstreams[up] == 0 {
-				add(t.at(fmt.Sprintf("upstreams[%d]", i)), "%s: upstream %q is not an upstream of this file: use one of %s", label, up, strings.Join(upstreamNames(f), ", "))
-			}
-		}
 		t.globs = t.globs[:0]
 		for i, g := range t.Tools {
 			re, err := compileGlob(g)
@@ -116,8 +115,7 @@ func checkTenants(f *File, upstreams, shared map[string]int, add func(int, strin
 				// Hints are worked out once per tool, for every caller.
 				add(r.at("annotations"), "%s: rule %q: annotations override a tool's hints for every tenant: set them in a shared rule", label, r.Name)
 			}
-			checkRuleUpstream(f, r, upstreams, add)
-			addRuleErrors(r.compile(f.IsSecret))
+			addRuleErrors(r.compile(p.IsSecret))
 			r.digest = r.definitionDigest(t.Name)
 		}
 	}
@@ -134,12 +132,5 @@ func uniqueName(kind, name, hint string, line, nameLine int, seen map[string]int
 		add(nameLine, "%s %q is already defined on line %d", kind, name, seen[name])
 	default:
 		seen[name] = line
-	}
-}
-
-// checkRuleUpstream reports a rule whose match.upstream names no upstream.
-func checkRuleUpstream(f *File, r *Rule, upstreams map[string]int, add func(int, string, ...any)) {
-	if up := r.Match.Upstream; up != "" && len(f.Upstreams) > 0 && upstreams[up] == 0 {
-		add(r.at("match.upstream"), "rule %q: match.upstream %q is not an upstream of this file: use one of %s", r.Name, up, strings.Join(upstreamNames(f), ", "))
 	}
 }

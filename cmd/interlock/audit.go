@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/interlock-mcp/interlock/audit"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
@@ -34,7 +34,7 @@ type auditStore interface {
 
 // openAudit opens the audit log the configuration names: PostgreSQL, or
 // SQLite in the data directory.
-func openAudit(ctx context.Context, f *policy.File, dataDir string) (auditStore, string, error) {
+func openAudit(ctx context.Context, f *config.File, dataDir string) (auditStore, string, error) {
 	if f.Audit.Postgres != "" {
 		a, err := postgres.OpenAudit(ctx, f.Audit.Postgres)
 		if err != nil {
@@ -54,12 +54,12 @@ func openAudit(ctx context.Context, f *policy.File, dataDir string) (auditStore,
 // empty) and opens the audit log it names, in the data directory data,
 // which must exist already: reading must not create an empty log where
 // there was none.
-func openAuditToRead(ctx context.Context, config, data string) (*policy.File, auditStore, string, error) {
+func openAuditToRead(ctx context.Context, configFile, data string) (*config.File, auditStore, string, error) {
 	dataDir, err := filepath.Abs(data)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	f, err := loadConfig(config, "")
+	f, err := loadConfig(configFile, "")
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -74,7 +74,7 @@ func openAuditToRead(ctx context.Context, config, data string) (*policy.File, au
 
 // sqlitePath is where the SQLite audit log is: audit.db, or the
 // configured file, in the data directory unless absolute.
-func sqlitePath(f *policy.File, dataDir string) string {
+func sqlitePath(f *config.File, dataDir string) string {
 	path := f.Audit.SQLite
 	if path == "" {
 		path = "audit.db"
@@ -192,7 +192,7 @@ func readTableSink(ctx context.Context, url, table string) ([]audit.Checkpoint, 
 }
 
 // sinks joins the checkpoint sinks the config names into one.
-func sinks(ctx context.Context, cp *policy.Checkpoint) (func(audit.Checkpoint) error, func(), error) {
+func sinks(ctx context.Context, cp *config.Checkpoint) (func(audit.Checkpoint) error, func(), error) {
 	var all []func(audit.Checkpoint) error
 	closeAll := func() {}
 	if cp.File != "" {
@@ -251,7 +251,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags("audit "+sub, stderr)
-	config := fs.String("config", "", "configuration `file` whose audit section names the log (default: the built-in config)")
+	configFile := fs.String("config", "", "configuration `file` whose audit section names the log (default: the built-in config)")
 	data := fs.String("data", ".interlock", "data `directory` holding audit.db")
 	var (
 		checkpoints *bool
@@ -278,7 +278,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f, store, where, err := openAuditToRead(ctx, *config, *data)
+	f, store, where, err := openAuditToRead(ctx, *configFile, *data)
 	if err != nil {
 		return err
 	}
@@ -293,7 +293,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 }
 
-func verifyAudit(ctx context.Context, store auditStore, where string, f *policy.File, checkpoints bool, publicKey string, stdout io.Writer) error {
+func verifyAudit(ctx context.Context, store auditStore, where string, f *config.File, checkpoints bool, publicKey string, stdout io.Writer) error {
 	hashes := map[int64]string{}
 	records := func(yield func(*audit.Record, error) bool) {
 		for r, err := range store.Records(ctx, 1) {

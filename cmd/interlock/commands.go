@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/demo"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/policy"
@@ -49,13 +50,13 @@ func runDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 // so that what start-up or a first call would find is found now.
 func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", stderr)
-	config := fs.String("config", "", "configuration `file` (default: the built-in config)")
+	configFile := fs.String("config", "", "configuration `file` (default: the built-in config)")
 	connect := fs.Bool("connect", false, "also start or reach every upstream and check the rules against the tools it offers")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var dataDir string
-	if *config == "" {
+	if *configFile == "" {
 		// The built-in demo upstream runs this binary; its database goes
 		// where nothing outlives the check.
 		dir, err := os.MkdirTemp("", "interlock-check")
@@ -65,7 +66,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(dir)
 		dataDir = dir
 	}
-	f, err := loadConfig(*config, dataDir)
+	f, err := loadConfig(*configFile, dataDir)
 	var errs policy.LoadErrors
 	if errors.As(err, &errs) {
 		return report(stderr, errs)
@@ -118,7 +119,7 @@ func report(stderr io.Writer, errs policy.LoadErrors) error {
 
 // missingCommands reports every upstream whose program is not on this
 // machine's PATH, where the gateway could not start it, and names them.
-func missingCommands(f *policy.File) (policy.LoadErrors, map[string]bool) {
+func missingCommands(f *config.File) (policy.LoadErrors, map[string]bool) {
 	var errs policy.LoadErrors
 	missing := map[string]bool{}
 	for _, u := range f.Upstreams {
@@ -143,7 +144,7 @@ func missingCommands(f *policy.File) (policy.LoadErrors, map[string]bool) {
 // for its log; the check's line says that already, so only the cause is
 // kept. Other failures (a tool name two upstreams offer) keep the
 // gateway's words.
-func upstreamFailure(u *policy.Upstream, err error) string {
+func upstreamFailure(u *config.Upstream, err error) string {
 	cause := errors.Unwrap(err)
 	if cause == nil {
 		return err.Error()
@@ -158,7 +159,7 @@ func upstreamFailure(u *policy.Upstream, err error) string {
 // connectedProblems starts or reaches every upstream but the missing ones,
 // and compares the rules with the tools they offer. It
 // returns the problems and how many tools the upstreams offer.
-func connectedProblems(ctx context.Context, f *policy.File, missing map[string]bool) (policy.LoadErrors, int, error) {
+func connectedProblems(ctx context.Context, f *config.File, missing map[string]bool) (policy.LoadErrors, int, error) {
 	// The check reports its findings itself; the gateway's log would only
 	// repeat them (and warn about a sealing key that no token needs here).
 	gw, err := gateway.New(f, gateway.Options{Version: version, Logger: slog.New(slog.DiscardHandler)})
@@ -166,7 +167,7 @@ func connectedProblems(ctx context.Context, f *policy.File, missing map[string]b
 		return nil, 0, fmt.Errorf("preparing the gateway: %w", err)
 	}
 	defer gw.Close()
-	failed := gw.StartEach(ctx, func(u *policy.Upstream) bool { return !missing[u.Name] })
+	failed := gw.StartEach(ctx, func(u *config.Upstream) bool { return !missing[u.Name] })
 	var errs policy.LoadErrors
 	for _, u := range f.Upstreams {
 		if err := failed[u.Name]; err != nil {
@@ -189,7 +190,7 @@ func connectedProblems(ctx context.Context, f *policy.File, missing map[string]b
 func makeKey(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("key", stderr)
 	principal := fs.String("principal", "agent", "`name` of who will use the key")
-	tenant := fs.String("tenant", policy.DefaultTenant, "the `tenant` the key acts for")
+	tenant := fs.String("tenant", config.DefaultTenant, "the `tenant` the key acts for")
 	groups := fs.String("groups", "", "comma-separated `groups` the key's holder belongs to, which rules name as group:NAME approvers")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
-	"github.com/interlock-mcp/interlock/policy"
 )
 
 // httpServer is the gateway's HTTP server with the timeouts of the http
@@ -16,7 +16,7 @@ import (
 // streams, which lift it per request (see gateway.Handler): a stream lasts
 // as long as a call or a session. ConnContext lets the gateway tell the
 // listener which connections carried an authenticated request.
-func httpServer(cfg policy.HTTP, h http.Handler) *http.Server {
+func httpServer(cfg config.HTTP, h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,

@@ -14,15 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
-	"github.com/interlock-mcp/interlock/policy"
 )
 
 // serveConfig serves a gateway without upstreams, configured by yaml, the
 // way `interlock serve` does, and returns its address.
 func serveConfig(t *testing.T, yaml string) string {
 	t.Helper()
-	f, err := policy.Parse("gateway.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	f, err := config.Parse("gateway.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

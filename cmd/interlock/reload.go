@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/notify"
 	"github.com/interlock-mcp/interlock/policy"
@@ -40,7 +41,7 @@ type reloader struct {
 // of its file, and of its shadow policy's file when it names one, so that
 // a change of either is a change. It also returns the shadow policy's
 // file, or "".
-func versionOf(f *policy.File) (string, string) {
+func versionOf(f *config.File) (string, string) {
 	if f.ShadowPolicy == nil {
 		return f.Digest, ""
 	}
@@ -149,7 +150,7 @@ func (r *reloader) shownName() string {
 }
 
 // webhooks are the notify entries of f, as the notifier takes them.
-func webhooks(f *policy.File) []notify.Webhook {
+func webhooks(f *config.File) []notify.Webhook {
 	hooks := make([]notify.Webhook, len(f.Notify))
 	for i, h := range f.Notify {
 		hooks[i] = notify.Webhook{URL: h.URL, Format: h.Format}

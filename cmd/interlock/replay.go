@@ -10,6 +10,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -23,7 +24,7 @@ const changesFound = 2
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("replay", stderr)
 	candidate := fs.String("policy", "", "the candidate configuration or policy `file` to decide with (required)")
-	config := fs.String("config", "", "configuration `file` whose audit section names the log (default: the built-in config)")
+	configFile := fs.String("config", "", "configuration `file` whose audit section names the log (default: the built-in config)")
 	data := fs.String("data", ".interlock", "data `directory` holding audit.db")
 	since := fs.String("since", "", "only calls recorded at or after this `time` (RFC 3339, such as 2026-11-23T00:00:00Z)")
 	connect := fs.Bool("connect", false, "take the hints of calls recorded without them from what the config's upstreams advertise")
@@ -38,7 +39,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	next, err := policy.Load(*candidate)
+	next, err := config.Load(*candidate)
 	if err != nil {
 		var errs policy.LoadErrors
 		if errors.As(err, &errs) {
@@ -46,7 +47,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return err
 	}
-	f, store, where, err := openAuditToRead(ctx, *config, *data)
+	f, store, where, err := openAuditToRead(ctx, *configFile, *data)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 // takeSecret reads the sealing keys from INTERLOCK_SECRET, or from the file
@@ -20,12 +20,12 @@ import (
 // process and says so).
 func takeSecret() (string, error) {
 	value, inEnv := os.LookupEnv(interlock.SecretEnv)
-	file, inFile := os.LookupEnv(policy.SecretFileEnv)
+	file, inFile := os.LookupEnv(config.SecretFileEnv)
 	defer os.Unsetenv(interlock.SecretEnv)
-	defer os.Unsetenv(policy.SecretFileEnv)
+	defer os.Unsetenv(config.SecretFileEnv)
 	switch {
 	case inEnv && inFile:
-		return "", fmt.Errorf("both %s and %s are set: keep the keys in one place", interlock.SecretEnv, policy.SecretFileEnv)
+		return "", fmt.Errorf("both %s and %s are set: keep the keys in one place", interlock.SecretEnv, config.SecretFileEnv)
 	case inFile:
 		return readSecretFile(file)
 	}
@@ -34,7 +34,7 @@ func takeSecret() (string, error) {
 
 // readSecretFile reads the comma-separated sealing keys from a file that
 // only its owner can read.
-func readSecretFile(name string) (string, error) { return readKeysFile(policy.SecretFileEnv, name) }
+func readSecretFile(name string) (string, error) { return readKeysFile(config.SecretFileEnv, name) }
 
 // readKeysFile reads comma-separated sealing keys from a regular file
 // only its owner can read; label names it in errors.

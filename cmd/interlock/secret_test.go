@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/config"
 )
 
 const testKeys = "a sealing key that is long enough to use,an older key that still opens tokens"
@@ -35,17 +35,17 @@ func TestTakeSecret(t *testing.T) {
 	}{
 		{"neither", nil, "", ""},
 		{"environment", map[string]string{interlock.SecretEnv: testKeys}, testKeys, ""},
-		{"file", map[string]string{policy.SecretFileEnv: file("keys", testKeys+"\n", 0o600)}, testKeys, ""},
-		{"file readable by the group", map[string]string{policy.SecretFileEnv: file("group", testKeys, 0o640)}, "", "chmod 600"},
-		{"file readable by anyone", map[string]string{policy.SecretFileEnv: file("world", testKeys, 0o604)}, "", "can be read by group or others (mode 0604)"},
-		{"empty file", map[string]string{policy.SecretFileEnv: file("empty", " \n", 0o600)}, "", "holds no key"},
-		{"missing file", map[string]string{policy.SecretFileEnv: filepath.Join(dir, "nope")}, "", "no such file"},
-		{"a directory", map[string]string{policy.SecretFileEnv: dir}, "", ""},
-		{"both", map[string]string{interlock.SecretEnv: testKeys, policy.SecretFileEnv: file("both", testKeys, 0o600)}, "", "keep the keys in one place"},
+		{"file", map[string]string{config.SecretFileEnv: file("keys", testKeys+"\n", 0o600)}, testKeys, ""},
+		{"file readable by the group", map[string]string{config.SecretFileEnv: file("group", testKeys, 0o640)}, "", "chmod 600"},
+		{"file readable by anyone", map[string]string{config.SecretFileEnv: file("world", testKeys, 0o604)}, "", "can be read by group or others (mode 0604)"},
+		{"empty file", map[string]string{config.SecretFileEnv: file("empty", " \n", 0o600)}, "", "holds no key"},
+		{"missing file", map[string]string{config.SecretFileEnv: filepath.Join(dir, "nope")}, "", "no such file"},
+		{"a directory", map[string]string{config.SecretFileEnv: dir}, "", ""},
+		{"both", map[string]string{interlock.SecretEnv: testKeys, config.SecretFileEnv: file("both", testKeys, 0o600)}, "", "keep the keys in one place"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, name := range []string{interlock.SecretEnv, policy.SecretFileEnv} {
+			for _, name := range []string{interlock.SecretEnv, config.SecretFileEnv} {
 				t.Setenv(name, "")
 				os.Unsetenv(name)
 			}
@@ -65,7 +65,7 @@ func TestTakeSecret(t *testing.T) {
 			case err != nil || got != tt.want:
 				t.Errorf("takeSecret = %q, %v; want %q", got, err, tt.want)
 			}
-			for _, name := range []string{interlock.SecretEnv, policy.SecretFileEnv} {
+			for _, name := range []string{interlock.SecretEnv, config.SecretFileEnv} {
 				if _, set := os.LookupEnv(name); set {
 					t.Errorf("%s is still in the gateway's environment", name)
 				}
@@ -103,7 +103,7 @@ func TestSealingKeyStaysWithTheGateway(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			return []string{policy.SecretFileEnv + "=" + p}
+			return []string{config.SecretFileEnv + "=" + p}
 		}},
 	}
 	for _, tt := range tests {
@@ -121,11 +121,11 @@ func TestSealingKeyStaysWithTheGateway(t *testing.T) {
 			// the gateway starts normally.
 			script := "cat /proc/$PPID/environ > " + parentEnv + " 2> " + readErr + "; env > " + childEnv + ".tmp; mv " + childEnv + ".tmp " + childEnv +
 				"; exec " + binary + " demo --db " + filepath.Join(dir, "demo.db")
-			config := filepath.Join(dir, "gateway.yaml")
-			if err := os.WriteFile(config, []byte("upstreams:\n  - name: demo\n    command: [/bin/sh, -c, '"+script+"']\n"), 0o644); err != nil {
+			configFile := filepath.Join(dir, "gateway.yaml")
+			if err := os.WriteFile(configFile, []byte("upstreams:\n  - name: demo\n    command: [/bin/sh, -c, '"+script+"']\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := command("", "serve", "--stdio", "--config", config, "--data", filepath.Join(dir, "data"))
+			cmd := command("", "serve", "--stdio", "--config", configFile, "--data", filepath.Join(dir, "data"))
 			cmd.Env = append(cmd.Env, tt.env(dir)...)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 			stdin, err := cmd.StdinPipe()
@@ -164,7 +164,7 @@ func TestSealingKeyStaysWithTheGateway(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, leak := range []string{secret, interlock.SecretEnv + "=", policy.SecretFileEnv + "="} {
+				for _, leak := range []string{secret, interlock.SecretEnv + "=", config.SecretFileEnv + "="} {
 					if strings.Contains(string(b), leak) {
 						t.Errorf("the child found %q in %s", leak, filepath.Base(p))
 					}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/metrics"
@@ -49,7 +50,7 @@ const builtinName = "built-in config"
 
 // loadConfig reads the file named by --config, or the built-in one, whose
 // demo upstream runs this binary with its database in dataDir.
-func loadConfig(name, dataDir string) (*policy.File, error) {
+func loadConfig(name, dataDir string) (*config.File, error) {
 	data, shown := builtinConfig, builtinName
 	if name != "" {
 		var err error
@@ -58,7 +59,7 @@ func loadConfig(name, dataDir string) (*policy.File, error) {
 		}
 		shown = name
 	}
-	f, err := policy.Parse(shown, data, os.LookupEnv)
+	f, err := config.Parse(shown, data, os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func loadConfig(name, dataDir string) (*policy.File, error) {
 
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
-	config := fs.String("config", "", "configuration `file` (default: the built-in config that fronts the demo)")
+	configFile := fs.String("config", "", "configuration `file` (default: the built-in config that fronts the demo)")
 	listen := fs.String("listen", "127.0.0.1:8740", "HTTP `address`; MCP is served at /mcp")
 	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
 	stateless := fs.Bool("stateless", false, "streamable HTTP without sessions")
@@ -102,7 +103,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return errUsage
 		}
 	}
-	if *watch && *config == "" {
+	if *watch && *configFile == "" {
 		fmt.Fprintln(stderr, "interlock serve: --watch needs --config: the built-in config does not change")
 		return errUsage
 	}
@@ -139,7 +140,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			sealing += " (made now; set INTERLOCK_SECRET to share it with gateways on other machines)"
 		}
 	}
-	f, err := loadConfig(*config, dataDir)
+	f, err := loadConfig(*configFile, dataDir)
 	if err != nil {
 		return err
 	}
@@ -303,7 +304,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	reloaded := make(chan string, 1)
 	go func() {
 		defer close(reloads)
-		r := &reloader{name: *config, dataDir: dataDir, gw: gw, notifier: notifier, log: log, reloaded: reloaded}
+		r := &reloader{name: *configFile, dataDir: dataDir, gw: gw, notifier: notifier, log: log, reloaded: reloaded}
 		r.digest, r.shadow = versionOf(f)
 		r.run(rctx, hup, *watch)
 	}()
@@ -497,7 +498,7 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit string, f *policy.File, gw *gateway.Gateway) {
+func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit string, f *config.File, gw *gateway.Gateway) {
 	fmt.Fprintf(w, "interlock %s\n", version)
 	fmt.Fprintf(w, "  serving   %s\n", where)
 	if consoleAt != "" {
@@ -566,7 +567,7 @@ func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, re
 
 // hasApprovalRule reports whether any rule, shared or a tenant's, asks for
 // approval.
-func hasApprovalRule(f *policy.File) bool {
+func hasApprovalRule(f *config.File) bool {
 	rules := slices.Clone(f.Rules)
 	for _, t := range f.Tenants {
 		rules = append(rules, t.Rules...)

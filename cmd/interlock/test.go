@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/policy"
 )
@@ -57,7 +58,7 @@ func splitFile(fs *flag.FlagSet, args []string) (string, []string) {
 // the cases or the config do not load.
 func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("test", stderr)
-	config := fs.String("config", "", "configuration `file` whose rules decide (default: the built-in config)")
+	configFile := fs.String("config", "", "configuration `file` whose rules decide (default: the built-in config)")
 	connect := fs.Bool("connect", false, "start or reach the config's upstreams and take each tool's hints from what it advertises")
 	fs.Usage = withFileUsage(fs, "CASES.yaml", "the cases: calls and the decisions expected of them (see the README)")
 	file, rest := splitFile(fs, args)
@@ -75,7 +76,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer os.RemoveAll(dir)
-	f, cases, err := loadTestInputs(*config, file, dir)
+	f, cases, err := loadTestInputs(*configFile, file, dir)
 	if err != nil {
 		return badInputs(stderr, err)
 	}
@@ -147,8 +148,8 @@ func badInputs(stderr io.Writer, err error) error {
 
 // loadTestInputs loads the config (the built-in one, with its demo
 // database in dataDir, when config is empty) and the cases file.
-func loadTestInputs(config, casesFile, dataDir string) (*policy.File, *policy.Cases, error) {
-	f, err := loadConfig(config, dataDir)
+func loadTestInputs(configFile, casesFile, dataDir string) (*config.File, *policy.Cases, error) {
+	f, err := loadConfig(configFile, dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +157,7 @@ func loadTestInputs(config, casesFile, dataDir string) (*policy.File, *policy.Ca
 	if err != nil {
 		return nil, nil, err
 	}
-	if errs := cases.CheckAgainst(f); len(errs) > 0 {
+	if errs := cases.CheckAgainst(&f.Policy, f.UpstreamNames()); len(errs) > 0 {
 		return nil, nil, errs
 	}
 	return f, cases, nil
@@ -165,7 +166,7 @@ func loadTestInputs(config, casesFile, dataDir string) (*policy.File, *policy.Ca
 // caseTool returns the upstream and the hints of a case's tool: the
 // case's own, else what the upstreams offer, else the config's only
 // upstream and no annotations.
-func caseTool(f *policy.File, c *policy.Case, offered map[string]policy.OfferedTool) (string, interlock.Hints) {
+func caseTool(f *config.File, c *policy.Case, offered map[string]policy.OfferedTool) (string, interlock.Hints) {
 	upstream := c.Upstream
 	t, isOffered := offered[c.Tool]
 	if upstream == "" && isOffered {
@@ -185,14 +186,14 @@ func caseTool(f *policy.File, c *policy.Case, offered map[string]policy.OfferedT
 
 // advertisedTools starts or reaches every upstream of f, as check
 // --connect does, and returns the tools they offer by name.
-func advertisedTools(ctx context.Context, f *policy.File) (map[string]policy.OfferedTool, error) {
+func advertisedTools(ctx context.Context, f *config.File) (map[string]policy.OfferedTool, error) {
 	gw, err := gateway.New(f, gateway.Options{Version: version, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the gateway: %w", err)
 	}
 	defer gw.Close()
 	var errs []error
-	failed := gw.StartEach(ctx, func(*policy.Upstream) bool { return true })
+	failed := gw.StartEach(ctx, func(*config.Upstream) bool { return true })
 	for _, u := range f.Upstreams {
 		if err := failed[u.Name]; err != nil {
 			errs = append(errs, errors.New(upstreamFailure(u, err)))

@@ -1,30 +1,20 @@
-// Package policy reads interlock's configuration file: the upstream servers
-// the gateway fronts, the API keys it accepts, and the rules that decide what
-// each tool call needs.
-//
-// # Loading
-//
-// The file is YAML. Unknown fields are errors, every error names the file and
-// line, and everything that can be checked before a call arrives is checked at
-// load: modes, tool-name globs, CEL conditions (compiled once) and summary
-// templates (parsed once). A file that loads is a policy that can run.
-//
-// # Deciding
-//
-// Rules are tried in order and the first that matches decides. A rule matches
-// on the tool name (globs), the upstream, the tool's hints and an optional CEL
-// condition over tool, upstream, args, principal and tenant. With no matching
-// rule a read-only tool is allowed and every other tool, unannotated ones
-// included, gets default_mode.
-package policy
+// Package config reads interlock's configuration file, in Caddy's order:
+// parse (the YAML into types, unknown fields refused at their line),
+// validate (every problem found, each at its file:line) and provision
+// (durations parsed, ${VAR} expanded, defaults filled in, rules
+// compiled). It owns what the gateway runs with: the upstream servers it
+// fronts, the API keys and OAuth issuer it accepts, the stores, the HTTP
+// limits, the audit log and its checkpoints, the webhooks it notifies, and
+// an MCP client's own mcpServers or servers map. The rules that decide
+// each call are package policy's; config reads them from the same document
+// and checks what they name outside the policy, such as an upstream.
+package config
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net"
 	"net/url"
@@ -38,22 +28,20 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/policy"
 )
 
-// File is a loaded configuration file.
+// File is a loaded configuration file: the policy that decides calls, and
+// what the gateway runs with.
 type File struct {
-	// Path is where the file came from, for messages.
-	Path string `yaml:"-"`
+	// Policy is read inline: its keys (rules, tenants, budgets,
+	// default_mode…) sit at the top of the file beside config's own, and
+	// its methods (Decide, Hints, ToolModes…) are the file's. Its Path is
+	// where the file came from, for messages.
+	policy.Policy `yaml:",inline"`
 	// Digest is the hex SHA-256 of the bytes the file was parsed from,
 	// which names this version of it (in the audit log of a reload, say).
-	Digest string `yaml:"-"`
-	// DefaultMode applies to every tool that is not read-only when no rule
-	// matches: flag (when absent) or deny.
-	DefaultMode interlock.Mode `yaml:"default_mode"`
-	// MaxArgumentBytes bounds one call's raw arguments.
-	MaxArgumentBytes int `yaml:"max_argument_bytes"`
-	// Redact adds argument names to interlock.DefaultSecretNames.
-	Redact    []string    `yaml:"redact"`
+	Digest    string      `yaml:"-"`
 	Upstreams []*Upstream `yaml:"upstreams"`
 	// MCPServers and Servers are an MCP client's own list of servers, as
 	// Claude Desktop, Claude Code and Cursor ("mcpServers") and VS Code
@@ -70,21 +58,18 @@ type File struct {
 	Audit  Audit     `yaml:"audit"`
 	// Notify lists webhooks told of every new pending approval.
 	Notify []*Webhook `yaml:"notify"`
-	Rules  []*Rule    `yaml:"rules"`
-	// Tenants are per-tenant overlays: allowlists and rules tried first.
-	Tenants []*Tenant `yaml:"tenants"`
-	// Budgets bound how many gated calls may run in a window.
-	Budgets []*Budget `yaml:"budgets"`
 	// Shadow names a candidate policy file (rules and default_mode only),
 	// relative to this one, that decides every call beside the rules
 	// without enforcing anything; ShadowPolicy is that file, loaded.
 	Shadow       string `yaml:"shadow"`
 	ShadowPolicy *File  `yaml:"-"`
-
-	// Log receives warnings while deciding, such as a condition that could
-	// not be evaluated; nil discards them.
-	Log *slog.Logger `yaml:"-"`
 }
+
+// LoadError is one problem in a configuration file, at its file and line.
+type LoadError = policy.LoadError
+
+// LoadErrors are all the problems found in one file, in file order.
+type LoadErrors = policy.LoadErrors
 
 // Upstream is an MCP server behind the gateway: a child it starts and talks
 // to over stdio (Command), or a server it reaches over streamable HTTP
@@ -498,40 +483,6 @@ func (k *Key) UnmarshalYAML(n *yaml.Node) error {
 	return n.Load((*plain)(k), yaml.WithKnownFields())
 }
 
-// LoadError is one problem in a configuration file.
-type LoadError struct {
-	File string
-	Line int
-	Msg  string
-	// Detail are lines that show the problem, such as a CEL expression with
-	// a caret under the error; Error prints them indented below Msg.
-	Detail []string
-}
-
-func (e LoadError) Error() string {
-	var b strings.Builder
-	if e.Line > 0 {
-		fmt.Fprintf(&b, "%s:%d: %s", e.File, e.Line, e.Msg)
-	} else {
-		fmt.Fprintf(&b, "%s: %s", e.File, e.Msg)
-	}
-	for _, d := range e.Detail {
-		b.WriteString("\n    " + d)
-	}
-	return b.String()
-}
-
-// LoadErrors are all the problems found in one file, in file order.
-type LoadErrors []LoadError
-
-func (es LoadErrors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
 // Load reads and checks the configuration file at name.
 func Load(name string) (*File, error) {
 	data, err := os.ReadFile(name)
@@ -542,9 +493,9 @@ func Load(name string) (*File, error) {
 }
 
 var (
-	toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
-	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	envVarRE   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	envVarRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 )
 
 // Parse reads and checks a configuration file's contents; name is used in
@@ -552,43 +503,35 @@ var (
 // headers, and in store and audit URLs.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	sum := sha256.Sum256(data)
-	f := &File{Path: name, Digest: hex.EncodeToString(sum[:])}
+	f := &File{Policy: policy.Policy{Path: name}, Digest: hex.EncodeToString(sum[:])}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := yaml.Load(data, f, yaml.WithKnownFields()); err != nil {
-			return nil, yamlErrors(name, data, err)
+			return nil, policy.YAMLErrors(name, data, err)
 		}
 	}
 	var errs LoadErrors
 	add := func(line int, format string, args ...any) {
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
-	// addRuleErrors adds what compiling a rule found, which knows no file.
-	addRuleErrors := func(found []LoadError) {
-		for _, e := range found {
-			e.File = name
-			errs = append(errs, e)
-		}
-	}
 	keyLine := topLevelLines(data)
-	// An empty list item ("-" alone) decodes to nothing; it is an error
-	// the file can be told about, not a hole the rest would trip over.
-	type section struct {
+	// Parsed. An empty list item ("-" alone) decodes to nothing; it is an
+	// error the file can be told about, not a hole the rest would trip
+	// over, so it stops here.
+	var empty LoadErrors
+	for _, section := range []struct {
 		key   string
 		empty bool
-	}
-	empty := []section{{"upstreams", slices.Contains(f.Upstreams, nil)}, {"auth", slices.Contains(f.Auth.Keys, nil)},
-		{"rules", slices.Contains(f.Rules, nil)}, {"tenants", slices.Contains(f.Tenants, nil)}, {"budgets", slices.Contains(f.Budgets, nil)}}
-	if slices.ContainsFunc(empty, func(s section) bool { return s.empty }) {
-		for _, section := range empty {
-			if section.empty {
-				add(keyLine[section.key], "%s has an empty entry (a lone \"-\"): remove it or fill it in", section.key)
-			}
+	}{{"upstreams", slices.Contains(f.Upstreams, nil)}, {"auth", slices.Contains(f.Auth.Keys, nil)}} {
+		if section.empty {
+			empty = append(empty, LoadError{File: name, Line: keyLine[section.key], Msg: fmt.Sprintf("%s has an empty entry (a lone \"-\"): remove it or fill it in", section.key)})
 		}
-		return nil, errs
+	}
+	if empty = append(empty, f.Policy.EmptyEntries(keyLine)...); len(empty) > 0 {
+		return nil, empty
 	}
 	// expand replaces ${VAR} in a value read from the file; what names the
 	// value in messages.
-	expand := func(line int, what, value string) string {
+	var expand expander = func(line int, what, value string) string {
 		expanded, missing, secret := expandEnv(value, lookupEnv)
 		switch {
 		case secret != "":
@@ -598,23 +541,41 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		}
 		return expanded
 	}
-	switch f.DefaultMode {
-	case "":
-		f.DefaultMode = interlock.ModeFlag
-	case interlock.ModeFlag, interlock.ModeDeny:
-	case interlock.ModeAllow:
-		add(keyLine["default_mode"], "default_mode: allow would let every unannotated tool run unconfirmed; use flag or deny")
-	default:
-		// token and elicit need what only a rule gives them: a summary for
-		// the human, a preview, a form.
-		add(keyLine["default_mode"], "default_mode %q is not accepted: use flag or deny, and a rule for the tools that need a token or a form", f.DefaultMode)
+	// Validate and provision, section by section: each value is checked
+	// where it is derived (a duration parsed, a ${VAR} expanded, a default
+	// filled in), and every problem is kept, so that one run of
+	// interlock check names them all.
+	names := checkUpstreams(f, expand, add)
+	checkStore(f, keyLine, expand, add)
+	f.HTTP.check(add)
+	checkAudit(f, keyLine, expand, add)
+	checkNotify(f, keyLine, expand, add)
+	checkKeys(f, add)
+	checkOAuth(f, keyLine, expand, add)
+	// The policy part validates and provisions itself; what it names
+	// outside itself is checked here.
+	errs = append(errs, f.Policy.Provision(keyLine)...)
+	checkUpstreamNames(f, names, add)
+	// In file order: a rule's problems are found key by key, not line by
+	// line. The shadow file's come after this file's, in their own order.
+	slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
+	errs = append(errs, loadShadow(f, keyLine, lookupEnv)...)
+	if len(errs) > 0 {
+		return nil, errs
 	}
-	if f.MaxArgumentBytes < 0 {
-		add(keyLine["max_argument_bytes"], "max_argument_bytes must be positive")
-	} else if f.MaxArgumentBytes == 0 {
-		f.MaxArgumentBytes = interlock.DefaultMaxArgumentBytes
-	}
+	return f, nil
+}
 
+// expander replaces ${VAR} in a value read from the file, reporting a
+// variable that is not set or that names the sealing keys at line; what
+// names the value in messages.
+type expander func(line int, what, value string) string
+
+// checkUpstreams checks the upstreams, those of an MCP client's
+// mcpServers or servers map included (which it adds to f.Upstreams),
+// parses their durations and expands ${VAR} in their env and headers. It
+// returns each upstream's name with its line.
+func checkUpstreams(f *File, expand expander, add func(int, string, ...any)) map[string]int {
 	f.Upstreams = append(f.Upstreams, clientUpstreams("mcpServers", f.MCPServers, add)...)
 	f.Upstreams = append(f.Upstreams, clientUpstreams("servers", f.Servers, add)...)
 	names := map[string]int{}
@@ -659,14 +620,14 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			u.CallTimeout = d
 		}
 		checkResilience(u, add)
-		if !toolNameRE.MatchString(u.Prefix) {
+		if !prefixRE.MatchString(u.Prefix) {
 			add(u.At("prefix"), "upstream %q: prefix %q may only use letters, digits, '_', '-' and '.'", u.Name, u.Prefix)
 		}
-		for _, f := range []struct {
+		for _, kv := range []struct {
 			field  string
 			values map[string]string
 		}{{"env", u.Env}, {"headers", u.Headers}} {
-			field, values := f.field, f.values
+			field, values := kv.field, kv.values
 			for _, k := range slices.Sorted(maps.Keys(values)) {
 				values[k] = expand(u.At(field+"."+k), fmt.Sprintf("upstream %q: %s %s", u.Name, field, k), values[k])
 			}
@@ -677,6 +638,11 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			}
 		}
 	}
+	return names
+}
+
+// checkStore checks the store section and expands ${VAR} in its URLs.
+func checkStore(f *File, keyLine lines, expand expander, add func(int, string, ...any)) {
 	f.Store.Redis = expand(keyLine.at("store.redis", 0), "store.redis", f.Store.Redis)
 	if f.Store.Postgres != "" {
 		at := keyLine.at("store.postgres", 0)
@@ -689,11 +655,13 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	if f.Store.Redis != "" && !strings.HasPrefix(f.Store.Redis, "redis://") && !strings.HasPrefix(f.Store.Redis, "rediss://") {
 		add(keyLine.at("store.redis", 0), "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
 	}
-	f.HTTP.check(add)
 	if f.Store.Prefix == "" {
 		f.Store.Prefix = "interlock:"
 	}
-	checkAudit(f, keyLine, expand, add)
+}
+
+// checkNotify checks the webhooks and expands ${VAR} in their URLs.
+func checkNotify(f *File, keyLine lines, expand expander, add func(int, string, ...any)) {
 	for i, h := range f.Notify {
 		at := keyLine.at(fmt.Sprintf("notify[%d].url", i), keyLine.at("notify", 0))
 		if h == nil {
@@ -710,7 +678,11 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			add(at, "notify format %q: use json, slack or mattermost", h.Format)
 		}
 	}
+}
 
+// checkKeys checks the API keys: each a distinct SHA-256 with a principal,
+// in the default tenant when it names none.
+func checkKeys(f *File, add func(int, string, ...any)) {
 	hashes := map[string]int{}
 	for _, k := range f.Auth.Keys {
 		k.SHA256 = strings.ToLower(strings.TrimSpace(k.SHA256))
@@ -728,31 +700,6 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 			k.Tenant = DefaultTenant
 		}
 	}
-
-	checkOAuth(f, keyLine, expand, add)
-
-	ruleNames := map[string]int{}
-	for _, r := range f.Rules {
-		if r.Name != "" {
-			if line, dup := ruleNames[r.Name]; dup {
-				add(r.at("name"), "rule %q is already defined on line %d", r.Name, line)
-			}
-			ruleNames[r.Name] = r.Line
-		}
-		checkRuleUpstream(f, r, names, add)
-		addRuleErrors(r.compile(f.IsSecret))
-		r.digest = r.definitionDigest("")
-	}
-	checkTenants(f, names, ruleNames, add, addRuleErrors)
-	checkBudgets(f, add)
-	// In file order: a rule's problems are found key by key, not line by
-	// line. The shadow file's come after this file's, in their own order.
-	slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
-	errs = append(errs, loadShadow(f, keyLine, lookupEnv)...)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return f, nil
 }
 
 // shadowKeys are the only top-level keys a shadow policy may have: what
@@ -807,6 +754,36 @@ func loadShadow(f *File, keyLine lines, lookupEnv func(string) (string, bool)) L
 	return nil
 }
 
+// checkUpstreamNames reports each upstream the policy names that the file
+// does not configure: a rule's match.upstream (when the file has
+// upstreams at all, so that a policy may be checked alone) and a tenant's
+// upstreams. upstreams maps each configured name to its line.
+func checkUpstreamNames(f *File, upstreams map[string]int, add func(int, string, ...any)) {
+	checkRule := func(r *policy.Rule) {
+		if up := r.Match.Upstream; up != "" && len(f.Upstreams) > 0 && upstreams[up] == 0 {
+			add(r.At("match.upstream"), "rule %q: match.upstream %q is not an upstream of this file: use one of %s", r.Name, up, strings.Join(upstreamNames(f), ", "))
+		}
+	}
+	for _, r := range f.Rules {
+		checkRule(r)
+	}
+	for _, t := range f.Tenants {
+		for i, up := range t.Upstreams {
+			if upstreams[up] == 0 {
+				add(t.At(fmt.Sprintf("upstreams[%d]", i)), "tenant %q: upstream %q is not an upstream of this file: use one of %s", t.Name, up, strings.Join(upstreamNames(f), ", "))
+			}
+		}
+		for _, r := range t.Rules {
+			if r != nil {
+				checkRule(r)
+			}
+		}
+	}
+}
+
+// UpstreamNames lists the names of f's upstreams, for messages.
+func (f *File) UpstreamNames() []string { return upstreamNames(f) }
+
 // upstreamNames lists the names of f's upstreams, for messages.
 func upstreamNames(f *File) []string {
 	out := make([]string, 0, len(f.Upstreams))
@@ -819,7 +796,7 @@ func upstreamNames(f *File) []string {
 }
 
 // checkAudit checks the audit section and expands ${VAR} in its URL.
-func checkAudit(f *File, keyLine lines, expand func(line int, what, value string) string, add func(int, string, ...any)) {
+func checkAudit(f *File, keyLine lines, expand expander, add func(int, string, ...any)) {
 	a := &f.Audit
 	line := keyLine.at("audit.postgres", 0)
 	if a.Postgres != "" {
@@ -863,7 +840,7 @@ func checkAudit(f *File, keyLine lines, expand func(line int, what, value string
 
 // checkOAuth checks the auth.oauth section and expands ${VAR} in the
 // client secrets of the console and of introspection.
-func checkOAuth(f *File, keyLine lines, expand func(line int, what, value string) string, add func(int, string, ...any)) {
+func checkOAuth(f *File, keyLine lines, expand expander, add func(int, string, ...any)) {
 	o := f.Auth.OAuth
 	if o == nil {
 		return
@@ -993,71 +970,7 @@ func isSecretVar(name string) bool {
 	return name == interlock.SecretEnv || name == SecretFileEnv
 }
 
-// yamlErrors turns a YAML library error into file:line messages.
-func yamlErrors(name string, data []byte, err error) error {
-	var les *yaml.LoadErrors
-	if errors.As(err, &les) {
-		out := make(LoadErrors, 0, len(les.Errors))
-		for _, e := range les.Errors {
-			out = append(out, LoadError{File: name, Line: e.Mark.Line, Msg: yamlMessage(e.Message)})
-		}
-		return out
-	}
-	var le *yaml.LoadError
-	if errors.As(err, &le) {
-		msg := le.Message
-		if le.ContextMsg != "" {
-			msg = le.ContextMsg + ": " + msg
-		}
-		return LoadErrors{{File: name, Line: le.Mark.Line, Msg: syntaxMessage(msg, lineOf(data, le.Mark.Line), le.Mark.Column)}}
-	}
-	return LoadErrors{{File: name, Msg: err.Error()}}
-}
-
-// lineOf returns line n (1-based) of data, "" when there is none.
-func lineOf(data []byte, n int) string {
-	for i, line := range strings.Split(string(data), "\n") {
-		if i+1 == n {
-			return line
-		}
-	}
-	return ""
-}
-
-// syntaxMessage says what to do about the YAML syntax errors people make
-// most, from the line the parser stopped at: a tab in the indentation, a
-// value that starts with @ or a backquote (every npm package scope), a
-// value holding ": ".
-func syntaxMessage(msg, line string, column int) string {
-	indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
-	at := ""
-	if column >= 1 && column <= len(line) {
-		at = line[column-1:]
-	}
-	switch {
-	case strings.Contains(msg, "cannot start any token") && strings.Contains(indent, "\t"):
-		return "a tab in the indentation: YAML indents with spaces only"
-	case strings.Contains(msg, "cannot start any token") && (strings.HasPrefix(at, "@") || strings.HasPrefix(at, "`")):
-		return fmt.Sprintf("a value that starts with %q must be quoted: write \"%s\"", at[:1], strings.TrimRight(strings.SplitN(at, ",", 2)[0], "] }"))
-	case strings.Contains(msg, "mapping values are not allowed"):
-		return "a value holds \": \" (a colon and a space), which YAML reads as a new key: quote the whole value, such as when: \"args.path: x\""
-	}
-	return msg
-}
-
-var (
-	unknownFieldRE  = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
-	stringForListRE = regexp.MustCompile("^cannot construct !!str (`[^`]*`) into \\[\\]string$")
-)
-
-// yamlMessage rewords the YAML library's messages in the file's terms.
-func yamlMessage(msg string) string {
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("unknown field %q: check its spelling and where it is indented", m[1])
-	}
-	if m := stringForListRE.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("a list goes here, not the text %s: write [a, b, c], such as command: [npx, -y, \"@scope/server\"], or one item a line after -", m[1])
-	}
-	return msg
-}
+// A loaded file decides calls through its policy, so that a library user
+// can hand it to the gate as it is; the guard fails the build when it
+// stops.
+var _ interlock.Policy = (*File)(nil)
