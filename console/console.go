@@ -75,6 +75,10 @@ type Options struct {
 	// taken on this gateway. The session stands on a credential of kind
 	// [CredentialLink].
 	Links func(ctx context.Context, token string) (interlock.Identity, bool, error)
+	// Refused records a refused sign-in (why names the credential, never
+	// its value); the gateway folds repeated refusals from one source into
+	// one record. Nil: each is an auth_refused record of its own.
+	Refused func(ctx context.Context, r *http.Request, why string)
 	// SignIn, when set, offers approvers to sign in with an identity
 	// provider; the provider must send them back to CallbackPath.
 	SignIn IdentityProvider
@@ -96,6 +100,7 @@ type Console struct {
 	gate    *interlock.Gate
 	authn   func(context.Context, string) (interlock.Identity, Credential, error)
 	recheck func(context.Context, interlock.Identity, Credential) (interlock.Identity, error)
+	refused func(context.Context, *http.Request, string)
 	links   func(context.Context, string) (interlock.Identity, bool, error)
 	history History
 	log     *slog.Logger
@@ -127,7 +132,7 @@ func New(opts Options) *Console {
 	if poll <= 0 {
 		poll = time.Second
 	}
-	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, links: opts.Links, signInWith: opts.SignIn, history: opts.History,
+	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, links: opts.Links, signInWith: opts.SignIn, history: opts.History,
 		log: log, pages: parsePages(), sessions: newSessions(idle), passkeys: newPasskeys(), flowKey: newFlowKey()}
 	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
 	return c
@@ -149,6 +154,16 @@ func parsePages() map[string]*template.Template {
 		pages[page] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, name))
 	}
 	return pages
+}
+
+// refuse records a refused sign-in from r.
+func (c *Console) refuse(r *http.Request, why string) {
+	if c.refused != nil {
+		c.refused(r.Context(), r, "console sign-in with "+why)
+		return
+	}
+	c.gate.RecordEvent(r.Context(), &audit.Record{Event: "auth_refused",
+		Detail: fmt.Sprintf("console sign-in from %s with %s", r.RemoteAddr, why)})
 }
 
 // Passkeys is the console's verifier of passkey-signed decisions: the

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/audit"
 )
 
 // IdentityProvider signs approvers in with an OpenID provider: the
@@ -138,8 +137,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	ck, err := r.Cookie(oidcCookie)
 	setFlowCookie(w, r, "", -1)
 	refuse := func(why, message string) {
-		c.gate.RecordEvent(r.Context(), &audit.Record{Event: "auth_refused",
-			Detail: fmt.Sprintf("console sign-in from %s with %s", r.RemoteAddr, why)})
+		c.refuse(r, why)
 		c.showLogin(w, r, http.StatusUnauthorized, message)
 	}
 	if err != nil {

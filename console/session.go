@@ -325,8 +325,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimSpace(r.PostFormValue("key"))
 	who, cred, err := c.authn(r.Context(), key)
 	if key == "" || err != nil {
-		c.gate.RecordEvent(r.Context(), &audit.Record{Event: "auth_refused",
-			Detail: fmt.Sprintf("console sign-in from %s with an unknown API key", r.RemoteAddr)})
+		c.refuse(r, "an unknown API key")
 		c.showLogin(w, r, http.StatusUnauthorized, "That is not an API key of this gateway.")
 		return
 	}

@@ -23,7 +23,8 @@ const Operator = "operator"
 // API keys, its OAuth issuer, its audit log and the one-time links made
 // outside it (links, if any; see [Options.OperatorLinks]).
 func (g *Gateway) newConsole(log audit.Log, public string, links func(context.Context, string) (bool, error)) *console.Console {
-	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential}
+	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential,
+		Refused: func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
 	if links != nil {
 		opts.Links = func(ctx context.Context, token string) (interlock.Identity, bool, error) {
 			// Approvers of a gateway that authenticates sign in with their

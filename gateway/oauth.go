@@ -217,21 +217,33 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, sent bool, err 
 		// the credential was refused.
 		g.log.InfoContext(r.Context(), "credential refused", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
 	}
-	if record, note := a.refusals.admit(r.RemoteAddr); record {
-		if note != "" {
-			why += " (" + note + ")"
-		}
-		// The request's method and path come last: the audit log cuts a
-		// detail that is too long at its end.
-		g.event(r.Context(), "auth_refused", &audit.Record{
-			Detail: fmt.Sprintf("from %s with %s: %s %s", r.RemoteAddr, why, r.Method, r.URL.Path)})
-	} else if g.metrics != nil {
-		g.metrics.Event("auth_refused")
-	}
+	g.recordRefusal(r, why)
 	if status != http.StatusServiceUnavailable {
 		w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
 	}
 	http.Error(w, message, status)
+}
+
+// recordRefusal records a refused credential of r (why names its kind,
+// never its value): the first refusals of a source in a window each get a
+// record, the rest are counted and noted in its next one. Every face that
+// takes credentials (the HTTP faces, the console's sign-in) records
+// through it.
+func (g *Gateway) recordRefusal(r *http.Request, why string) {
+	record, note := g.authn.refusals.admit(r.RemoteAddr)
+	if !record {
+		if g.metrics != nil {
+			g.metrics.Event("auth_refused")
+		}
+		return
+	}
+	if note != "" {
+		why += " (" + note + ")"
+	}
+	// The request's method and path come last: the audit log cuts a
+	// detail that is too long at its end.
+	g.event(r.Context(), "auth_refused", &audit.Record{
+		Detail: fmt.Sprintf("from %s with %s: %s %s", r.RemoteAddr, why, r.Method, r.URL.Path)})
 }
 
 // metadataHandler serves the protected resource metadata.

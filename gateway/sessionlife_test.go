@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/oauth/oauthtest"
 	"github.com/interlock-mcp/interlock/sqlite"
@@ -289,5 +290,53 @@ func TestProviderSessionsEnd(t *testing.T) {
 	got, err := gw.recheckCredential(context.Background(), who, console.Credential{Kind: console.CredentialKey, Ref: HashKey("fin-key")})
 	if err != nil || !got.Is(interlock.Identity{Tenant: "acme", Principal: "fin"}) || fmt.Sprint(got.Groups) != "[finance]" {
 		t.Errorf("fin's key names %+v, %v", got, err)
+	}
+}
+
+// TestConsoleRefusalsAreFolded: refused console sign-ins count against
+// their source as refused API keys do: a flood of bad keys from one
+// address writes a bounded number of records, and the chain verifies.
+func TestConsoleRefusalsAreFolded(t *testing.T) {
+	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	b := newBrowser(t)
+	for i := range 25 {
+		_, _, login := b.get(srv.URL + "/console/login")
+		m := csrfRE.FindStringSubmatch(login)
+		if m == nil {
+			t.Fatalf("no sign-in form:\n%s", login)
+		}
+		if status, _ := b.post(srv.URL+"/console/login", url.Values{"csrf": {m[1]}, "key": {fmt.Sprintf("not-a-key-%d", i)}}); status != http.StatusUnauthorized {
+			t.Fatalf("sign-in %d with a bad key: %d", i, status)
+		}
+	}
+	refused := 0
+	for rec, err := range log.Records(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Event == "auth_refused" {
+			refused++
+			if !strings.Contains(rec.Detail, "console sign-in with an unknown API key") {
+				t.Errorf("a refusal's record: %q", rec.Detail)
+			}
+		}
+	}
+	if refused == 0 || refused > 10 {
+		t.Errorf("%d auth_refused records for 25 refused sign-ins from one source, want 1 to 10", refused)
+	}
+	n, err := audit.Verify(log.Records(context.Background(), 1))
+	if err != nil {
+		t.Errorf("the chain does not verify after %d records: %v", n, err)
 	}
 }
