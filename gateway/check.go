@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/seal"
@@ -58,4 +60,28 @@ func (g *Gateway) OfferedTools() []policy.OfferedTool {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// ListedTools returns the tools of every connected upstream as the
+// upstream lists them, by the name clients see: annotations as stated (nil
+// when it states none) and input schemas as given. [Gateway.OfferedTools]
+// has the hints with the specification's defaults filled in; a starter
+// configuration also says which of them the upstream stated.
+func (g *Gateway) ListedTools(ctx context.Context) (map[string]*mcp.Tool, error) {
+	out := map[string]*mcp.Tool{}
+	var errs []error
+	for _, u := range g.upstreams {
+		if u.initialized() == nil {
+			continue
+		}
+		tools, err := u.tools(ctx, nil)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, t := range tools {
+			out[u.cfg.Prefix+t.Name] = t
+		}
+	}
+	return out, errors.Join(errs...)
 }
