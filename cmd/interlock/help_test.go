@@ -16,6 +16,7 @@ func TestHonestHelp(t *testing.T) {
 		"serve":        {"--config", "--listen", "--stdio", "--stateless", "--data"},
 		"demo":         {"--db", "--reset"},
 		"check":        {"--config"},
+		"init":         {"--from", "--out", "--data", "--force", "--write"},
 		"test":         {"--config", "--connect"},
 		"replay":       {"--policy", "--config", "--data", "--since", "--connect"},
 		"key":          {"--principal", "--tenant", "--groups"},

@@ -1,6 +1,7 @@
 // Command interlock is the gateway and its tools: serve puts the gate in
 // front of MCP servers, demo runs the built-in demo back office, check
-// validates a configuration file, test runs cases of calls against expected
+// validates a configuration file, init proposes one from an MCP client's
+// own file, test runs cases of calls against expected
 // decisions, replay decides the calls in the audit log again with a
 // candidate policy, key and secret make an API key and a
 // sealing key, audit verifies and reads the audit log, approvals
@@ -29,6 +30,7 @@ Usage:
   interlock serve [--config FILE] [--listen ADDR | --stdio] [--stateless] [--data DIR]
   interlock demo  [--db FILE] [--reset]
   interlock check [--config FILE] [--connect]
+  interlock init  --from FILE [--out interlock.yaml] [--data DIR] [--force] [--write]
   interlock test  [--config FILE] [--connect] CASES.yaml
   interlock replay --policy NEW.yaml [--config FILE] [--data DIR] [--since TIME] [--connect]
   interlock key   [--principal NAME] [--tenant NAME]
@@ -80,6 +82,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runDemo(ctx, args[1:], stdin, stdout, stderr)
 	case "check":
 		err = check(ctx, args[1:], stdout, stderr)
+	case "init":
+		err = initConfig(ctx, args[1:], stdout, stderr)
 	case "test":
 		err = runTest(ctx, args[1:], stdout, stderr)
 	case "replay":

@@ -1,0 +1,734 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/interlock-mcp/interlock/config"
+	"github.com/interlock-mcp/interlock/gateway"
+	"github.com/interlock-mcp/interlock/policy"
+)
+
+// initConfig writes a starter configuration from an MCP client's own file:
+// the client's servers as they are, and a rule proposed for every tool that
+// is not read-only, from the annotations its server lists. It prints the
+// client's file routed through interlock, and with --write puts it in
+// place after a backup.
+func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("init", stderr)
+	from := fs.String("from", "", "the MCP client's configuration `file` (claude_desktop_config.json, .mcp.json, .cursor/mcp.json, .vscode/mcp.json)")
+	out := fs.String("out", "interlock.yaml", "the interlock configuration `file` to write")
+	dataFlag := fs.String("data", "", "state `directory` the client's interlock uses (default: .interlock beside --out)")
+	force := fs.Bool("force", false, "overwrite --out if it exists")
+	write := fs.Bool("write", false, "also rewrite --from to route the client through interlock, after copying it to FILE.bak")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *from == "" {
+		fmt.Fprintln(stderr, "interlock init: --from is required: the client's file, such as ~/Library/Application Support/Claude/claude_desktop_config.json")
+		return errUsage
+	}
+	outPath, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	dataDir := *dataFlag
+	if dataDir == "" {
+		dataDir = filepath.Join(filepath.Dir(outPath), ".interlock")
+	}
+	if dataDir, err = filepath.Abs(dataDir); err != nil {
+		return err
+	}
+	fromPath, err := filepath.Abs(*from)
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(fromPath)
+	if err != nil {
+		return fmt.Errorf("reading the client's file: %w", err)
+	}
+	// Everything that can refuse does so before a server is started or a
+	// file written.
+	if fromPath == outPath {
+		return fmt.Errorf("--out is the client's own file %s: give another --out", *from)
+	}
+	if _, err := os.Stat(outPath); err == nil && !*force {
+		return fmt.Errorf("%s exists: give another --out, or --force to overwrite it", *out)
+	}
+	backup := fromPath + ".bak"
+	if *write {
+		if _, err := os.Stat(backup); err == nil {
+			return fmt.Errorf("%s exists, from an earlier --write: move it away (it may be the only copy of the client's servers), then run again", backup)
+		}
+	}
+	top, err := jsonObject(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w: init reads a client's JSON file", *from, err)
+	}
+	f, err := loadServers(fromPath, top)
+	var errs policy.LoadErrors
+	if errors.As(err, &errs) {
+		return report(stderr, errs)
+	}
+	if err != nil {
+		return err
+	}
+	servers, key, err := clientServers(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *from, err)
+	}
+	if len(servers) == 0 {
+		return fmt.Errorf("%s has no servers under \"mcpServers\" or \"servers\": nothing to put behind interlock", *from)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this program for the client to run: %w", err)
+	}
+	for name, s := range servers {
+		if len(s.Args) > 0 && s.Args[0] == "serve" && (s.Command == exe || filepath.Base(s.Command) == "interlock") {
+			return fmt.Errorf("%s already routes through interlock (server %q); its servers are in the configuration that server names", *from, name)
+		}
+	}
+
+	tools, listed, failed, err := listTools(ctx, f)
+	if err != nil {
+		return err
+	}
+	for _, u := range f.Upstreams {
+		if why, ok := failed[u.Name]; ok {
+			fmt.Fprintf(stderr, "%s: %s; its entry is kept, with no rules\n", u.Name, why)
+		}
+	}
+	if len(f.Upstreams) > 0 && len(failed) == len(f.Upstreams) {
+		return errors.New("no server could be started or reached, so no rule could be proposed; nothing was written: fix them (interlock check --config FILE --connect says more) and run init again")
+	}
+
+	doc, counts, err := starterYAML(fromPath, outPath, servers, f.Upstreams, tools, listed, failed)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(outPath, doc, 0o600); err != nil {
+		return fmt.Errorf("writing the configuration: %w", err)
+	}
+	// What init writes must load as it is: anything else is init's bug,
+	// and the user is told so rather than handed a file that fails later.
+	if _, err := config.Parse(outPath, doc, os.LookupEnv); err != nil {
+		return fmt.Errorf("the configuration init wrote does not load; this is a bug in interlock init, please report it with the file:\n%v", err)
+	}
+	for _, u := range f.Upstreams {
+		if c, ok := counts[u.Name]; ok {
+			fmt.Fprintf(stderr, "%s: %d tools: %d read-only (no rule), %d destructive (token), %d other writes (flag)\n", u.Name, c[0]+c[1]+c[2], c[0], c[1], c[2])
+		}
+	}
+	fmt.Fprintf(stderr, "Wrote %s. Review its rules; check it with: interlock check --config %s --connect\n", outPath, outPath)
+
+	snippet, err := routedClientFile(top, key, exe, outPath, dataDir)
+	if err != nil {
+		return err
+	}
+	if !*write {
+		fmt.Fprintf(stderr, "Put this in %s (or run init again with --write, which keeps a backup), then restart the client:\n", fromPath)
+		_, err := stdout.Write(snippet)
+		return err
+	}
+	if err := copyNew(fromPath, backup); err != nil {
+		return err
+	}
+	info, err := os.Stat(fromPath)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(fromPath, snippet, info.Mode().Perm()); err != nil {
+		return fmt.Errorf("rewriting %s (the original is in %s): %w", fromPath, backup, err)
+	}
+	fmt.Fprintf(stderr, "Rewrote %s to route the client through interlock; the original is in %s. Restart the client.\n", fromPath, backup)
+	_, err = stdout.Write(snippet)
+	return err
+}
+
+// loadServers loads the servers of a client's file as interlock would
+// serve it. The client's other keys (Claude Desktop's globalShortcut, say)
+// are none of interlock's, so only the servers are parsed, each at its own
+// line so that problems are reported where they are.
+func loadServers(name string, top []member) (*config.File, error) {
+	var doc bytes.Buffer
+	doc.WriteString("{")
+	line, sep := 1, ""
+	for _, m := range top {
+		if m.key != "mcpServers" && m.key != "servers" {
+			continue
+		}
+		for ; line < m.line; line++ {
+			doc.WriteString("\n")
+		}
+		key, _ := json.Marshal(m.key)
+		fmt.Fprintf(&doc, "%s%s: %s", sep, key, m.value)
+		line += bytes.Count(m.value, []byte("\n"))
+		sep = ", "
+	}
+	doc.WriteString("}")
+	f, err := config.Parse(name, doc.Bytes(), os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	// An upstream command "interlock" is this program, as serve runs it.
+	for _, u := range f.Upstreams {
+		if len(u.Command) > 0 && u.Command[0] == "interlock" {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
+			}
+			u.Command[0] = exe
+		}
+	}
+	return f, nil
+}
+
+// listTools starts or reaches every upstream, as check --connect does, and
+// returns the tools they offer as the policy sees them, the tools as the
+// upstreams list them, and why each one that failed did.
+func listTools(ctx context.Context, f *config.File) ([]policy.OfferedTool, map[string]*mcp.Tool, map[string]string, error) {
+	errs, missing := missingCommands(f)
+	failed := map[string]string{}
+	for _, e := range errs {
+		for name := range missing {
+			if strings.Contains(e.Msg, fmt.Sprintf("upstream %q:", name)) {
+				failed[name] = strings.TrimPrefix(e.Msg, fmt.Sprintf("upstream %q: ", name))
+			}
+		}
+	}
+	gw, err := gateway.New(f, gateway.Options{Version: version, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("preparing the gateway: %w", err)
+	}
+	defer gw.Close()
+	down := gw.StartEach(ctx, func(u *config.Upstream) bool { return !missing[u.Name] })
+	for _, u := range f.Upstreams {
+		if err := down[u.Name]; err != nil {
+			failed[u.Name] = strings.TrimPrefix(upstreamFailure(u, err), fmt.Sprintf("upstream %q: ", u.Name))
+		}
+	}
+	listed, err := gw.ListedTools(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listing the tools again: %w", err)
+	}
+	return gw.OfferedTools(), listed, failed, nil
+}
+
+// clientServers reads the servers of a client's file as written, ${VAR}
+// and all (config.Parse expands them, and the starter file must not hold
+// what they stand for), and says under which key they are.
+func clientServers(raw []byte) (map[string]*config.ClientServer, string, error) {
+	var file struct {
+		MCPServers map[string]*config.ClientServer `yaml:"mcpServers"`
+		Servers    map[string]*config.ClientServer `yaml:"servers"`
+	}
+	if err := yaml.Load(raw, &file); err != nil {
+		return nil, "", err
+	}
+	servers, key := map[string]*config.ClientServer{}, "mcpServers"
+	if file.MCPServers == nil && file.Servers != nil {
+		key = "servers"
+	}
+	maps.Copy(servers, file.MCPServers)
+	maps.Copy(servers, file.Servers)
+	maps.DeleteFunc(servers, func(_ string, s *config.ClientServer) bool { return s == nil })
+	return servers, key, nil
+}
+
+// member is one top-level key of a JSON object, its value as written.
+type member struct {
+	key   string
+	value json.RawMessage
+	// line is where the value starts, from 1.
+	line int
+}
+
+// jsonObject reads a JSON object's members in their order, so that the
+// client's file can be written back with only its servers changed.
+func jsonObject(raw []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	var out []member
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		start := int(dec.InputOffset()) - len(v)
+		out = append(out, member{t.(string), v, 1 + bytes.Count(raw[:start], []byte("\n"))})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// interlockServer is the one server a client runs once it is routed
+// through interlock.
+type interlockServer struct {
+	Type    string            `json:"type,omitempty"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+// routedClientFile is the client's file with its servers replaced by
+// interlock, every other top-level key as it was.
+func routedClientFile(top []member, key, exe, config, dataDir string) ([]byte, error) {
+	s := interlockServer{Command: exe, Args: []string{"serve", "--stdio", "--config", config, "--data", dataDir},
+		Env: map[string]string{"MCP_DRY_RUN": "true"}}
+	if key == "servers" {
+		s.Type = "stdio"
+	}
+	value, err := json.Marshal(map[string]interlockServer{"interlock": s})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.WriteString("{")
+	placed := false
+	for i, m := range top {
+		v := m.value
+		if m.key == "mcpServers" || m.key == "servers" {
+			// Both keys in one file is rare; interlock goes in the one
+			// chosen and the other is emptied, as both are behind it now.
+			v = json.RawMessage("{}")
+			if m.key == key && !placed {
+				v, placed = value, true
+			}
+		}
+		name, _ := json.Marshal(m.key)
+		if i > 0 {
+			buf.WriteString(",")
+		}
+		fmt.Fprintf(&buf, "%s:%s", name, v)
+	}
+	buf.WriteString("}")
+	var out bytes.Buffer
+	if err := json.Indent(&out, buf.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteString("\n")
+	return out.Bytes(), nil
+}
+
+// copyNew copies a file to a path that must not exist yet.
+func copyNew(from, to string) error {
+	info, err := os.Stat(from)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, info.Mode().Perm())
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists, from an earlier --write: move it away, then run again", to)
+	}
+	if err != nil {
+		return fmt.Errorf("backing up the client's file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("backing up the client's file: %w", err)
+	}
+	return f.Close()
+}
+
+// str is a YAML string scalar, quoted when it would otherwise read as
+// something else (true, 12, @scope/pkg).
+func str(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+
+func mapping(flow bool, kv ...*yaml.Node) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode, Content: kv}
+	if flow {
+		n.Style = yaml.FlowStyle
+	}
+	return n
+}
+
+func sequence(values ...string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, v := range values {
+		n.Content = append(n.Content, str(v))
+	}
+	return n
+}
+
+func stringMap(m map[string]string) *yaml.Node {
+	n := mapping(false)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		n.Content = append(n.Content, str(k), str(m[k]))
+	}
+	return n
+}
+
+// serverNode is a client's server entry as interlock's YAML holds it.
+func serverNode(s *config.ClientServer) *yaml.Node {
+	n := mapping(false)
+	add := func(k string, v *yaml.Node) { n.Content = append(n.Content, str(k), v) }
+	if s.Type != "" {
+		add("type", str(s.Type))
+	}
+	if s.Command != "" {
+		add("command", str(s.Command))
+	}
+	if len(s.Args) > 0 {
+		add("args", sequence(s.Args...))
+	}
+	if len(s.Env) > 0 {
+		add("env", stringMap(s.Env))
+	}
+	if s.Cwd != "" {
+		add("cwd", str(s.Cwd))
+	}
+	if s.URL != "" {
+		add("url", str(s.URL))
+	}
+	if len(s.Headers) > 0 {
+		add("headers", stringMap(s.Headers))
+	}
+	if s.Disabled {
+		add("disabled", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	}
+	return n
+}
+
+// starterYAML is the starter configuration, and for each upstream listed
+// how many of its tools are read-only, destructive and other writes.
+func starterYAML(from, out string, servers map[string]*config.ClientServer, upstreams []*config.Upstream,
+	tools []policy.OfferedTool, listed map[string]*mcp.Tool, failed map[string]string) ([]byte, map[string][3]int, error) {
+	var doc bytes.Buffer
+	fmt.Fprintf(&doc, `# interlock's configuration, proposed by interlock init from %s: the client's
+# servers as they were, and a rule for each tool that is not read-only, from the annotations its server
+# lists. Read-only tools need no rule: they run. Change what does not fit, then check the file with
+#   interlock check --config %s --connect
+
+# Tools no rule matches: read-only ones run, every other one needs both keys (MCP_DRY_RUN=false and
+# "confirm": true).
+default_mode: flag
+
+`, from, out)
+	srv := mapping(false)
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		k := str(name)
+		if why, ok := failed[name]; ok {
+			k.HeadComment = fmt.Sprintf("Its tools were not listed (%s), so no rules are proposed for it.\n"+
+				"Until they are, default_mode decides its calls: read-only tools run, every other one needs both keys.", why)
+		}
+		srv.Content = append(srv.Content, k, serverNode(servers[name]))
+	}
+	part, err := yaml.Dump(mapping(false, str("mcpServers"), srv), yamlStyle...)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc.Write(part)
+
+	counts := map[string][3]int{}
+	rules := &yaml.Node{Kind: yaml.SequenceNode}
+	names := map[string]bool{}
+	unique := func(name string) string {
+		n := name
+		for i := 2; names[n]; i++ {
+			n = fmt.Sprintf("%s-%d", name, i)
+		}
+		names[n] = true
+		return n
+	}
+	for _, u := range upstreams {
+		if _, down := failed[u.Name]; down {
+			continue
+		}
+		own := slices.DeleteFunc(slices.Clone(tools), func(t policy.OfferedTool) bool { return t.Upstream != u.Name })
+		var readOnly, writes []string
+		var first *yaml.Node
+		head := func(n *yaml.Node, comment string) {
+			if first == nil {
+				first = n
+				comment = serverComment(u.Name, own, readOnly) + "\n" + comment
+			}
+			n.HeadComment = comment
+		}
+		c := [3]int{}
+		for _, t := range own {
+			if t.Hints.ReadOnly {
+				readOnly = append(readOnly, t.Name)
+				c[0]++
+			}
+		}
+		for _, t := range own {
+			if t.Hints.ReadOnly {
+				continue
+			}
+			preview := previewFor(t, own, listed)
+			if !t.Hints.Destructive && preview == "" {
+				writes = append(writes, t.Name)
+				c[2]++
+				continue
+			}
+			mode := "token"
+			if t.Hints.Destructive {
+				c[1]++
+			} else {
+				mode = "flag"
+				c[2]++
+			}
+			rule := mapping(false,
+				str("name"), str(unique(ruleName(t.Name))),
+				str("match"), mapping(true, str("tools"), sequence(t.Name), str("upstream"), str(u.Name)),
+				str("mode"), str(mode))
+			comment := t.Name + ": " + reason(t, listed[t.Name])
+			if preview != "" {
+				args := mapping(true)
+				for _, a := range argsOf(own, preview) {
+					args.Content = append(args.Content, str(a), str(celArg(a)))
+				}
+				rule.Content = append(rule.Content, str("preview"), mapping(true, str("tool"), str(preview), str("args"), args))
+				comment += fmt.Sprintf("; %s, read-only, takes the same %s, so it previews the call", preview, strings.Join(argsOf(own, preview), ", "))
+			}
+			rule.Content = append(rule.Content, str("summary"), str(summaryFor(t, listed[t.Name])))
+			head(rule, comment+".")
+			rules.Content = append(rules.Content, rule)
+		}
+		if len(writes) > 0 {
+			rule := mapping(false,
+				str("name"), str(unique(ruleName(u.Name)+"-writes")),
+				str("match"), mapping(true, str("tools"), sequence(writes...), str("upstream"), str(u.Name)),
+				str("mode"), str("flag"))
+			var why []string
+			for _, w := range writes {
+				t := own[slices.IndexFunc(own, func(t policy.OfferedTool) bool { return t.Name == w })]
+				why = append(why, w+": "+reason(t, listed[w]))
+			}
+			head(rule, strings.Join(why, ".\n")+".")
+			rules.Content = append(rules.Content, rule)
+		}
+		if first == nil && len(own) > 0 {
+			doc.WriteString("\n# " + strings.ReplaceAll(serverComment(u.Name, own, readOnly), "\n", "\n# ") + "\n")
+		}
+		counts[u.Name] = c
+	}
+	if len(rules.Content) > 0 {
+		part, err := yaml.Dump(mapping(false, str("rules"), rules), yamlStyle...)
+		if err != nil {
+			return nil, nil, err
+		}
+		doc.WriteString("\n# Rules are tried in order; the first that matches decides.\n")
+		doc.Write(part)
+	}
+	return doc.Bytes(), counts, nil
+}
+
+var yamlStyle = []yaml.Option{yaml.WithIndent(2), yaml.WithCompactSeqIndent(false), yaml.WithLineWidth(-1), yaml.WithQuotePreference(yaml.QuoteDouble)}
+
+// serverComment names a server's tools and those that need no rule.
+func serverComment(name string, own []policy.OfferedTool, readOnly []string) string {
+	s := fmt.Sprintf("%s: %d tools.", name, len(own))
+	if len(readOnly) > 0 {
+		s += " Read-only per their annotations, so they run without a rule: " + strings.Join(readOnly, ", ") + "."
+	}
+	return s
+}
+
+// reason says why a rule is proposed for a tool that is not read-only.
+func reason(t policy.OfferedTool, listed *mcp.Tool) string {
+	var a *mcp.ToolAnnotations
+	if listed != nil {
+		a = listed.Annotations
+	}
+	var s string
+	switch {
+	case a == nil:
+		s = "no annotations: treated as destructive"
+	case !t.Hints.Destructive:
+		s = "writes, not destructive per its annotations"
+	case a.DestructiveHint == nil:
+		s = "its annotations do not say whether it is destructive: treated as destructive"
+	default:
+		s = "destructive per its annotations"
+	}
+	if a != nil {
+		var also []string
+		if t.Hints.Idempotent {
+			also = append(also, "idempotent")
+		}
+		if t.Hints.OpenWorld {
+			also = append(also, "open-world")
+		} else {
+			also = append(also, "closed-world")
+		}
+		s += " (" + strings.Join(also, ", ") + ")"
+	}
+	return s
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// celArg is the CEL expression that reads a call's argument.
+func celArg(name string) string {
+	if identRE.MatchString(name) {
+		return "args." + name
+	}
+	b, _ := json.Marshal(name)
+	return "args[" + string(b) + "]"
+}
+
+// summaryFor names the tool and its arguments: required ones always there,
+// optional ones only when the call gives them (a template reading a
+// missing one would fall back to the generic summary).
+func summaryFor(t policy.OfferedTool, listed *mcp.Tool) string {
+	required := requiredOf(listed)
+	// Required arguments come first; optional ones bring their own
+	// separator, as a call may leave them out.
+	var text string
+	for _, a := range t.Arguments {
+		if !slices.Contains(required, a) {
+			continue
+		}
+		if text != "" {
+			text += ", "
+		}
+		if identRE.MatchString(a) {
+			text += fmt.Sprintf("%s: {{.args.%s}}", a, a)
+		} else {
+			q, _ := json.Marshal(a)
+			text += fmt.Sprintf("%s: {{index .args %s}}", a, q)
+		}
+	}
+	for _, a := range t.Arguments {
+		if !slices.Contains(required, a) {
+			q, _ := json.Marshal(a)
+			text += fmt.Sprintf("{{with index .args %s}}, %s: {{.}}{{end}}", q, a)
+		}
+	}
+	if text == "" {
+		return "Call " + t.Name + "."
+	}
+	return "Call " + t.Name + " (" + text + ")."
+}
+
+// requiredOf lists the arguments a tool's input schema requires.
+func requiredOf(t *mcp.Tool) []string {
+	if t == nil {
+		return nil
+	}
+	raw, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil
+	}
+	var schema struct {
+		Required []string `json:"required"`
+	}
+	_ = json.Unmarshal(raw, &schema)
+	return schema.Required
+}
+
+func argsOf(tools []policy.OfferedTool, name string) []string {
+	if i := slices.IndexFunc(tools, func(t policy.OfferedTool) bool { return t.Name == name }); i >= 0 {
+		return tools[i].Arguments
+	}
+	return nil
+}
+
+// previewFor picks a read-only tool of the same upstream that can preview
+// a call of t: it takes only arguments t requires, so they are there on
+// every call, and either takes exactly t's arguments as the only such tool
+// or shares a word of its name with t's (get_file_info for delete_file).
+// It returns "" when none fits.
+func previewFor(t policy.OfferedTool, own []policy.OfferedTool, listed map[string]*mcp.Tool) string {
+	required := requiredOf(listed[t.Name])
+	words := nameWords(t.Name)
+	type candidate struct {
+		name   string
+		shared int
+		same   bool
+	}
+	var cands []candidate
+	for _, r := range own {
+		if !r.Hints.ReadOnly || len(r.Arguments) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(r.Arguments, func(a string) bool { return !slices.Contains(required, a) }) {
+			shared := 0
+			for _, w := range nameWords(r.Name) {
+				if slices.Contains(words, w) {
+					shared++
+				}
+			}
+			cands = append(cands, candidate{r.Name, shared, slices.Equal(r.Arguments, t.Arguments)})
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if a.shared != b.shared {
+			return b.shared - a.shared
+		}
+		if a.same != b.same {
+			if a.same {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	if len(cands) == 0 {
+		return ""
+	}
+	if best := cands[0]; best.shared > 0 {
+		return best.name
+	}
+	same := slices.DeleteFunc(cands, func(c candidate) bool { return !c.same })
+	if len(same) == 1 {
+		return same[0].name
+	}
+	return ""
+}
+
+// nameWords splits a tool name into lower-case words, a plural's s
+// dropped: delete_customer and list_customers share "customer".
+func nameWords(name string) []string {
+	var words []string
+	for _, w := range strings.FieldsFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		start := 0
+		runes := []rune(w)
+		for i := 1; i <= len(runes); i++ {
+			if i == len(runes) || (unicode.IsUpper(runes[i]) && unicode.IsLower(runes[i-1])) {
+				part := strings.ToLower(string(runes[start:i]))
+				if len(part) > 3 {
+					part = strings.TrimSuffix(part, "s")
+				}
+				words = append(words, part)
+				start = i
+			}
+		}
+	}
+	return words
+}
+
+// ruleName is a tool's name as a rule's: words joined by dashes.
+func ruleName(tool string) string {
+	return strings.Join(strings.FieldsFunc(tool, func(r rune) bool { return r == '_' || r == ' ' }), "-")
+}
