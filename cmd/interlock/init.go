@@ -123,13 +123,13 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(outPath, doc, 0o600); err != nil {
-		return fmt.Errorf("writing the configuration: %w", err)
-	}
 	// What init writes must load as it is: anything else is init's bug,
 	// and the user is told so rather than handed a file that fails later.
 	if _, err := config.Parse(outPath, doc, os.LookupEnv); err != nil {
-		return fmt.Errorf("the configuration init wrote does not load; this is a bug in interlock init, please report it with the file:\n%v", err)
+		return fmt.Errorf("the configuration init proposes does not load, so it was not written; this is a bug in interlock init, please report it with the client's file:\n%v\n\n%s", err, doc)
+	}
+	if err := os.WriteFile(outPath, doc, 0o600); err != nil {
+		return fmt.Errorf("writing the configuration: %w", err)
 	}
 	for _, u := range f.Upstreams {
 		if c, ok := counts[u.Name]; ok {
@@ -207,9 +207,10 @@ func listTools(ctx context.Context, f *config.File) ([]policy.OfferedTool, map[s
 	errs, missing := missingCommands(f)
 	failed := map[string]string{}
 	for _, e := range errs {
+		// Each is worded "upstream NAME: why"; the name is said apart.
 		for name := range missing {
-			if strings.Contains(e.Msg, fmt.Sprintf("upstream %q:", name)) {
-				failed[name] = strings.TrimPrefix(e.Msg, fmt.Sprintf("upstream %q: ", name))
+			if why, ok := strings.CutPrefix(e.Msg, fmt.Sprintf("upstream %q: ", name)); ok {
+				failed[name] = why
 			}
 		}
 	}
