@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -288,5 +291,68 @@ func TestInitReasonsAndPreviews(t *testing.T) {
 				t.Errorf("preview %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestInitFromAnHTTPServer: a server reached over HTTP whose tools say
+// little: a tool without annotations and one silent on whether it is
+// destructive are held by a token, and writes that say they are not
+// destructive share one flag rule.
+func TestInitFromAnHTTPServer(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)
+	no := false
+	object := func(props ...string) map[string]any {
+		p := map[string]any{}
+		for _, name := range props {
+			p[name] = map[string]any{"type": "string"}
+		}
+		return map[string]any{"type": "object", "properties": p, "required": props}
+	}
+	for _, tool := range []*mcp.Tool{
+		{Name: "list_notes", InputSchema: object(), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		{Name: "wipe_cache", InputSchema: object()},
+		{Name: "archive_note", InputSchema: object("id"), Annotations: &mcp.ToolAnnotations{IdempotentHint: true}},
+		{Name: "rename_item", InputSchema: object("id", "title"), Annotations: &mcp.ToolAnnotations{DestructiveHint: &no}},
+		{Name: "tag_item", InputSchema: object("id", "tag"), Annotations: &mcp.ToolAnnotations{DestructiveHint: &no}},
+	} {
+		s.AddTool(tool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer srv.Close()
+
+	dir := t.TempDir()
+	client := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(client, []byte(fmt.Sprintf(`{"servers": {"notes": {"type": "http", "url": %q}}}`, srv.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "interlock.yaml")
+	if code, _, errText := runCLI(t, "init", "--from", client, "--out", out); code != 0 {
+		t.Fatalf("init: exit %d\n%s", code, errText)
+	}
+	if code, stdout, errText := runCLI(t, "check", "--config", out, "--connect"); code != 0 {
+		t.Fatalf("check --connect of the written file: exit %d\n%s%s", code, stdout, errText)
+	}
+	rules, data := starterRules(t, out)
+	for _, tt := range []struct{ tool, mode, why string }{
+		{"wipe_cache", "token", "# wipe_cache: no annotations: treated as destructive.\n"},
+		{"archive_note", "token", "# archive_note: its annotations do not say whether it is destructive: treated as destructive (idempotent, open-world).\n"},
+		{"rename_item", "flag", "# rename_item: writes, not destructive per its annotations (open-world).\n"},
+		{"tag_item", "flag", "# tag_item: writes, not destructive per its annotations (open-world).\n"},
+	} {
+		r := rules[tt.tool]
+		if r == nil || r["mode"] != tt.mode || !strings.Contains(string(data), tt.why) {
+			t.Errorf("%s: rule %v, want mode %s and the comment %q", tt.tool, r, tt.mode, tt.why)
+		}
+	}
+	if rules["rename_item"]["name"] != "notes-writes" || rules["tag_item"]["name"] != "notes-writes" {
+		t.Errorf("the writes are not one rule:\n%s", data)
+	}
+	if rules["wipe_cache"]["summary"] != "Call wipe_cache." {
+		t.Errorf("wipe_cache's summary: %v", rules["wipe_cache"]["summary"])
+	}
+	if !strings.Contains(string(data), "    type: http\n    url: "+srv.URL+"\n") {
+		t.Errorf("the server's entry:\n%s", data)
 	}
 }
