@@ -29,6 +29,8 @@ func TestClientConfigs(t *testing.T) {
 			[]up{{name: "github", command: []string{"docker", "run", "-i", "--rm", "ghcr.io/github/github-mcp-server"}}, {name: "remote", url: "https://mcp.example.com/mcp"}}, nil},
 		{"VS Code, with inputs", `{"inputs": [{"type": "promptString", "id": "k"}], "servers": {"fs": {"type": "stdio", "command": "npx", "args": ["x"]}, "api": {"type": "http", "url": "https://api.example.com/mcp"}}}`,
 			[]up{{name: "api", url: "https://api.example.com/mcp"}, {name: "fs", command: []string{"npx", "x"}}}, nil},
+		{"Claude Desktop, with settings of its own", `{"globalShortcut": "Ctrl+Space", "mcpServers": {"fs": {"command": "npx", "args": ["x"]}}}`,
+			[]up{{name: "fs", command: []string{"npx", "x"}}}, nil},
 		{"a disabled server is left out", `{"mcpServers": {"on": {"command": "a"}, "off": {"command": "b", "disabled": true}}}`,
 			[]up{{name: "on", command: []string{"a"}}}, nil},
 		{"interlock's YAML holding the map beside its rules", "mcpServers:\n  fs:\n    command: npx\n    args: [\"-y\", \"@modelcontextprotocol/server-filesystem\", /tmp]\nrules:\n  - name: writes\n    match: {tools: [write_file], upstream: fs}\n    mode: token\n",
@@ -102,5 +104,23 @@ func TestYAMLMistakes(t *testing.T) {
 				t.Errorf("err = %v, want %q and %q", err, want, tt.says)
 			}
 		})
+	}
+}
+
+// TestClientFileKeepsInterlockKeys: in a client's JSON file the client's
+// own settings are read past, but interlock's own keys are read as always:
+// a rule written there is never dropped.
+func TestClientFileKeepsInterlockKeys(t *testing.T) {
+	f, err := Parse("client.json", []byte(`{"globalShortcut": "x", "mcpServers": {"fs": {"command": "a"}},
+  "rules": [{"name": "no-writes", "match": {"tools": ["write_file"]}, "mode": "deny"}]}`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Rules) != 1 || f.Rules[0].Name != "no-writes" {
+		t.Errorf("rules %v", f.Rules)
+	}
+	if _, err := Parse("interlock.json", []byte(`{"globalShortcut": "x", "rules": []}`), func(string) (string, bool) { return "", false }); err == nil ||
+		!strings.Contains(err.Error(), `unknown field "globalShortcut"`) {
+		t.Errorf("a JSON file that is no client's file: %v", err)
 	}
 }

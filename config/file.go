@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -498,6 +499,57 @@ var (
 	envVarRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 )
 
+// ownKeys are the top-level keys of interlock's configuration, read from
+// the yaml tags of File and the policy it holds inline.
+var ownKeys = func() []string {
+	var keys []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for f := range t.Fields() {
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case opts == "inline":
+				walk(f.Type)
+			case name != "" && name != "-":
+				keys = append(keys, name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[File]())
+	return keys
+}()
+
+// load decodes data into f, refusing unknown fields. A JSON object that
+// holds mcpServers or servers is a client's own file: the top-level keys
+// that are not interlock's are the client's own settings (Claude
+// Desktop's, say) and are read past, so the file is a configuration as it
+// is. interlock's own keys are read as always, so none is ever dropped.
+func load(data []byte, f *File) error {
+	if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
+		return yaml.Load(data, f, yaml.WithKnownFields())
+	}
+	var doc yaml.Node
+	if err := yaml.Load(data, &doc); err != nil {
+		return err
+	}
+	top := &doc
+	if top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
+		top = top.Content[0]
+	}
+	if top.Kind == yaml.MappingNode && slices.ContainsFunc(top.Content, func(n *yaml.Node) bool {
+		return n.Value == "mcpServers" || n.Value == "servers"
+	}) {
+		var kept []*yaml.Node
+		for i := 0; i+1 < len(top.Content); i += 2 {
+			if slices.Contains(ownKeys, top.Content[i].Value) {
+				kept = append(kept, top.Content[i], top.Content[i+1])
+			}
+		}
+		top.Content = kept
+	}
+	return doc.Load(f, yaml.WithKnownFields())
+}
+
 // Parse reads and checks a configuration file's contents; name is used in
 // messages and lookupEnv expands ${VAR} in upstream environments and
 // headers, and in store and audit URLs.
@@ -505,7 +557,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	sum := sha256.Sum256(data)
 	f := &File{Policy: policy.Policy{Path: name}, Digest: hex.EncodeToString(sum[:])}
 	if len(bytes.TrimSpace(data)) > 0 {
-		if err := yaml.Load(data, f, yaml.WithKnownFields()); err != nil {
+		if err := load(data, f); err != nil {
 			return nil, policy.YAMLErrors(name, data, err)
 		}
 	}
