@@ -51,7 +51,7 @@ func (s *ClientServer) UnmarshalYAML(n *yaml.Node) error {
 	return n.Load((*plain)(s), yaml.WithKnownFields())
 }
 
-func (s *ClientServer) at(path string) int { return s.lines.at(path, s.Line) }
+func (s *ClientServer) at(path string) int { return s.lines.At(path, s.Line) }
 
 // clientUpstreams turns the servers of a client's configuration into
 // upstreams, in name order, reporting what interlock cannot serve as the

@@ -474,7 +474,7 @@ func (u *Upstream) UnmarshalYAML(n *yaml.Node) error {
 
 // At returns the line of the upstream's key at path (such as "command" or
 // "env.TOKEN"), or of the upstream itself when the key is not written.
-func (u *Upstream) At(path string) int { return u.lines.at(path, u.Line) }
+func (u *Upstream) At(path string) int { return u.lines.At(path, u.Line) }
 
 // UnmarshalYAML records where the key and each of its fields start, for
 // messages, and rejects unknown fields.
@@ -695,9 +695,9 @@ func checkUpstreams(f *File, expand expander, add func(int, string, ...any)) map
 
 // checkStore checks the store section and expands ${VAR} in its URLs.
 func checkStore(f *File, keyLine lines, expand expander, add func(int, string, ...any)) {
-	f.Store.Redis = expand(keyLine.at("store.redis", 0), "store.redis", f.Store.Redis)
+	f.Store.Redis = expand(keyLine.At("store.redis", 0), "store.redis", f.Store.Redis)
 	if f.Store.Postgres != "" {
-		at := keyLine.at("store.postgres", 0)
+		at := keyLine.At("store.postgres", 0)
 		f.Store.Postgres = expand(at, "store.postgres", f.Store.Postgres)
 		if !strings.HasPrefix(f.Store.Postgres, "postgres://") && !strings.HasPrefix(f.Store.Postgres, "postgresql://") {
 			add(at, "store.postgres must be a postgres:// URL")
@@ -705,7 +705,7 @@ func checkStore(f *File, keyLine lines, expand expander, add func(int, string, .
 	}
 
 	if f.Store.Redis != "" && !strings.HasPrefix(f.Store.Redis, "redis://") && !strings.HasPrefix(f.Store.Redis, "rediss://") {
-		add(keyLine.at("store.redis", 0), "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
+		add(keyLine.At("store.redis", 0), "store.redis must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379/0")
 	}
 	if f.Store.Prefix == "" {
 		f.Store.Prefix = "interlock:"
@@ -715,9 +715,9 @@ func checkStore(f *File, keyLine lines, expand expander, add func(int, string, .
 // checkNotify checks the webhooks and expands ${VAR} in their URLs.
 func checkNotify(f *File, keyLine lines, expand expander, add func(int, string, ...any)) {
 	for i, h := range f.Notify {
-		at := keyLine.at(fmt.Sprintf("notify[%d].url", i), keyLine.at("notify", 0))
+		at := keyLine.At(fmt.Sprintf("notify[%d].url", i), keyLine.At("notify", 0))
 		if h == nil {
-			add(keyLine.at("notify", 0), "notify has an empty entry: give url and format")
+			add(keyLine.At("notify", 0), "notify has an empty entry: give url and format")
 			continue
 		}
 		h.URL = expand(at, "notify url", h.URL)
@@ -739,9 +739,9 @@ func checkKeys(f *File, add func(int, string, ...any)) {
 	for _, k := range f.Auth.Keys {
 		k.SHA256 = strings.ToLower(strings.TrimSpace(k.SHA256))
 		if !sha256RE.MatchString(k.SHA256) {
-			add(k.lines.at("sha256", k.Line), "auth key: sha256 must be 64 hex digits (the SHA-256 of the key; `interlock key` makes one)")
+			add(k.lines.At("sha256", k.Line), "auth key: sha256 must be 64 hex digits (the SHA-256 of the key; `interlock key` makes one)")
 		} else if hashes[k.SHA256] != 0 {
-			add(k.lines.at("sha256", k.Line), "auth key: the same key is already listed on line %d", hashes[k.SHA256])
+			add(k.lines.At("sha256", k.Line), "auth key: the same key is already listed on line %d", hashes[k.SHA256])
 		} else {
 			hashes[k.SHA256] = k.Line
 		}
@@ -770,11 +770,11 @@ func loadShadow(f *File, keyLine lines, lookupEnv func(string) (string, bool)) L
 	}
 	// A device or a pipe would be read for ever.
 	if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() {
-		return LoadErrors{{File: f.Path, Line: keyLine.at("shadow", 0), Msg: fmt.Sprintf("shadow policy: %s is not a regular file", name)}}
+		return LoadErrors{{File: f.Path, Line: keyLine.At("shadow", 0), Msg: fmt.Sprintf("shadow policy: %s is not a regular file", name)}}
 	}
 	data, err := os.ReadFile(name)
 	if err != nil {
-		return LoadErrors{{File: f.Path, Line: keyLine.at("shadow", 0), Msg: fmt.Sprintf("shadow policy: %v", err)}}
+		return LoadErrors{{File: f.Path, Line: keyLine.At("shadow", 0), Msg: fmt.Sprintf("shadow policy: %v", err)}}
 	}
 	if line, ok := topLevelLines(data)["shadow"]; ok {
 		// Checked before parsing it, which would follow it.
@@ -850,14 +850,14 @@ func upstreamNames(f *File) []string {
 // checkAudit checks the audit section and expands ${VAR} in its URL.
 func checkAudit(f *File, keyLine lines, expand expander, add func(int, string, ...any)) {
 	a := &f.Audit
-	line := keyLine.at("audit.postgres", 0)
+	line := keyLine.At("audit.postgres", 0)
 	if a.Postgres != "" {
 		a.Postgres = expand(line, "audit.postgres", a.Postgres)
 		if !strings.HasPrefix(a.Postgres, "postgres://") && !strings.HasPrefix(a.Postgres, "postgresql://") {
 			add(line, "audit.postgres must be a postgres:// URL, such as postgres://interlock@db.internal:5432/audit")
 		}
 		if a.SQLite != "" {
-			add(keyLine.at("audit.sqlite", 0), "audit: give sqlite or postgres, not both")
+			add(keyLine.At("audit.sqlite", 0), "audit: give sqlite or postgres, not both")
 		}
 	}
 	cp := a.Checkpoint
@@ -871,12 +871,12 @@ func checkAudit(f *File, keyLine lines, expand expander, add func(int, string, .
 	if cp.Interval != "" {
 		d, err := time.ParseDuration(cp.Interval)
 		if err != nil || d < time.Second || d > 24*time.Hour {
-			add(keyLine.at("audit.checkpoint.interval", cp.Line), "audit.checkpoint.interval %q must be a duration between 1s and 24h, such as 1m", cp.Interval)
+			add(keyLine.At("audit.checkpoint.interval", cp.Line), "audit.checkpoint.interval %q must be a duration between 1s and 24h, such as 1m", cp.Interval)
 		}
 		cp.Every = d
 	}
 	if cp.Postgres != "" {
-		at := keyLine.at("audit.checkpoint.postgres", cp.Line)
+		at := keyLine.At("audit.checkpoint.postgres", cp.Line)
 		cp.Postgres = expand(at, "audit.checkpoint.postgres", cp.Postgres)
 		if !strings.HasPrefix(cp.Postgres, "postgres://") && !strings.HasPrefix(cp.Postgres, "postgresql://") {
 			add(at, "audit.checkpoint.postgres must be a postgres:// URL")
@@ -886,7 +886,7 @@ func checkAudit(f *File, keyLine lines, expand expander, add func(int, string, .
 		}
 	}
 	if cp.Table != "" && !tableNameRE.MatchString(cp.Table) {
-		add(keyLine.at("audit.checkpoint.table", cp.Line), "audit.checkpoint.table %q must be a table name (letters, digits, _; optionally schema.table)", cp.Table)
+		add(keyLine.At("audit.checkpoint.table", cp.Line), "audit.checkpoint.table %q must be a table name (letters, digits, _; optionally schema.table)", cp.Table)
 	}
 }
 
@@ -897,7 +897,7 @@ func checkOAuth(f *File, keyLine lines, expand expander, add func(int, string, .
 	if o == nil {
 		return
 	}
-	at := func(key string) int { return keyLine.at("auth.oauth."+key, keyLine.at("auth.oauth", 0)) }
+	at := func(key string) int { return keyLine.At("auth.oauth."+key, keyLine.At("auth.oauth", 0)) }
 	switch {
 	case o.Issuer == "":
 		add(at("issuer"), "auth.oauth needs issuer: the authorization server's issuer URL, such as https://login.example.com/realms/acme")
@@ -956,7 +956,7 @@ func checkOAuth(f *File, keyLine lines, expand expander, add func(int, string, .
 func checkScopes(key string, scopes []string, keyLine lines, line int, add func(int, string, ...any)) {
 	for i, s := range scopes {
 		if s == "" || strings.ContainsAny(s, " \t\n\"\\") {
-			add(keyLine.at(fmt.Sprintf("%s[%d]", key, i), line), "%s: %q is not a scope: no spaces, quotes or backslashes", key, s)
+			add(keyLine.At(fmt.Sprintf("%s[%d]", key, i), line), "%s: %q is not a scope: no spaces, quotes or backslashes", key, s)
 		}
 	}
 }

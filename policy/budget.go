@@ -37,7 +37,7 @@ func (b *Budget) UnmarshalYAML(n *yaml.Node) error {
 	return n.Load((*plain)(b), yaml.WithKnownFields())
 }
 
-func (b *Budget) at(path string) int { return b.lines.at(path, b.Line) }
+func (b *Budget) at(path string) int { return b.lines.At(path, b.Line) }
 
 // Limits of a budget's fields.
 const (

@@ -207,13 +207,13 @@ func ParseCases(name string, data []byte) (*Cases, error) {
 		errs = append(errs, LoadError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)})
 	}
 	if len(cs.Cases) == 0 {
-		add(topLevelLines(data).at("cases", 1), "no cases: add cases: with a list of {name, tool, args, expect}")
+		add(topLevelLines(data).At("cases", 1), "no cases: add cases: with a list of {name, tool, args, expect}")
 	}
 	names := map[string]int{}
 	codes := interlock.Codes()
 	for i, c := range cs.Cases {
 		if c == nil {
-			add(topLevelLines(data).at(fmt.Sprintf("cases[%d]", i), 1), "cases has an empty entry (a lone \"-\"): remove it or fill it in")
+			add(topLevelLines(data).At(fmt.Sprintf("cases[%d]", i), 1), "cases has an empty entry (a lone \"-\"): remove it or fill it in")
 			continue
 		}
 		label := fmt.Sprintf("case %d", i+1)
@@ -221,7 +221,7 @@ func ParseCases(name string, data []byte) (*Cases, error) {
 		case c.Name == "":
 			add(c.Line, "case has no name: add name: <what it shows>")
 		case names[c.Name] != 0:
-			add(c.lines.at("name", c.Line), "case %q is already defined on line %d", c.Name, names[c.Name])
+			add(c.lines.At("name", c.Line), "case %q is already defined on line %d", c.Name, names[c.Name])
 		default:
 			names[c.Name], label = c.Line, fmt.Sprintf("case %q", c.Name)
 		}
@@ -230,25 +230,25 @@ func ParseCases(name string, data []byte) (*Cases, error) {
 		}
 		for _, arg := range slices.Sorted(maps.Keys(c.Args)) {
 			if strings.HasPrefix(arg, "__") {
-				add(c.lines.at("args."+arg, c.Line), "%s: %s is a meta-argument, never part of a decision: leave it out", label, arg)
+				add(c.lines.At("args."+arg, c.Line), "%s: %s is a meta-argument, never part of a decision: leave it out", label, arg)
 			}
 		}
 		for _, h := range slices.Sorted(maps.Keys(c.Hints)) {
 			if caseHints[h] == nil {
-				add(c.lines.at("hints."+h, c.Line), "%s: unknown hint %q: use readOnly, destructive, idempotent or openWorld", label, h)
+				add(c.lines.At("hints."+h, c.Line), "%s: unknown hint %q: use readOnly, destructive, idempotent or openWorld", label, h)
 			}
 		}
 		e := c.Expect
 		if e.Mode == "" && e.Rule == "" && e.Code == "" {
-			add(c.lines.at("expect", c.Line), "%s expects nothing: give expect: with mode, rule or code", label)
+			add(c.lines.At("expect", c.Line), "%s expects nothing: give expect: with mode, rule or code", label)
 		}
 		if e.Mode != "" {
 			if _, err := interlock.ParseMode(string(e.Mode)); err != nil {
-				add(c.lines.at("expect.mode", c.Line), "%s: expect.mode: %v", label, err)
+				add(c.lines.At("expect.mode", c.Line), "%s: expect.mode: %v", label, err)
 			}
 		}
 		if e.Code != "" && !slices.Contains(codes, e.Code) {
-			add(c.lines.at("expect.code", c.Line), "%s: expect.code %q is not an interlock error code, such as %s or %s", label, e.Code,
+			add(c.lines.At("expect.code", c.Line), "%s: expect.code %q is not an interlock error code, such as %s or %s", label, e.Code,
 				interlock.CodeToolNotAllowed, interlock.CodeValidationFailed)
 		}
 	}
@@ -266,11 +266,11 @@ func (cs *Cases) CheckAgainst(p *Policy, upstreams []string) LoadErrors {
 	var errs LoadErrors
 	for _, c := range cs.Cases {
 		if u := c.Upstream; u != "" && !slices.Contains(upstreams, u) {
-			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.at("upstream", c.Line),
+			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.At("upstream", c.Line),
 				Msg: fmt.Sprintf("case %q: upstream %q is not an upstream of %s: use one of %s", c.Name, u, p.Path, strings.Join(upstreams, ", "))})
 		}
 		if r := c.Expect.Rule; r != "" && r != DefaultRule && !slices.ContainsFunc(p.Rules, func(rule *Rule) bool { return rule.Name == r }) {
-			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.at("expect.rule", c.Line),
+			errs = append(errs, LoadError{File: cs.Path, Line: c.lines.At("expect.rule", c.Line),
 				Msg: fmt.Sprintf("case %q: expect.rule %q is not a rule of %s (use %q for no rule)", c.Name, r, p.Path, DefaultRule)})
 		}
 	}

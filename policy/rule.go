@@ -170,7 +170,7 @@ func (r *Rule) UnmarshalYAML(n *yaml.Node) error {
 // at returns the line of the rule's key at path (such as "when",
 // "match.tools[1]" or "choices.environment"), or of the rule itself when
 // the key is not written.
-func (r *Rule) at(path string) int { return r.lines.at(path, r.Line) }
+func (r *Rule) at(path string) int { return r.lines.At(path, r.Line) }
 
 // At is at, for config's checks of what a rule names outside the policy,
 // such as match.upstream.

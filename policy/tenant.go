@@ -35,7 +35,7 @@ func (t *Tenant) UnmarshalYAML(n *yaml.Node) error {
 	return n.Load((*plain)(t), yaml.WithKnownFields())
 }
 
-func (t *Tenant) at(path string) int { return t.lines.at(path, t.Line) }
+func (t *Tenant) at(path string) int { return t.lines.At(path, t.Line) }
 
 // At returns the line of the tenant's key at path (such as "upstreams[0]"),
 // or of the tenant itself when the key is not written.
