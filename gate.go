@@ -378,7 +378,7 @@ type Exchange struct {
 	ShowURL func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 	// ask, when set, replaces the session's Elicit in Ask and ShowURL
-	// (see [WithAsk]).
+	// (see [Gate.CallRequestVia]).
 	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 	// req, when set, is read for Form, Native and Ask only when a mode
@@ -403,17 +403,6 @@ func (ex Exchange) resolved() Exchange {
 		}
 	}
 	return out
-}
-
-// askKey keys the function that carries a call's questions to its client.
-type askKey struct{}
-
-// WithAsk returns a context in which [Gate.CallRequest] sends the forms of
-// a client of an earlier protocol through ask instead of its session's
-// Elicit: for a transport that carries a call's messages to the client
-// itself, without the SDK's server.
-func WithAsk(ctx context.Context, ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) context.Context {
-	return context.WithValue(ctx, askKey{}, ask)
 }
 
 // ExchangeOf reads what the client of req can carry and what it answered.
@@ -465,8 +454,16 @@ func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 // CallRequest sends the call in req through the gate: [Gate.Call] with the
 // caller's identity and the exchange the client can carry.
 func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolRequest, run Runner) *mcp.CallToolResult {
-	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req}
-	ex.ask, _ = ctx.Value(askKey{}).(func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error))
+	return g.CallRequestVia(ctx, t, req, nil, run)
+}
+
+// CallRequestVia is [Gate.CallRequest] for a transport that carries a
+// call's messages to its client itself, without the SDK's server: ask,
+// when not nil, sends the forms of a client of an earlier protocol in
+// place of its session's Elicit.
+func (g *Gate) CallRequestVia(ctx context.Context, t *Tool, req *mcp.CallToolRequest,
+	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error), run Runner) *mcp.CallToolResult {
+	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req, ask: ask}
 	ctx = TraceFromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }

@@ -439,9 +439,14 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
 			return interlock.Result(errDraining), nil
 		}
 		defer g.inFlight.leave()
-		return g.gate.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		run := func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			return u.call(ctx, upstreamName, args, req, repeatable)
-		}), nil
+		}
+		// A call the lane serves carries its questions on its own stream.
+		if st := laneStreamOf(ctx); st != nil {
+			return g.gate.CallRequestVia(ctx, gt, req, st.elicit, run), nil
+		}
+		return g.gate.CallRequest(ctx, gt, req, run), nil
 	}
 	g.server.AddTool(adv, handler)
 	schema, _ := json.Marshal(adv.InputSchema)

@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
@@ -391,7 +390,6 @@ func (s *laneSession) enter(ctx context.Context, id json.RawMessage) (context.Co
 func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callParams, extra *mcp.RequestExtra, out laneOut) {
 	st := &laneStream{s: s, out: out}
 	ctx = context.WithValue(ctx, laneKey{}, st)
-	ctx = interlock.WithAsk(ctx, st.elicit)
 	req := &mcp.CallToolRequest{
 		Session: s.ss,
 		Params:  &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments, Meta: p.Meta},
