@@ -1,20 +1,15 @@
 package approvaltest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/internal/testproc"
 )
 
 // The environment that makes a test binary a gateway process of
@@ -31,9 +26,9 @@ const (
 type Dial func(t *testing.T, where string) approval.GrantStore
 
 // HelperProcess is the body of a test named TestHelperProcess. Started by
-// [UsesAcrossProcesses], it dials the store, says it is ready, waits to be
-// told to go, uses the grant from several goroutines and prints how many
-// uses succeeded. Run as an ordinary test it does nothing.
+// [UsesAcrossProcesses], it dials the store, says it is ready, and at the
+// moment it is told uses the grant from eight goroutines and prints how
+// many uses succeeded. Run as an ordinary test it does nothing.
 func HelperProcess(t *testing.T, dial Dial) {
 	where := os.Getenv(storeEnv)
 	if where == "" {
@@ -46,29 +41,9 @@ func HelperProcess(t *testing.T, dial Dial) {
 		t.Fatal(err)
 	}
 	s := dial(t, where)
-	fmt.Println("ready")
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		t.Fatal(err)
+	for range testproc.Ready(t) {
+		fmt.Printf("used %d\n", testproc.Together(t, 8, tries, func() (bool, error) { return s.UseGrant(ctx, id) }))
 	}
-	var used atomic.Int64
-	var wg sync.WaitGroup
-	const workers = 8
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < tries; i += workers {
-				ok, err := s.UseGrant(ctx, id)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if ok {
-					used.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	fmt.Printf("used %d\n", used.Load())
 }
 
 // UsesAcrossProcesses adds a grant of 25 uses to s, then has two gateway
@@ -86,69 +61,13 @@ func UsesAcrossProcesses(t *testing.T, s approval.GrantStore, where string) {
 	if err := s.AddGrant(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	type process struct {
-		cmd    *exec.Cmd
-		stdin  io.WriteCloser
-		lines  *bufio.Scanner
-		seen   []string
-		stderr strings.Builder
-	}
-	// next returns the process's next line that starts with prefix,
-	// keeping the others to show should it fail.
-	next := func(p *process, prefix string) string {
-		t.Helper()
-		for p.lines.Scan() {
-			line := p.lines.Text()
-			if strings.HasPrefix(line, prefix) {
-				return line
-			}
-			p.seen = append(p.seen, line)
-		}
-		p.cmd.Wait()
-		t.Fatalf("gateway process ended before %q: %v\n%s\n%s", prefix, p.lines.Err(), strings.Join(p.seen, "\n"), p.stderr.String())
-		return ""
-	}
-	var procs []*process
-	for range 2 {
-		p := &process{cmd: exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")}
-		p.cmd.Env = append(os.Environ(), storeEnv+"="+where, grantEnv+"="+g.ID, triesEnv+"="+strconv.Itoa(tries))
-		p.cmd.Stderr = &p.stderr
-		stdout, err := p.cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-			t.Fatal(err)
-		}
-		p.lines = bufio.NewScanner(stdout)
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, p)
-	}
-	// Both processes have dialled the store before either uses the
-	// grant, so their uses overlap.
-	for _, p := range procs {
-		next(p, "ready")
-	}
-	for _, p := range procs {
-		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	procs := testproc.Start(t, 2, "TestHelperProcess", storeEnv+"="+where, grantEnv+"="+g.ID, triesEnv+"="+strconv.Itoa(tries))
+	// Both processes have dialled the store; they use the grant at one
+	// moment, so their uses overlap.
+	testproc.SendAll(t, procs, "use")
 	var total int
 	for i, p := range procs {
-		var n int
-		if _, err := fmt.Sscanf(next(p, "used "), "used %d", &n); err != nil {
-			t.Fatal(err)
-		}
-		// The rest of its output (its test verdict) is drained before Wait.
-		for p.lines.Scan() {
-			p.seen = append(p.seen, p.lines.Text())
-		}
-		if err := p.cmd.Wait(); err != nil {
-			t.Fatalf("gateway process %d: %v\n%s\n%s", i, err, strings.Join(p.seen, "\n"), p.stderr.String())
-		}
+		n := p.Number(t, "used")
 		t.Logf("gateway process %d used the grant %d times", i, n)
 		total += n
 	}
