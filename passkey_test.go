@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,31 +183,6 @@ func (f failingVerifier) VerifyPasskey(context.Context, *approval.Approval, appr
 	return f.err
 }
 
-// recordedEvents keeps what a gate records.
-type recordedEvents struct {
-	mu   sync.Mutex
-	recs []*audit.Record
-}
-
-func (l *recordedEvents) Append(_ context.Context, _ bool, recs ...*audit.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, recs...)
-	return nil
-}
-
-func (l *recordedEvents) named(event string) []*audit.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*audit.Record
-	for _, r := range l.recs {
-		if r.Event == event {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // TestPasskeyReplayIsRecorded: an assertion the verifier refuses as
 // replayed, by its signature counter, is refused and recorded as
 // passkey_refused, naming the approver, the approval and its caller; other
@@ -239,7 +213,7 @@ rules:
 			if err != nil {
 				t.Fatal(err)
 			}
-			log := &recordedEvents{}
+			log := &audit.Memory{}
 			g, err := interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition,
 				Logger: slog.New(slog.DiscardHandler), Audit: log, Getenv: func(k string) string {
 					if k == "MCP_DRY_RUN" {
@@ -260,7 +234,7 @@ rules:
 			if !errors.Is(err, interlock.ErrPasskeyInvalid) || errors.Is(err, interlock.ErrPasskeyReplayed) != tt.recorded {
 				t.Fatalf("DecideWithPasskey: %v", err)
 			}
-			recs := log.named("passkey_refused")
+			recs := log.Events("passkey_refused")
 			if !tt.recorded {
 				if len(recs) != 0 {
 					t.Errorf("recorded %+v", recs[0])

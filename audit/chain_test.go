@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"math"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -20,42 +18,8 @@ import (
 	"github.com/interlock-mcp/interlock/seal"
 )
 
-// memoryLog is an audit log in a slice, stored as a store would: as the
-// encoded bytes.
-type memoryLog struct {
-	mu     sync.Mutex
-	stored [][]byte
-	prev   string
-}
-
-func (m *memoryLog) Append(_ context.Context, _ bool, recs ...*Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range recs {
-		b, err := r.Link(int64(len(m.stored)+1), m.prev)
-		if err != nil {
-			return err
-		}
-		m.stored, m.prev = append(m.stored, b), r.Hash
-	}
-	return nil
-}
-
-func (m *memoryLog) Records(context.Context, int64) iter.Seq2[*Record, error] {
-	return func(yield func(*Record, error) bool) {
-		m.mu.Lock()
-		stored := append([][]byte(nil), m.stored...)
-		m.mu.Unlock()
-		for _, b := range stored {
-			if !yield(Decode(b)) {
-				return
-			}
-		}
-	}
-}
-
 func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
-	log := &memoryLog{}
+	log := &Memory{}
 	for i := range 5 {
 		rec := &Record{Event: "call", Tool: "t", LatencyMS: float64(i), Hints: &Hints{Destructive: true}}
 		if i == 4 {
@@ -65,17 +29,17 @@ func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	edit := func(i int, from, to string) *memoryLog {
-		c := &memoryLog{stored: append([][]byte(nil), log.stored...)}
+	edit := func(i int, from, to string) *Memory {
+		c := &Memory{stored: append([][]byte(nil), log.stored...)}
 		c.stored[i] = []byte(strings.Replace(string(c.stored[i]), from, to, 1))
 		return c
 	}
-	drop := &memoryLog{stored: append(append([][]byte(nil), log.stored[:2]...), log.stored[3:]...)}
-	swap := &memoryLog{stored: append([][]byte(nil), log.stored...)}
+	drop := &Memory{stored: append(append([][]byte(nil), log.stored[:2]...), log.stored[3:]...)}
+	swap := &Memory{stored: append([][]byte(nil), log.stored...)}
 	swap.stored[1], swap.stored[2] = swap.stored[2], swap.stored[1]
 	tests := []struct {
 		name string
-		log  *memoryLog
+		log  *Memory
 		seq  int64
 	}{
 		{"edited", edit(3, `"tool":"t"`, `"tool":"u"`), 4},
@@ -101,7 +65,7 @@ func TestVerifyChainNamesTheFirstBadRecord(t *testing.T) {
 	}
 	// A record written before records kept hints (its hash computed then)
 	// verifies still, and a chain goes on from it.
-	old := &memoryLog{stored: [][]byte{[]byte(`{"args":{"amount":20,"invoice_id":"inv_1"},"event":"call",` +
+	old := &Memory{stored: [][]byte{[]byte(`{"args":{"amount":20,"invoice_id":"inv_1"},"event":"call",` +
 		`"hash":"8b51dcaccfad1bc839c0210558e2e7ea326671ddc3da0e2d4124e6cd8af9a105","mode":"token","prev":"","rule":"refunds",` +
 		`"seq":1,"time":"2026-11-23T03:04:05Z","tool":"refund_invoice"}`)}, prev: "8b51dcaccfad1bc839c0210558e2e7ea326671ddc3da0e2d4124e6cd8af9a105"}
 	if err := old.Append(context.Background(), false, &Record{Event: "call", Tool: "t", Hints: &Hints{ReadOnly: true}}); err != nil {
@@ -360,7 +324,7 @@ func TestOutsideTextKeepsTheChainWhole(t *testing.T) {
 		{"4 KiB and one", strings.Repeat("x", 4<<10+1)},
 	}
 	limits := map[string]int{"Summary": maxTextBytes, "Reason": maxTextBytes}
-	log := &memoryLog{}
+	log := &Memory{}
 	rt := reflect.TypeFor[Record]()
 	for i := range rt.NumField() {
 		sf := rt.Field(i)
@@ -500,7 +464,7 @@ func TestArgumentsAreBounded(t *testing.T) {
 		{"values of Go types", map[string]any{"n": 1, "s": struct{ A string }{"\xff"}, "l": []string{"\xfe"}},
 			map[string]any{"n": 1.0, "s": map[string]any{"A": "\ufffd"}, "l": []any{"\ufffd"}}, ""},
 	}
-	log := &memoryLog{}
+	log := &Memory{}
 	for _, tt := range tests {
 		for _, field := range []string{"args", "replaced"} {
 			t.Run(tt.name+"/"+field, func(t *testing.T) {
@@ -591,7 +555,7 @@ func TestRecordsHaveABoundedSize(t *testing.T) {
 		wide[strconv.Itoa(i)+huge[:300]] = huge
 	}
 	r.Approvers, r.RuleApprovers, r.Args, r.Replaced = names, names, wide, wide
-	log := &memoryLog{}
+	log := &Memory{}
 	if err := log.Append(context.Background(), false, r); err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,7 @@ func FuzzAuditChain(f *testing.F) {
 				Outcome: c, Detail: d, ShadowRule: a, ShadowMode: b, Hints: &Hints{Destructive: flags&64 != 0}, LatencyMS: float64(repeat)},
 			{Event: a + b, Tool: key, Detail: key + long},
 		}
-		log := &memoryLog{}
+		log := &Memory{}
 		for i, r := range recs {
 			if err := log.Append(ctx, flags&128 != 0, r); err != nil {
 				t.Fatalf("record %d: %v", i+1, err)

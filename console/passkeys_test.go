@@ -173,38 +173,13 @@ func (k *softKey) assert(t *testing.T, user, challenge []byte, counter uint32) j
 	return assertion
 }
 
-// auditRecords keeps what the gate records.
-type auditRecords struct {
-	mu   sync.Mutex
-	recs []*audit.Record
-}
-
-func (l *auditRecords) Append(_ context.Context, _ bool, recs ...*audit.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, recs...)
-	return nil
-}
-
-func (l *auditRecords) events(name string) []*audit.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*audit.Record
-	for _, r := range l.recs {
-		if r.Event == name {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // passkeyRig is a gate whose payouts bob approves with a passkey the
 // console's verifier holds, registered with its counter at stored.
 type passkeyRig struct {
 	gate  *interlock.Gate
 	keys  *passkeys
 	key   *softKey
-	audit *auditRecords
+	audit *audit.Memory
 	runs  atomic.Int64
 	tool  *interlock.Tool
 }
@@ -227,7 +202,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &passkeyRig{keys: newPasskeys(), key: newSoftKey(t), audit: &auditRecords{}}
+	r := &passkeyRig{keys: newPasskeys(), key: newSoftKey(t), audit: &audit.Memory{}}
 	r.gate, err = interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition, Logger: quiet, Audit: r.audit,
 		Getenv: func(k string) string {
 			if k == "MCP_DRY_RUN" {
@@ -339,7 +314,7 @@ func TestPasskeySignatureCounter(t *testing.T) {
 					if got.State(time.Now()) != approval.Pending || r.call(amount).Code != interlock.CodeApprovalPending {
 						t.Fatalf("step %d: after the refusal the approval is %s", i, got.State(time.Now()))
 					}
-					recs := r.audit.events("passkey_refused")
+					recs := r.audit.Events("passkey_refused")
 					if len(recs) != refusals {
 						t.Fatalf("step %d: %d passkey_refused records, want %d", i, len(recs), refusals)
 					}
@@ -353,9 +328,9 @@ func TestPasskeySignatureCounter(t *testing.T) {
 					t.Fatalf("step %d: stored counter %d, want %d", i, got, want)
 				}
 			}
-			if runs != r.runs.Load() || len(r.audit.events("passkey_refused")) != refusals {
+			if runs != r.runs.Load() || len(r.audit.Events("passkey_refused")) != refusals {
 				t.Errorf("%d calls ran, want %d; %d refusals recorded, want %d",
-					r.runs.Load(), runs, len(r.audit.events("passkey_refused")), refusals)
+					r.runs.Load(), runs, len(r.audit.Events("passkey_refused")), refusals)
 			}
 		})
 	}
@@ -375,7 +350,7 @@ func TestPasskeyCounterRace(t *testing.T) {
 	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), interlock.ErrPasskeyReplayed) {
 		t.Errorf("two assertions with counter 6: %v", errs)
 	}
-	if r.stored() != 6 || len(r.audit.events("passkey_refused")) != 1 {
-		t.Errorf("stored counter %d, %d refusals recorded", r.stored(), len(r.audit.events("passkey_refused")))
+	if r.stored() != 6 || len(r.audit.Events("passkey_refused")) != 1 {
+		t.Errorf("stored counter %d, %d refusals recorded", r.stored(), len(r.audit.Events("passkey_refused")))
 	}
 }
