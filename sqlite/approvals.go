@@ -60,7 +60,7 @@ var (
 // path. A gateway, which keeps its confirm tokens and budgets in the same
 // file, opens them all with [OpenState].
 func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
-	h, err := openHandle(ctx, path, approvalsSchema)
+	h, err := openHandle(ctx, path, approvalsSchema+gatewaysSchema+consoleLinksSchema)
 	if err != nil {
 		return nil, fmt.Errorf("approval store %s: %w", path, err)
 	}
@@ -81,7 +81,7 @@ type State struct {
 
 // OpenState opens (creating when needed) the state file at path.
 func OpenState(ctx context.Context, path string) (*State, error) {
-	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema)
+	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema+gatewaysSchema+consoleLinksSchema)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite state %s: %w", path, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -37,36 +36,8 @@ const gatewaysSchema = `CREATE TABLE IF NOT EXISTS gateways (
 	seen          INTEGER NOT NULL,
 	config_digest TEXT NOT NULL DEFAULT '',
 	authenticates INTEGER NOT NULL DEFAULT 0
-)`
-
-// gatewaysAdded are the columns added to the table since its first
-// version, with their definitions: a table an earlier interlock made
-// gets them when a gateway announces itself.
-var gatewaysAdded = [][2]string{
-	{"config_digest", "TEXT NOT NULL DEFAULT ''"},
-	{"authenticates", "INTEGER NOT NULL DEFAULT 0"},
-}
-
-// gatewaysTable makes the table of announcements, or adds to one an
-// earlier version made the columns it lacks.
-func gatewaysTable(ctx context.Context, c *sql.Conn) error {
-	if _, err := c.ExecContext(ctx, gatewaysSchema); err != nil {
-		return err
-	}
-	for _, col := range gatewaysAdded {
-		var n int
-		if err := c.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info('gateways') WHERE name = ?", col[0]).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			continue
-		}
-		if _, err := c.ExecContext(ctx, "ALTER TABLE gateways ADD COLUMN "+col[0]+" "+col[1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+);
+`
 
 // Announce records that g runs now, or that it still does: a gateway
 // announces itself at start and then now and then, so the others on the
@@ -74,9 +45,6 @@ func gatewaysTable(ctx context.Context, c *sql.Conn) error {
 // renewed for a day are dropped.
 func (s *Approvals) Announce(ctx context.Context, g Gateway) error {
 	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
-		if err := gatewaysTable(ctx, c); err != nil {
-			return err
-		}
 		since := g.Since
 		if since.IsZero() {
 			since = now
@@ -100,9 +68,6 @@ func (s *Approvals) Announce(ctx context.Context, g Gateway) error {
 // Depart removes g's announcement, as a gateway stopping does.
 func (s *Approvals) Depart(ctx context.Context, id string) error {
 	err := s.change(ctx, func(c *sql.Conn, _ time.Time) error {
-		if err := gatewaysTable(ctx, c); err != nil {
-			return err
-		}
 		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE id = ?", id)
 		return err
 	})
@@ -116,14 +81,6 @@ func (s *Approvals) Depart(ctx context.Context, id string) error {
 // recently seen first.
 func (s *Approvals) Gateways(ctx context.Context, within time.Duration) ([]Gateway, error) {
 	gws, err := s.gateways(ctx, within)
-	if err != nil && strings.Contains(err.Error(), "no such column") {
-		// Only gateways of an earlier version announced themselves: their
-		// table gets the columns this one reads.
-		if err := s.change(ctx, func(c *sql.Conn, _ time.Time) error { return gatewaysTable(ctx, c) }); err != nil {
-			return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
-		}
-		gws, err = s.gateways(ctx, within)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
 	}
@@ -134,11 +91,6 @@ func (s *Approvals) gateways(ctx context.Context, within time.Duration) ([]Gatew
 	rows, err := s.db.QueryContext(ctx, `SELECT id, version, console_url, since, seen, config_digest, authenticates
 		FROM gateways WHERE seen >= ? ORDER BY seen DESC, id`, time.Now().Add(-within).UnixNano())
 	if err != nil {
-		// No gateway announced itself yet: the table is made by the
-		// first announcement.
-		if isNoTable(err) {
-			return nil, nil
-		}
 		return nil, err
 	}
 	defer rows.Close()
@@ -169,6 +121,3 @@ func (s *Approvals) ConsoleURL(ctx context.Context, within time.Duration) string
 	}
 	return ""
 }
-
-// isNoTable reports SQLite's error for a table not made yet.
-func isNoTable(err error) bool { return strings.Contains(err.Error(), "no such table") }

@@ -15,16 +15,14 @@ import (
 const consoleLinksSchema = `CREATE TABLE IF NOT EXISTS console_links (
 	hash       TEXT PRIMARY KEY,
 	expires_at INTEGER NOT NULL
-) WITHOUT ROWID`
+) WITHOUT ROWID;
+`
 
 // AddConsoleLink keeps token as a one-time console link for ttl from now,
 // for whichever gateway on the data directory the operator opens it in
 // (see [Approvals.SpendConsoleLink]). Links that expired are dropped.
 func (s *Approvals) AddConsoleLink(ctx context.Context, token string, ttl time.Duration) error {
 	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
-		if _, err := c.ExecContext(ctx, consoleLinksSchema); err != nil {
-			return err
-		}
 		if _, err := c.ExecContext(ctx, "DELETE FROM console_links WHERE expires_at <= ?", now.UnixNano()); err != nil {
 			return err
 		}
@@ -45,9 +43,6 @@ func (s *Approvals) AddConsoleLink(ctx context.Context, token string, ttl time.D
 func (s *Approvals) SpendConsoleLink(ctx context.Context, token string) (bool, error) {
 	spent := false
 	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
-		if _, err := c.ExecContext(ctx, consoleLinksSchema); err != nil {
-			return err
-		}
 		res, err := c.ExecContext(ctx, "DELETE FROM console_links WHERE hash = ? AND expires_at > ?", linkHash(token), now.UnixNano())
 		if err != nil {
 			return err
