@@ -63,14 +63,15 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	if g.approvals == nil {
 		return fmt.Errorf("decision for %s demands approval, and the gate has no approval store", c.Tool)
 	}
-	if sg, err := g.useGrant(ctx, c, d); err != nil || sg != nil {
+	digest := d.approvalDigest()
+	if sg, err := g.useGrant(ctx, c, d, digest); err != nil || sg != nil {
 		if sg != nil {
 			c.confirmedBy, c.grant = ConfirmedByGrant, sg.ID
 			c.approvers = []string{sg.GrantedBy}
 		}
 		return err
 	}
-	key, err := approvalKey(c, d.approvalDigest())
+	key, err := approvalKey(c, digest)
 	if err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	}
 	now := time.Now()
 	candidate := &approval.Approval{ID: newApprovalID(), Key: key, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
-		Upstream: c.Upstream, Rule: d.Rule, RuleDigest: d.approvalDigest(), Args: g.redactedArgs(c), Summary: summary,
+		Upstream: c.Upstream, Rule: d.Rule, RuleDigest: digest, Args: g.redactedArgs(c), Summary: summary,
 		Approvers: d.Approvers, Quorum: max(d.Quorum, 1), RequirePasskey: d.RequirePasskey,
 		CreatedAt: now, ExpiresAt: now.Add(timeout), RunWithin: d.RunWithin}
 	a, err := g.approvals.Request(ctx, candidate)

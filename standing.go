@@ -166,11 +166,10 @@ func (g *Gate) OffersGrants() bool { return g.grants != nil && g.compileConditio
 // Grants returns the gate's grant store; nil when it has none.
 func (g *Gate) Grants() approval.GrantStore { return g.grants }
 
-// useGrant looks for a live grant that covers c as d decides it
-// ([approval.Covers]) and spends one of its uses. A condition that cannot
+// useGrant looks for a live grant that covers c as d decides it, under
+// the rule of that digest ([approval.Covers]), and spends one of its uses. A condition that cannot
 // be evaluated covers nothing.
-func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision) (*approval.StandingGrant, error) {
-	digest := d.approvalDigest()
+func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string) (*approval.StandingGrant, error) {
 	if g.grants == nil || g.compileCondition == nil || noGrantUnder(d.Quorum, d.RequirePasskey, digest) != "" {
 		return nil, nil
 	}

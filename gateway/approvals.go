@@ -83,7 +83,7 @@ func (g *Gateway) handleGetApproval(w http.ResponseWriter, r *http.Request, who 
 		err = approval.ErrUnknown
 	}
 	if err != nil {
-		writeError(w, approvalError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, g.view(a))
@@ -113,7 +113,7 @@ func (g *Gateway) handleDecide(verdict approval.Verdict) func(http.ResponseWrite
 		}
 		a, err := g.gate.Decide(r.Context(), r.PathValue("id"), who, verdict, body.Reason)
 		if err != nil {
-			writeError(w, approvalError(err))
+			writeError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, g.view(a))
@@ -138,7 +138,7 @@ func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who i
 func (g *Gateway) handleRevokeGrant(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
 	if err != nil {
-		writeError(w, approvalError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, sg)
@@ -180,7 +180,7 @@ func (g *Gateway) handleGrantScope(w http.ResponseWriter, r *http.Request, who i
 	}
 	sg, err := g.gate.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})
 	if err != nil {
-		writeError(w, approvalError(err))
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, sg)
@@ -197,14 +197,4 @@ func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Id
 		return interlock.Identity{}, false
 	}
 	return approverOf(ti), true
-}
-
-// approvalError is the wire error of a failed approval request
-// ([interlock.Refusal]); a failure that is not the approver's passes on
-// to writeError, which answers INTERNAL_ERROR without its text.
-func approvalError(err error) error {
-	if e := interlock.Refusal(err); e != nil {
-		return e
-	}
-	return err
 }

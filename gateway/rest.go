@@ -33,7 +33,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError answers err in the words and status of its code
+// ([interlock.Refusal]); an error that is not the caller's to fix is
+// INTERNAL_ERROR, without its text.
 func writeError(w http.ResponseWriter, err error) {
+	if e := interlock.Refusal(err); e != nil {
+		err = e
+	}
 	body := interlock.BodyOf(err)
 	writeJSON(w, body.Code.Status(), body)
 }
