@@ -167,8 +167,8 @@ func (g *Gate) OffersGrants() bool { return g.grants != nil && g.compileConditio
 func (g *Gate) Grants() approval.GrantStore { return g.grants }
 
 // useGrant looks for a live grant that covers c as d decides it, under
-// the rule of that digest ([approval.Covers]), and spends one of its uses. A condition that cannot
-// be evaluated covers nothing.
+// the rule of that digest ([approval.Covers]), and spends one of its uses.
+// A condition that cannot be evaluated covers nothing.
 func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string) (*approval.StandingGrant, error) {
 	if g.grants == nil || g.compileCondition == nil || noGrantUnder(d.Quorum, d.RequirePasskey, digest) != "" {
 		return nil, nil
