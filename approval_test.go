@@ -93,10 +93,10 @@ func TestApprovalHandshake(t *testing.T) {
 			want error
 		}{
 			{Identity{Principal: "alice", Tenant: "acme", Groups: []string{"finance"}}, approval.ErrSelfApproval},
-			{Identity{Principal: "mallory", Tenant: "acme"}, approval.ErrUnknown},
-			{Identity{Principal: "mallory", Tenant: "acme", Groups: []string{"sales"}}, approval.ErrUnknown},
-			{Identity{Principal: "bob", Tenant: "globex"}, approval.ErrUnknown},
-			{Identity{Principal: "dave", Tenant: "globex", Groups: []string{"finance"}}, approval.ErrUnknown},
+			{Identity{Principal: "mallory", Tenant: "acme"}, approval.ErrNotAnApprover},
+			{Identity{Principal: "mallory", Tenant: "acme", Groups: []string{"sales"}}, approval.ErrNotAnApprover},
+			{Identity{Principal: "bob", Tenant: "globex"}, approval.ErrNotAnApprover},
+			{Identity{Principal: "dave", Tenant: "globex", Groups: []string{"finance"}}, approval.ErrNotAnApprover},
 		}
 		for _, tt := range tests {
 			if _, err := r.gate.Decide(ctx, id, tt.who, approval.Approve, ""); !errors.Is(err, tt.want) {

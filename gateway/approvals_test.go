@@ -66,10 +66,10 @@ rules:
 	if _, list := get(t, srv.URL+"/v1/approvals", "bob-key"); len(list["approvals"].([]any)) != 1 {
 		t.Errorf("bob's list: %v", list)
 	}
-	// The caller is told she may not; mallory, whom the rule does not
-	// name, is told what every face tells her: there is no such approval.
-	for key, want := range map[string]string{"alice-key": "PERMISSION_DENIED", "mallory-key": "NOT_FOUND"} {
-		if status, body := decide(id, "approve", key); body["code"] != want || (want == "NOT_FOUND") != (status == http.StatusNotFound) {
+	// Deciding one's own call, or one the rule does not name you for, is
+	// 403 PERMISSION_DENIED.
+	for _, key := range []string{"alice-key", "mallory-key"} {
+		if status, body := decide(id, "approve", key); body["code"] != "PERMISSION_DENIED" || status != http.StatusForbidden {
 			t.Errorf("%s approves: %d %v", key, status, body)
 		}
 	}

@@ -136,24 +136,23 @@ func TestWhoMaySeeAndDecide(t *testing.T) {
 			check("the history page shows bob's decision and reason", strings.Contains(page, "checked by bob"), v.sees)
 			check("the history page shows the grant's approval and reason", strings.Contains(page, "granted by fin"), v.sees)
 
-			// Decisions refused: nothing changes, and one who may not see
-			// is told there is nothing there.
+			// Decisions refused, 403 PERMISSION_DENIED over REST, as its
+			// contract says of one's own call and of one a key may not
+			// decide: nothing changes.
 			if !v.decides {
 				status, body := post(t, srv.URL+"/v1/approvals/"+pending+"/approve", v.key, `{}`)
-				want := http.StatusNotFound
-				if v.own {
-					want = http.StatusForbidden
-				}
-				if status != want {
-					t.Errorf("REST approve: %d %v, want %d", status, body, want)
+				if status != http.StatusForbidden || body["code"] != "PERMISSION_DENIED" {
+					t.Errorf("REST approve: %d %v, want 403 PERMISSION_DENIED", status, body)
 				}
 				status, _ = b.postForm(srv.URL+"/console/approvals/"+pending+"/decide", url.Values{"decision": {"approve"}}, "/console/approvals/"+pending)
+				// The console answers with the approval's page, which one
+				// who may not see it is told does not exist.
 				if v.sees && status != http.StatusForbidden || !v.sees && status != http.StatusNotFound {
 					t.Errorf("console approve: %d", status)
 				}
-				status, _ = post(t, srv.URL+"/v1/approvals/"+pending+"/grant", v.key, `{"ttl":"1h","uses":1}`)
-				if status != want {
-					t.Errorf("REST grant: %d, want %d", status, want)
+				status, body = post(t, srv.URL+"/v1/approvals/"+pending+"/grant", v.key, `{"ttl":"1h","uses":1}`)
+				if status != http.StatusForbidden || body["code"] != "PERMISSION_DENIED" {
+					t.Errorf("REST grant: %d %v, want 403 PERMISSION_DENIED", status, body)
 				}
 			}
 			if !v.sees {

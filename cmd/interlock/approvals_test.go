@@ -57,13 +57,13 @@ rules:
 	if code, _, errText := cli("agent-key", "approve", id); code != 1 || !strings.Contains(errText, "PERMISSION_DENIED") {
 		t.Errorf("the caller approves: %d %q", code, errText)
 	}
-	// bob of another tenant is another person: the approval is not there
-	// for him, whatever he tries.
+	// bob of another tenant is another person: the approval is not his to
+	// list or decide.
 	if code, out, _ := cli("other-bob-key", "list"); code != 0 || strings.Contains(out, id) {
 		t.Errorf("list by bob of tenant other: %d %q", code, out)
 	}
 	for _, verb := range []string{"approve", "deny"} {
-		if code, _, errText := cli("other-bob-key", verb, id); code != 1 || !strings.Contains(errText, "NOT_FOUND") {
+		if code, _, errText := cli("other-bob-key", verb, id); code != 1 || !strings.Contains(errText, "PERMISSION_DENIED") {
 			t.Errorf("%s by bob of tenant other: %d %q", verb, code, errText)
 		}
 	}
