@@ -281,6 +281,9 @@ func (g *Gateway) event(ctx context.Context, name string, rec *audit.Record) {
 // over HTTP with keys, "anonymous" over HTTP without them, and the
 // operating-system user on stdio.
 func identify(ctx context.Context, req *mcp.CallToolRequest) interlock.Identity {
+	if s := stateOf(ctx); s.identified {
+		return s.who
+	}
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		// keyVerifier puts the session owner in UserID; the principal
 		// alone is in Extra.

@@ -21,14 +21,11 @@ import (
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
-// connKey is the context key of the connection a request came on.
-type connKey struct{}
-
 // ConnContext is an [http.Server]'s ConnContext: it keeps the connection
 // in the context of its requests, so that a request that authenticates can
 // tell a connection that implements [Prover].
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
+	return withState(ctx, func(s *requestState) { s.conn = c })
 }
 
 // Prover is a connection that can be told it carried an authenticated
@@ -39,7 +36,7 @@ type Prover interface{ Prove() }
 // proveConn tells the request's connection that it carried an
 // authenticated request, if it listens.
 func proveConn(ctx context.Context) {
-	if p, ok := ctx.Value(connKey{}).(Prover); ok {
+	if p, ok := stateOf(ctx).conn.(Prover); ok {
 		p.Prove()
 	}
 }

@@ -389,7 +389,7 @@ func (s *laneSession) enter(ctx context.Context, id json.RawMessage) (context.Co
 // and writes its answer.
 func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callParams, extra *mcp.RequestExtra, out laneOut) {
 	st := &laneStream{s: s, out: out}
-	ctx = context.WithValue(ctx, laneKey{}, st)
+	ctx = withState(ctx, func(s *requestState) { s.lane = st })
 	req := &mcp.CallToolRequest{
 		Session: s.ss,
 		Params:  &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments, Meta: p.Meta},
@@ -400,7 +400,7 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		// The result is completed below from its JSON in any case, so a
 		// link of the same protocol can hand over its bytes.
 		v = &verbatim{latest: true}
-		ctx = context.WithValue(ctx, verbatimKey{}, v)
+		ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
 	}
 	res, err := l.chain(ctx, "tools/call", req)
 	if p.latest {
@@ -467,13 +467,9 @@ func (s *laneSession) answer(m rpcMessage) bool {
 	return true
 }
 
-// laneKey keys a lane call's stream in its context.
-type laneKey struct{}
-
 // laneStreamOf returns the stream of the lane call ctx belongs to, if any.
 func laneStreamOf(ctx context.Context) *laneStream {
-	st, _ := ctx.Value(laneKey{}).(*laneStream)
-	return st
+	return stateOf(ctx).lane
 }
 
 // laneStream carries one lane call's messages to its client.

@@ -446,7 +446,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	callCtx := ctx
 	if v != nil {
 		v.begin()
-		callCtx = context.WithValue(ctx, wireKey{}, v)
+		callCtx = withState(ctx, func(s *requestState) { s.wire = v })
 	}
 	res, err := cs.CallTool(callCtx, params)
 	if v != nil {
