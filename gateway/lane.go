@@ -165,7 +165,7 @@ func (l *lane) wrapStateless(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && sdkrules.POSTAccepted(r) {
 			if msgs := requestMessages(r); len(msgs) == 1 && msgs[0].Method == "tools/call" {
 				if s := l.stateless(); s != nil {
-					if p, ok := l.takes(s, msgs[0]); ok && p.latest && sdkrules.ToolCallHeaders(r.Header, p.Name) && !l.g.mirroredTool(p.Name).headerBound {
+					if p, ok := l.takes(s, msgs[0]); ok && p.latest && sdkrules.ToolCallHeaders(r.Header, p.Name) && !headerBound(l.g.table().find(p.Name)) {
 						extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
 						if l.run(r.Context(), s, msgs[0], p, extra, &httpOut{w: w}) {
 							return

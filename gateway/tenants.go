@@ -45,12 +45,11 @@ func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 // see and call under cfg.
 func (g *Gateway) allowed(cfg *config.File, tenant string, tools []*mcp.Tool) []*mcp.Tool {
 	visible := make([]*mcp.Tool, 0, len(tools))
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	table := g.table()
 	for _, t := range tools {
 		upstream := ""
-		if u := g.owner[t.Name]; u != nil {
-			upstream = u.cfg.Name
+		if m := table.find(t.Name); m != nil {
+			upstream = m.upstream.cfg.Name
 		}
 		if cfg.ToolAllowed(tenant, t.Name, upstream) {
 			visible = append(visible, t)
