@@ -164,17 +164,17 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	}
 	defer stopTracing()
-	opts := gateway.Options{Version: version, Logger: log, Getenv: func(name string) string {
+	opts := gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: log, Getenv: func(name string) string {
 		if name == interlock.SecretEnv {
 			return secret
 		}
 		return os.Getenv(name)
-	}}
+	}}}
 	if !*stdio {
 		opts.Metrics = metrics.New()
 	}
 	if tracing {
-		opts.Tracer = interlock.GlobalTracer()
+		opts.Gate.Tracer = interlock.GlobalTracer()
 	}
 	store := ""
 	// shared is the data directory's state when no store is configured.
@@ -191,8 +191,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer st.Close()
 		approvals := st.Approvals()
 		shared = approvals
-		opts.Tokens, opts.Budgets = st.Tokens(), st.Budgets()
-		opts.Approvals, opts.Grants = approvals, approvals
+		opts.Gate.Tokens, opts.Gate.Budgets = st.Tokens(), st.Budgets()
+		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
 		// Links made by interlock console link sign the operator in to
 		// this gateway's console too.
 		opts.OperatorLinks = approvals.SpendConsoleLink
@@ -204,7 +204,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer tokens.Close()
-		opts.Tokens, opts.Approvals, opts.Grants, opts.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
+		opts.Gate.Tokens, opts.Gate.Approvals, opts.Gate.Grants, opts.Gate.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
 		// A binding no token is issued under: a round trip that changes nothing.
 		opts.Probes = append(opts.Probes, gateway.Probe{Name: "token store", Check: func(ctx context.Context) error {
 			_, err := tokens.Consume(ctx, "readiness-probe", "")
@@ -218,7 +218,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer approvals.Close()
-		opts.Approvals, opts.Grants = approvals, approvals
+		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
 		if store == "" {
 			store = "tokens in memory (this process only)"
 		}
@@ -229,7 +229,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	}
 	defer auditLog.Close()
-	opts.Audit, opts.AuditOptional = auditLog, !f.Audit.IsRequired()
+	opts.Gate.Audit, opts.Gate.AuditOptional = auditLog, !f.Audit.IsRequired()
 	opts.Probes = append(opts.Probes, gateway.Probe{Name: "audit log", Check: func(ctx context.Context) error {
 		_, _, err := auditLog.Head(ctx)
 		return err
@@ -288,7 +288,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	nctx, stopNotify := context.WithCancel(ctx)
 	defer stopNotify()
 	go notifier.Run(nctx)
-	opts.OnApproval = notifier.Pending
+	opts.Gate.OnApproval = notifier.Pending
 	gw, err := gateway.New(f, opts)
 	if err != nil {
 		return err
