@@ -17,6 +17,7 @@ import (
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/budget"
 	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -190,7 +191,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		g.identify = DefaultIdentify
 	}
 	if g.tokens == nil {
-		g.tokens = NewMemoryTokens()
+		g.tokens = seal.NewMemoryTokens()
 	}
 	if g.approvals == nil {
 		g.approvals = approval.NewMemory()
@@ -199,7 +200,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		g.grants = approval.NewMemoryGrants()
 	}
 	if g.budgets == nil {
-		g.budgets = NewMemoryBudgets()
+		g.budgets = budget.NewMemory()
 	}
 	if opts.CompileCondition != nil {
 		g.compileCondition = cachedConditions(opts.CompileCondition)

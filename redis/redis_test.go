@@ -14,6 +14,7 @@ import (
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
 	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/seal"
 	"github.com/interlock-mcp/interlock/storetest"
 )
 
@@ -115,7 +116,7 @@ func TestOpenUnreachable(t *testing.T) {
 // and in memory.
 func BenchmarkConsume(b *testing.B) {
 	ctx := context.Background()
-	stores := map[string]interlock.TokenStore{"memory": interlock.NewMemoryTokens(), "redis": store(b)}
+	stores := map[string]interlock.TokenStore{"memory": seal.NewMemoryTokens(), "redis": store(b)}
 	for _, name := range []string{"memory", "redis"} {
 		s := stores[name]
 		b.Run(name, func(b *testing.B) {
@@ -139,7 +140,7 @@ func BenchmarkConsume(b *testing.B) {
 // once, as a busy gateway consumes.
 func BenchmarkConsumeParallel(b *testing.B) {
 	ctx := context.Background()
-	stores := map[string]interlock.TokenStore{"memory": interlock.NewMemoryTokens(), "redis": store(b)}
+	stores := map[string]interlock.TokenStore{"memory": seal.NewMemoryTokens(), "redis": store(b)}
 	for _, name := range []string{"memory", "redis"} {
 		s := stores[name]
 		b.Run(name, func(b *testing.B) {
