@@ -48,7 +48,7 @@ type Options struct {
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
 	// Tracer, when set, makes spans for every call; see
-	// interlock.GlobalTracer.
+	// tracing.GlobalTracer.
 	Tracer trace.Tracer
 	// PublicURL is where approvers reach this gateway over HTTP, such as
 	// http://127.0.0.1:8740: the approval_url of a pending approval points

@@ -15,10 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
+	"github.com/interlock-mcp/interlock/tracing"
 )
 
 // ConnContext is an [http.Server]'s ConnContext: it keeps the connection
@@ -221,7 +221,7 @@ const protocolVersionHeader = sdkrules.ProtocolVersionHeader
 func withTraceContext(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("traceparent") != "" {
-			r = r.WithContext(interlock.TraceFromHeaders(r.Context(), propagation.HeaderCarrier(r.Header)))
+			r = r.WithContext(tracing.FromHeaders(r.Context(), propagation.HeaderCarrier(r.Header)))
 		}
 		h.ServeHTTP(w, r)
 	})

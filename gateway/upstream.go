@@ -27,6 +27,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/resilience"
+	"github.com/interlock-mcp/interlock/tracing"
 )
 
 // connectTimeout bounds starting a child and the MCP handshake with it. A
@@ -293,7 +294,7 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 		if traced {
-			interlock.TraceToHeaders(r.Context(), propagation.HeaderCarrier(r.Header))
+			tracing.ToHeaders(r.Context(), propagation.HeaderCarrier(r.Header))
 		}
 	}
 	return h.next.RoundTrip(r)
@@ -424,7 +425,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	params := &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{}}
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		// The upstream continues the caller's trace.
-		interlock.TraceToMeta(ctx, params.Meta)
+		tracing.ToMeta(ctx, params.Meta)
 	}
 	token, untrack := u.trackProgress(ctx, req)
 	defer untrack()

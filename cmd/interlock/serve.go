@@ -40,6 +40,7 @@ import (
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/sqlite"
+	"github.com/interlock-mcp/interlock/tracing"
 )
 
 //go:embed builtin.yaml
@@ -159,7 +160,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 	}
-	stopTracing, tracing, err := startTracing(ctx)
+	stopTracing, traced, err := startTracing(ctx)
 	if err != nil {
 		return err
 	}
@@ -173,8 +174,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if !*stdio {
 		opts.Metrics = metrics.New()
 	}
-	if tracing {
-		opts.Gate.Tracer = interlock.GlobalTracer()
+	if traced {
+		opts.Gate.Tracer = tracing.GlobalTracer()
 	}
 	store := ""
 	// shared is the data directory's state when no store is configured.
