@@ -725,3 +725,73 @@ func TestReleaseStampsTheVersion(t *testing.T) {
 		t.Errorf("interlock version: %q %v", got, err)
 	}
 }
+
+// TestDocsLinks: every relative link of the README and the pages in docs/
+// names a file that exists and, with #anchor, a heading of that file (as
+// GitHub makes anchors of headings).
+func TestDocsLinks(t *testing.T) {
+	root := repoRoot(t)
+	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	pages = append(pages, filepath.Join(root, "README.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	heading := regexp.MustCompile("(?m)^#{1,6} (.+)$")
+	anchors := func(path string) map[string]bool {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		// Headings inside fenced blocks are not headings.
+		var prose strings.Builder
+		fence := false
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "```") {
+				fence = !fence
+			} else if !fence {
+				prose.WriteString(line + "\n")
+			}
+		}
+		set := map[string]bool{}
+		for _, m := range heading.FindAllStringSubmatch(prose.String(), -1) {
+			var slug strings.Builder
+			for _, r := range strings.ToLower(m[1]) {
+				switch {
+				case r == ' ':
+					slug.WriteRune('-')
+				case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+					slug.WriteRune(r)
+				}
+			}
+			set[slug.String()] = true
+		}
+		return set
+	}
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(raw), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			rel, _ := filepath.Rel(root, path)
+			if _, err := os.Stat(path); err != nil {
+				// Pages being written beside this one.
+				if rel == filepath.Join("docs", "upstreams.md") || rel == filepath.Join("docs", "deployment.md") {
+					continue
+				}
+				t.Errorf("%s: link to %s: no such file", filepath.Base(page), target)
+				continue
+			}
+			if anchor != "" && !anchors(path)[anchor] {
+				t.Errorf("%s: link to %s: %s has no heading #%s", filepath.Base(page), target, rel, anchor)
+			}
+		}
+	}
+}
