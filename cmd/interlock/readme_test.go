@@ -795,3 +795,44 @@ func TestDocsLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsExampleResults: the results the pages show (```json
+// example=TOOL) are what the demo answers with dry run off, but for the
+// values that change with every call (a token, an expiry).
+func TestDocsExampleResults(t *testing.T) {
+	calls := map[string]map[string]any{
+		"send_reminder": {"customer_id": "acct_9931"},
+		"upgrade_plan":  {"customer_id": "acct_9931", "to": "scale"},
+	}
+	root := repoRoot(t)
+	cs := connectStdio(t, "false")
+	seen := 0
+	for _, page := range []string{"errors.md", "modes.md"} {
+		for _, b := range fencedBlocks(t, filepath.Join(root, "docs", page)) {
+			tool := b.attrs["example"]
+			if b.lang != "json" || tool == "" {
+				continue
+			}
+			seen++
+			var want map[string]any
+			if err := json.Unmarshal([]byte(b.text), &want); err != nil {
+				t.Fatalf("%s:%d: %v", page, b.line, err)
+			}
+			got := structured(t, callTool(t, cs, tool, calls[tool]))
+			for _, changes := range []string{"confirm_token", "expires_at"} {
+				if _, ok := got[changes]; ok != (want[changes] != nil) {
+					t.Errorf("%s:%d: %s present: %v, shown: %v", page, b.line, changes, ok, want[changes] != nil)
+				}
+				delete(got, changes)
+				delete(want, changes)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				g, _ := json.MarshalIndent(got, "", "  ")
+				t.Errorf("%s:%d: %s answers\n%s", page, b.line, tool, g)
+			}
+		}
+	}
+	if seen != len(calls) {
+		t.Errorf("%d example results found, %d expected", seen, len(calls))
+	}
+}
