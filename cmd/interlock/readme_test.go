@@ -367,7 +367,10 @@ func TestReadme(t *testing.T) {
 		if len(lines) == 0 || lines[0] != "git clone https://github.com/interlock-mcp/interlock" {
 			t.Fatalf("README.md:%d: the clone line changed: %q", b.line, lines)
 		}
-		// The clone comes from this repository instead of GitHub.
+		if err := exec.Command("git", "-C", s.root, "rev-parse", "HEAD").Run(); err != nil {
+			t.Skipf("the source is not a git checkout to clone: %v", err)
+		}
+		// The clone comes from this repository (its last commit) instead of GitHub.
 		script := strings.Replace(b.text, "https://github.com/interlock-mcp/interlock", s.root+" interlock", 1)
 		out := s.sh(t, t.TempDir(), script)
 		if !strings.Contains(out, "interlock ") {
