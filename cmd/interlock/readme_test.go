@@ -447,6 +447,33 @@ func TestReadme(t *testing.T) {
 		}
 	})
 
+	t.Run("init-vscode", func(t *testing.T) {
+		// VS Code's form of the same file: init answers in that form.
+		dir := filepath.Join(s.home, "vscode", ".vscode")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		vscode := strings.Replace(string(original), `"mcpServers"`, `"servers"`, 1)
+		vscode = strings.Replace(vscode, `"command": "npx"`, `"type": "stdio", "command": "npx"`, 1)
+		if err := os.WriteFile(filepath.Join(dir, "mcp.json"), []byte(vscode), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-c", "interlock init --from .vscode/mcp.json 2>/dev/null")
+		cmd.Dir, cmd.Env = filepath.Dir(dir), s.env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			Servers map[string]struct {
+				Type string `json:"type"`
+			} `json:"servers"`
+		}
+		if err := json.Unmarshal(out, &file); err != nil || file.Servers["interlock"].Type != "stdio" {
+			t.Errorf("init from VS Code's file printed (%v):\n%s", err, out)
+		}
+	})
+
 	t.Run("check", func(t *testing.T) {
 		outputs("check", s.sh(t, s.home, block("check").text))
 	})
