@@ -548,7 +548,13 @@ func TestReadme(t *testing.T) {
 			t.Fatalf("the console block is not one command: %q", lines)
 		}
 		base, _ := s.start(t, s.home, lines[0])
-		pending, _ := callBody(t, cs, "move_file", back)
+		// The console announces itself in the data directory just after its
+		// banner; the same call asks again until the answer names it.
+		var pending interlock.Body
+		waitFor(t, "the pending answer to name the console", func() bool {
+			pending, _ = callBody(t, cs, "move_file", back)
+			return pending.ApprovalURL != ""
+		})
 		if pending.Code != interlock.CodeApprovalPending || pending.ApprovalID != first.ApprovalID || pending.ApprovalURL != base+"/console/approvals/"+first.ApprovalID {
 			t.Fatalf("move_file with the console at %s: %+v", base, pending)
 		}
