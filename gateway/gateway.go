@@ -201,6 +201,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(g.passThrough)
 	g.server.AddReceivingMiddleware(g.tenantView)
 	g.server.AddReceivingMiddleware(g.verbatimResults)
+	g.server.AddReceivingMiddleware(g.toolFields)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	life, stop := context.WithCancel(context.Background())
 	g.life, g.stop = life, stop

@@ -31,6 +31,14 @@ func ownsLink(ss *mcp.ServerSession) bool {
 	return ip != nil && ip.ClientInfo != nil && ip.ProtocolVersion < protocolNew
 }
 
+// perClient reports whether ss is served by a link of its own: only when
+// the upstream's config asks for it (per_client), since a link to a child
+// is a process of its own. By default every client shares one link, and
+// what the upstream asks during a call goes to the client of that call.
+func (u *upstream) perClient(ss *mcp.ServerSession) bool {
+	return u.cfg.PerClient && ownsLink(ss)
+}
+
 // protocolNew is the first protocol version served without sessions.
 const protocolNew = "2026-07-28"
 
@@ -44,7 +52,7 @@ type peerLink struct {
 // linkFor returns the upstream session that serves ss: its own one, made
 // on first use, or the shared one.
 func (u *upstream) linkFor(ctx context.Context, ss *mcp.ServerSession) (*mcp.ClientSession, error) {
-	if !ownsLink(ss) {
+	if !u.perClient(ss) {
 		return u.connect(ctx)
 	}
 	u.linksMu.Lock()
@@ -103,8 +111,11 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession) (*mcp.Clie
 	transport, what := u.transport()
 	pending := new(atomic.Int64)
 	if child, _ := u.describe(); child {
-		transport = childTransport{Transport: transport, pending: pending}
+		// Only a child's connection can be wrapped: an HTTP upstream's
+		// tells the SDK things through methods only the SDK implements.
+		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: pending}, extras: &u.extras}
 	}
+
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
 	client.AddReceivingMiddleware(u.questions(peer))
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -152,6 +163,8 @@ func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
 		},
 		ProgressNotificationHandler: u.relayProgress,
 		Capabilities:                &mcp.ClientCapabilities{},
+		// What the SDK says of the link (a stream that failed) is the operator's to read.
+		Logger: u.log().With("upstream", u.cfg.Name),
 	}
 	// A change announced on any link is mirrored from that link, so a
 	// client whose own child changed its tools sees them; hints can only
@@ -171,7 +184,15 @@ func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
 		opts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			u.hooks.resourceUpdated(req.Params)
 		}
-		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+		// The shared link serves every client, so it declares all that a
+		// client may answer: a server offers some tools only to a client
+		// that can sample, list roots or show a form. A question is then
+		// carried to the client whose call it belongs to, and refused when
+		// that client did not declare the capability (see sharedAsk).
+		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
+		opts.Capabilities.Sampling = &mcp.SamplingCapabilities{}
+		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{ListChanged: true}
+		opts.CreateMessageWithToolsHandler = u.sample
 		return opts
 	}
 	caps := peer.InitializeParams().Capabilities
@@ -204,13 +225,19 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			case "elicitation/create":
 				return u.elicit(ctx, req.(*mcp.ElicitRequest))
 			case "roots/list":
+				c := u.callOn(req.GetSession().(*mcp.ClientSession))
 				if peer == nil {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no roots"}
+					// The shared link asks the client of the call in
+					// flight; outside a call nobody's roots may be given.
+					if c == nil || c.req == nil || c.req.Session == nil || !declaresRoots(c.req.Session) {
+						return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no client of a call in flight offers roots"}
+					}
+					peer = c.req.Session
 				}
 				// Asked in the context of the client's call in flight, if
 				// any, the question travels on that call's stream: over
 				// HTTP a client need not hold another stream open for it.
-				if c := u.callOn(req.GetSession().(*mcp.ClientSession)); c != nil && c.req != nil && c.req.Session == peer {
+				if c != nil && c.req != nil && c.req.Session == peer {
 					ctx = c.ctx
 				}
 				var res *mcp.ListRootsResult
@@ -229,6 +256,12 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// declaresRoots reports whether the client of ss said it can list roots.
+func declaresRoots(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	return ip != nil && ip.Capabilities != nil && (ip.Capabilities.RootsV2 != nil || ip.Capabilities.Roots.ListChanged)
 }
 
 // forwardLevel tells a new link the log level its client chose.
@@ -269,6 +302,9 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 	c := u.callOn(req.Session)
 	if c == nil || c.req == nil || c.req.Session == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
+	}
+	if caps := c.req.Session.InitializeParams().Capabilities; caps == nil || caps.Sampling == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client of this call does not offer sampling"}
 	}
 	var res *mcp.CreateMessageWithToolsResult
 	var err error

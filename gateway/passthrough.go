@@ -492,6 +492,11 @@ func (g *Gateway) setLevel(ctx context.Context, ss *mcp.ServerSession, level mcp
 		}
 		u.levels[ss] = level
 		u.levelsMu.Unlock()
+		if !u.perClient(ss) {
+			// The shared link takes every level; the session's own level
+			// filters what reaches it (see relayLog).
+			continue
+		}
 		cs, err := u.linkFor(ctx, ss)
 		if err != nil {
 			continue

@@ -88,6 +88,8 @@ type upstream struct {
 
 	// hooks hear what the shared link announces for every client.
 	hooks upstreamHooks
+	// extras are the fields of the upstream's tools the SDK does not model.
+	extras toolExtras
 }
 
 // inflight is one downstream call being served by the upstream.
@@ -450,8 +452,8 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	}
 	res, err := cs.CallTool(callCtx, params)
 	if v != nil {
-		if raw := v.end(); raw != nil && errors.Is(err, errVerbatim) {
-			res, err = plainResult(raw, v.latest)
+		if raw := v.taken(); raw != nil && errors.Is(err, errVerbatim) {
+			res, err = plainResult(raw, v.latest || v.older)
 		}
 	}
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -472,6 +474,16 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 			}
 		}
 		return res, nil
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The client cancelled the call: the link is sound, and the
+		// upstream was told (the SDK sends notifications/cancelled).
+		return nil, &interlock.Error{
+			Code:    interlock.CodeCancelled,
+			Message: fmt.Sprintf("The call of %s was cancelled; it may or may not have run.", name),
+			Hint:    "Check the current state with a read-only tool before calling it again.",
+			Err:     err,
+		}
 	}
 	failure := u.failure(cs, name, err, timedOut)
 	// The upstream's own words (a JSON-RPC message, a transport error) can
