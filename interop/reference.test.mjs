@@ -108,10 +108,13 @@ function ranOk(res) {
 
 // A tool result as two runs can compare: what varies from run to run (a
 // timestamp, a random number) is named in drop.
-function stable(res, drop = []) {
-  const out = JSON.parse(JSON.stringify(res));
+function stable(res) {
+  // Dynamic resources name the time they were made.
+  const text = JSON.stringify(res)
+    .replace(/\d{1,2}:\d{2}:\d{2}(\s?[AP]M)?/g, 'TIME')
+    .replace(/\d{4}-\d{2}-\d{2}T[\d:.]+Z/g, 'TIME');
+  const out = JSON.parse(text);
   delete out._meta;
-  for (const path of drop) delete out[path];
   return out;
 }
 
@@ -125,8 +128,12 @@ const isErrorBody = (s) =>
 // Every other field must be as the upstream sent it.
 function throughTool(t) {
   const out = JSON.parse(JSON.stringify(t));
-  if (out.outputSchema?.anyOf?.length === 2 && isErrorBody(out.outputSchema.anyOf[1])) {
-    out.outputSchema = out.outputSchema.anyOf[0];
+  const wide = out.outputSchema;
+  if (wide?.anyOf?.length === 2 && isErrorBody(wide.anyOf[1])) {
+    // The keywords of a schema's root stay at the root of the wider one.
+    const own = { ...wide.anyOf[0] };
+    for (const k of ['$schema', '$defs', 'definitions']) if (k in wide) own[k] = wide[k];
+    out.outputSchema = own;
   }
   for (const k of Object.keys(out.inputSchema?.properties ?? {})) {
     if (k.startsWith('__')) delete out.inputSchema.properties[k];
@@ -158,11 +165,13 @@ function compareTools(direct, through) {
 const EVERYTHING_FEATURES = [
   {
     name: 'capabilities',
-    run: async (c) => {
-      const caps = c.client.getServerCapabilities();
-      // What a gateway may add on its own (completions) is not compared.
-      const { completions: _c, experimental: _e, ...rest } = caps;
-      return rest;
+    run: async (c) => c.client.getServerCapabilities(),
+    // interlock offers what the upstream offers, less tasks, which it
+    // refuses (see the tasks feature), and may add completions.
+    compare: (direct, through) => {
+      const { tasks: _t, completions: _c, ...want } = direct;
+      const { completions: _c2, ...got } = through;
+      assert.deepEqual(got, want);
     },
   },
   {
@@ -240,9 +249,13 @@ const EVERYTHING_FEATURES = [
   {
     name: 'logging',
     run: async (c) => {
+      // A client of 2026-07-28 names its level in each request; an
+      // earlier one sets it once.
+      const params = { name: 'toggle-simulated-logging', arguments: {} };
       if (c.sdk === SDK1) await c.client.setLoggingLevel('debug');
+      else params._meta = { 'io.modelcontextprotocol/logLevel': 'debug' };
       const before = c.seen.logs.length;
-      ranOk(await call(c, { name: 'toggle-simulated-logging', arguments: {} }));
+      ranOk(await call(c, params));
       try {
         assert.ok(await waitFor(() => c.seen.logs.length > before, 7_000), 'no log message within 7 s');
       } finally {
@@ -308,6 +321,14 @@ const EVERYTHING_FEATURES = [
       const text = res.content.map((x) => x.text).join('\n');
       assert.ok(text.includes('Ada Lovelace'), text);
       return c.seen.elicitations.at(-1);
+    },
+    // A form is sent with mode "form" even where the server left it out
+    // (the specification's default): the SDK interlock is built on always
+    // names it.
+    compare: (direct, through) => {
+      const { mode, ...rest } = through;
+      assert.ok(mode === undefined || mode === 'form' || mode === direct.mode, `mode ${mode}`);
+      assert.deepEqual(rest, (({ mode: _m, ...r }) => r)(direct));
     },
   },
   {
@@ -462,6 +483,7 @@ async function connectDirect(sdk, target, setup) {
 // its tools run: these tests are about what travels, not about the gate.
 function writeConfig(dir, upstream) {
   const lines = ['upstreams:', '  - name: ref'];
+  if (upstream.perClient) lines.push('    per_client: true');
   if (upstream.url) lines.push(`    url: ${JSON.stringify(upstream.url)}`);
   else lines.push(`    command: [${upstream.command.map((x) => JSON.stringify(x)).join(', ')}]`);
   lines.push('rules:', '  - name: reference-server', '    match: {upstream: ref, tools: ["*"]}', '    mode: allow', '');
@@ -557,7 +579,10 @@ for (const sdk of [SDK1, SDK2]) {
         const rooted = join(work, 'rooted');
         mkdirSync(join(rooted, 'writes'), { recursive: true });
         writeFileSync(join(rooted, 'hello.txt'), 'hello from the interop suite\n');
-        if (sc.server === 'filesystem') upstream = { command: [process.execPath, FILESYSTEM, work] };
+        // server-filesystem takes the client's roots as the directories it
+        // may touch, asked for outside any call: a child shared by every
+        // client could not know whose roots to take, so it is per_client.
+        if (sc.server === 'filesystem') upstream = { command: [process.execPath, FILESYSTEM, work], perClient: true };
         else if (sc.upstream === 'http') {
           httpServer = await startEverythingHttp();
           upstream = { url: httpServer.url };
@@ -585,6 +610,8 @@ for (const sdk of [SDK1, SDK2]) {
             dir: upstream.dir,
             label: `${sdk.name} ${column}`,
           });
+          const failed = Object.values(results[column]).some((r) => !r.ok);
+          if (failed && conn.stderr) console.log(`--- ${column} stderr (tail) ---\n${conn.stderr().slice(-4000)}`);
         } finally {
           await conn.close();
         }
