@@ -1,8 +1,12 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -117,6 +121,92 @@ func (c *extrasConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 	}
 	return msg, err
+}
+
+// maxListBody bounds the tools/list answer an HTTP upstream's transport
+// keeps a copy of; a longer one is passed on without its extra fields.
+const maxListBody = 8 << 20
+
+// extrasTrip reads the tools/list answers of an HTTP upstream as they
+// pass, for the same reason as extrasTransport: the connection of an HTTP
+// upstream cannot be wrapped, so its HTTP client's transport is.
+type extrasTrip struct {
+	next   http.RoundTripper
+	extras *toolExtras
+}
+
+func (t extrasTrip) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPost || r.Body == nil || r.ContentLength > maxListBody {
+		return t.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxListBody+1))
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || json.Unmarshal(body, &req) != nil || req.Method != "tools/list" || len(req.ID) == 0 {
+		return resp, err
+	}
+	resp.Body = &listBody{ReadCloser: resp.Body, id: req.ID, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), extras: t.extras}
+	return resp, nil
+}
+
+// listBody keeps a copy of a tools/list answer as the SDK reads it, and
+// notes the tools' extra fields once it has all of it.
+type listBody struct {
+	io.ReadCloser
+	id     json.RawMessage
+	sse    bool
+	extras *toolExtras
+	buf    bytes.Buffer
+	done   bool
+}
+
+func (b *listBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.buf.Len()+n <= maxListBody {
+		b.buf.Write(p[:n])
+	}
+	if !b.done && b.answer() {
+		b.done = true
+	}
+	return n, err
+}
+
+// answer looks for the answer to the tools/list in what was read so far,
+// and notes its tools when it is there.
+func (b *listBody) answer() bool {
+	var msgs [][]byte
+	if b.sse {
+		sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+		sc.Buffer(make([]byte, 0, 64<<10), maxListBody)
+		for sc.Scan() {
+			if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:")); ok {
+				msgs = append(msgs, bytes.TrimSpace(data))
+			}
+		}
+	} else {
+		msgs = [][]byte{b.buf.Bytes()}
+	}
+	for _, m := range msgs {
+		var resp struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(m, &resp) == nil && bytes.Equal(resp.ID, b.id) && len(resp.Result) > 0 {
+			b.extras.note(resp.Result)
+			return true
+		}
+	}
+	return false
 }
 
 // toolsWithExtras is a tools/list result that encodes with each tool's

@@ -244,7 +244,7 @@ func (u *upstream) httpClient() *http.Client {
 	pool.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 	origin, _ := url.Parse(u.cfg.URL)
 	u.client = &http.Client{
-		Transport: withHeaders{headers: u.cfg.Headers, next: pool},
+		Transport: extrasTrip{next: withHeaders{headers: u.cfg.Headers, next: pool}, extras: &u.extras},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if !sameOrigin(req.URL, origin) {
 				u.log().Warn("refused a redirect to another origin: the upstream's headers are sent only to its configured origin",
