@@ -183,7 +183,8 @@ func (u *upstream) transport() (mcp.Transport, string) {
 	cmd.Dir = u.cfg.Dir
 	cmd.Env = childEnv(os.Environ(), u.cfg)
 	cmd.Stderr = &stderrLog{log: u.log(), upstream: u.cfg.Name}
-	return &mcp.CommandTransport{Command: cmd}, what
+	inOwnGroup(cmd)
+	return groupTransport{Transport: &mcp.CommandTransport{Command: cmd}, cmd: cmd}, what
 }
 
 // describe says whether the upstream is a child, and names it for
