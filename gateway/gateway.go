@@ -208,6 +208,8 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	for _, cfg := range f.Upstreams {
 		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks, life: life}
 		u.onEvent = func(name, detail string) {
+			// The operator reads the log first; the audit and metrics count.
+			log.Warn("upstream event", "event", name, "upstream", cfg.Name, "detail", detail)
 			g.event(context.Background(), name, &audit.Record{Upstream: cfg.Name, Detail: detail})
 		}
 		if opts.Metrics != nil {
