@@ -351,7 +351,6 @@ const EVERYTHING_FEATURES = [
   {
     name: 'tasks',
     run: async (c) => {
-      if (c.sdk !== SDK1) throw new Error('task calls are scripted for SDK 1.x only');
       const created = await c.client.request(
         { method: 'tools/call', params: { name: 'simulate-research-query', arguments: { topic: 'mcp' }, task: { ttl: 60_000 } } },
         CreateTaskResultSchema,
@@ -368,7 +367,7 @@ const EVERYTHING_FEATURES = [
       return ranOk(res).content.map((x) => x.type);
     },
     // A gateway that cannot carry tasks must say so, never drop them.
-    refusal: /task/i,
+    refusal: /interlock does not carry task-augmented tool calls/,
   },
 ];
 
@@ -526,9 +525,15 @@ function printTable(title, columns, results, features) {
     return 'works';
   };
   const lines = [`\n${title}`, ['feature'.padEnd(width), ...columns].join(' | ')];
+  const notes = [];
   for (const f of features) {
     lines.push([f.name.padEnd(width), ...columns.map((col) => cell(f, col).padEnd(col.length))].join(' | '));
+    for (const col of columns) {
+      const r = results[col]?.[f.name];
+      if (r && !r.ok) notes.push(`  ${f.name}, ${col}: ${r.error}`);
+    }
   }
+  if (notes.length) lines.push('why:', ...notes);
   console.log(lines.join('\n'));
 }
 
