@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +17,19 @@ import (
 
 // markedProcesses counts the running processes whose environment holds
 // mark, which the test gives only to the children it means to count.
-func markedProcesses(t *testing.T, mark string) int {
+func markedProcesses(t testing.TB, mark string) int {
+	return len(markedPIDs(t, mark))
+}
+
+// markedPIDs lists the /proc directories of the running processes whose
+// environment holds mark.
+func markedPIDs(t testing.TB, mark string) []string {
 	t.Helper()
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var found []string
 	for _, d := range dirs {
 		env, err := os.ReadFile(filepath.Join(d, "environ"))
 		if err != nil {
@@ -33,10 +40,95 @@ func markedProcesses(t *testing.T, mark string) int {
 			continue
 		}
 		if bytes.Contains(env, []byte("\x00"+mark+"\x00")) || bytes.HasPrefix(env, []byte(mark+"\x00")) {
-			n++
+			found = append(found, d)
 		}
 	}
-	return n
+	return found
+}
+
+// cpuTicks is the CPU time (user and system, in clock ticks) the
+// processes of dirs have used so far.
+func cpuTicks(dirs []string) int64 {
+	var total int64
+	for _, d := range dirs {
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		// The fields after the command's closing parenthesis; utime and
+		// stime are the 12th and 13th of them.
+		i := bytes.LastIndexByte(stat, ')')
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 13 {
+			continue
+		}
+		for _, f := range fields[11:13] {
+			n, _ := strconv.ParseInt(f, 10, 64)
+			total += n
+		}
+	}
+	return total
+}
+
+// clockTick is the length of a clock tick of /proc's CPU times (USER_HZ,
+// 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// BenchmarkSessionChildren measures what 8 HTTP sessions of clients of
+// 2025-11-25 calling one stdio upstream cost the upstream's children: the
+// CPU they spend per call, the children there are, and the first call of
+// a session, which with a child per session waits for it to start.
+func BenchmarkSessionChildren(b *testing.B) {
+	const sessions = 8
+	for _, perClient := range []bool{true, false} {
+		b.Run(map[bool]string{true: "per_client", false: "shared"}[perClient], func(b *testing.B) {
+			mark := fmt.Sprintf("INTERLOCK_CHILD_MARK=bench-%v-%d", perClient, time.Now().UnixNano())
+			f := testConfig(b, "", "fx")
+			name, value, _ := strings.Cut(mark, "=")
+			f.Upstreams[0].Env[name] = value
+			f.Upstreams[0].PerClient = perClient
+			gw, err := New(f, Options{Version: "bench", Logger: quiet, Getenv: testEnv("false")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { gw.Close() })
+			if err := gw.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			srv := httptest.NewServer(gw.Handler(false))
+			b.Cleanup(srv.Close)
+			ctx := context.Background()
+			var open []*mcp.ClientSession
+			var firstCall time.Duration
+			for i := range sessions {
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("c%d", i)}, nil).Connect(ctx,
+					&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { cs.Close() })
+				open = append(open, cs)
+				began := time.Now()
+				if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"i": i}}); err != nil {
+					b.Fatal(err)
+				}
+				firstCall += time.Since(began)
+			}
+			pids := markedPIDs(b, mark)
+			before := cpuTicks(pids)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := open[i%sessions].CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"i": i}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			spent := time.Duration(cpuTicks(pids)-before) * clockTick
+			b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "child-cpu-µs/call")
+			b.ReportMetric(float64(len(pids)), "children")
+			b.ReportMetric(float64(firstCall.Milliseconds())/sessions, "first-call-ms")
+		})
+	}
 }
 
 // settles waits up to 10 s for count() to be want, and returns what it
