@@ -188,7 +188,8 @@ func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
 		// client may answer: a server offers some tools only to a client
 		// that can sample, list roots or show a form. A question is then
 		// carried to the client whose call it belongs to, and refused when
-		// that client did not declare the capability (see sharedAsk).
+		// that client did not declare the capability (see sample, questions
+		// and elicit).
 		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
 		opts.Capabilities.Sampling = &mcp.SamplingCapabilities{}
 		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{ListChanged: true}

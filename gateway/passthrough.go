@@ -490,6 +490,15 @@ func (g *Gateway) setLevel(ctx context.Context, ss *mcp.ServerSession, level mcp
 		if u.levels == nil {
 			u.levels = map[*mcp.ServerSession]mcp.LoggingLevel{}
 		}
+		if _, known := u.levels[ss]; !known {
+			// The level is the session's: it goes when the session does.
+			go func() {
+				_ = ss.Wait()
+				u.levelsMu.Lock()
+				delete(u.levels, ss)
+				u.levelsMu.Unlock()
+			}()
+		}
 		u.levels[ss] = level
 		u.levelsMu.Unlock()
 		if !u.perClient(ss) {
