@@ -136,10 +136,9 @@ for (const conn of CONNECTIONS) {
       const { tools } = await gw.client.listTools();
       const tool = tools.find((t) => t.name === DESCRIBED.name);
       assert.ok(tool, JSON.stringify(tools.map((t) => t.name)));
-      // execution is not kept: go-sdk v1.8.0's Tool has no such field, so it
-      // is lost when the gateway reads the upstream's list.
-      assert.equal(tool.execution, undefined);
-      for (const field of ['title', 'description', 'icons']) {
+      // execution is kept too, though go-sdk v1.8.0's Tool has no such
+      // field: the gateway keeps it from the upstream's raw list.
+      for (const field of ['title', 'description', 'icons', 'execution']) {
         assert.deepEqual(tool[field], DESCRIBED[field], field);
       }
       for (const [k, v] of Object.entries(DESCRIBED._meta)) assert.deepEqual(tool._meta?.[k], v, `_meta ${k}`);
