@@ -230,7 +230,7 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 				if peer == nil {
 					// The shared link asks the client of the call in
 					// flight; outside a call nobody's roots may be given.
-					if c == nil || c.req == nil || c.req.Session == nil || !declaresRoots(c.req.Session) {
+					if c == nil || c.req == nil || c.req.Session == nil || !declaresRoots(askable(c.req)) {
 						return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no client of a call in flight offers roots"}
 					}
 					peer = c.req.Session
@@ -259,10 +259,29 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 	}
 }
 
-// declaresRoots reports whether the client of ss said it can list roots.
-func declaresRoots(ss *mcp.ServerSession) bool {
-	ip := ss.InitializeParams()
-	return ip != nil && ip.Capabilities != nil && (ip.Capabilities.RootsV2 != nil || ip.Capabilities.Roots.ListChanged)
+// askable returns the capabilities of the client of call when the
+// upstream's questions can be pushed to it during the call: a client of a
+// protocol before 2026-07-28, over stdio or on an HTTP session. nil for any other: a client of
+// 2026-07-28 takes questions only as input requests in a result, which a
+// question pushed by an upstream of an earlier protocol is not.
+func askable(call *mcp.CallToolRequest) *mcp.ClientCapabilities {
+	if call == nil || call.Session == nil || interlock.ExchangeOf(call).Native {
+		return nil
+	}
+	if call.Extra != nil && call.Extra.Header != nil && call.Session.ID() == "" {
+		// Over HTTP without a session there is no stream to ask it on.
+		return nil
+	}
+	ip := call.Session.InitializeParams()
+	if ip == nil {
+		return nil
+	}
+	return ip.Capabilities
+}
+
+// declaresRoots reports whether caps say the client can list roots.
+func declaresRoots(caps *mcp.ClientCapabilities) bool {
+	return caps != nil && (caps.RootsV2 != nil || caps.Roots.ListChanged)
 }
 
 // forwardLevel tells a new link the log level its client chose.
@@ -304,7 +323,7 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 	if c == nil || c.req == nil || c.req.Session == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
 	}
-	if caps := c.req.Session.InitializeParams().Capabilities; caps == nil || caps.Sampling == nil {
+	if caps := askable(c.req); caps == nil || caps.Sampling == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client of this call does not offer sampling"}
 	}
 	var res *mcp.CreateMessageWithToolsResult
