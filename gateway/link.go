@@ -19,10 +19,11 @@ import (
 // sampling, roots) to its client in the middle of a call.
 const pushProtocol = "2025-11-25"
 
-// ownsLink reports whether a downstream session gets an upstream session
-// of its own: a client of an earlier protocol that initialized a session
+// ownsLink reports whether a downstream session can have an upstream
+// session of its own (it does where the upstream is per_client, see
+// perClient): a client of an earlier protocol that initialized a session
 // (stdio, or streamable HTTP with sessions). Stateless requests and
-// clients of 2026-07-28 share the upstream's shared link.
+// clients of 2026-07-28 always share the upstream's shared link.
 func ownsLink(ss *mcp.ServerSession) bool {
 	if ss == nil {
 		return false
