@@ -115,6 +115,11 @@ type Upstream struct {
 	// upstream claims: its tools are unannotated (destructive, open-world)
 	// unless a rule's annotations override says otherwise. True when absent.
 	TrustHints *bool `yaml:"trust_hints"`
+	// PerClient gives each client session of a protocol before 2026-07-28
+	// a link of its own to this upstream (for a child, a process of its
+	// own), for servers that keep state per connection or must know
+	// exactly which client asks. By default all clients share one link.
+	PerClient bool `yaml:"per_client"`
 	// InheritEnv gives a child the gateway's whole environment (less the
 	// sealing keys) instead of the minimal base; false when absent.
 	InheritEnv bool `yaml:"inherit_env"`

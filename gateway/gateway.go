@@ -165,12 +165,15 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(g.passThrough)
 	g.server.AddReceivingMiddleware(g.tenantView)
 	g.server.AddReceivingMiddleware(g.verbatimResults)
+	g.server.AddReceivingMiddleware(g.toolFields)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	life, stop := context.WithCancel(context.Background())
 	g.life, g.stop = life, stop
 	for _, cfg := range f.Upstreams {
 		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks, life: life}
 		u.onEvent = func(name, detail string) {
+			// The operator reads the log first; the audit and metrics count.
+			log.Warn("upstream event", "event", name, "upstream", cfg.Name, "detail", detail)
 			g.event(context.Background(), name, &audit.Record{Upstream: cfg.Name, Detail: detail})
 		}
 		if opts.Metrics != nil {

@@ -301,6 +301,24 @@ type callParams struct {
 	RequestState   string          `json:"requestState"`
 	// latest is set for a request of protocol 2026-07-28.
 	latest bool
+	// task is set when the call asks to run as a task, which the gateway
+	// refuses (see errTaskCall).
+	task bool
+}
+
+// errTaskCall refuses a task-augmented call: the SDK the gateway is built
+// on has no tasks, and a call run as a plain one would answer with a
+// result the client did not ask for. interlock does not offer the tasks
+// capability, so only a client that ignores that sends one.
+var errTaskCall = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+	Message: "interlock does not carry task-augmented tool calls (tasks); call the tool without \"task\""}
+
+// asksTask reports whether a tools/call's params carry a task.
+func asksTask(params json.RawMessage) bool {
+	var t struct {
+		Task json.RawMessage `json:"task"`
+	}
+	return json.Unmarshal(params, &t) == nil && len(t.Task) > 0 && string(t.Task) != "null"
 }
 
 // serve runs a tools/call on the lane; false when the lane does not take
@@ -343,6 +361,7 @@ func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 	} else if ip := s.ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= protocolNew {
 		return p, false
 	}
+	p.task = asksTask(m.Params)
 	return p, l.g.toolHandler(p.Name) != nil
 }
 
@@ -389,6 +408,10 @@ func (s *laneSession) enter(ctx context.Context, id json.RawMessage) (context.Co
 // and writes its answer.
 func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callParams, extra *mcp.RequestExtra, out laneOut) {
 	st := &laneStream{s: s, out: out}
+	if p.task {
+		st.answer(m.ID, nil, errTaskCall)
+		return
+	}
 	ctx = withState(ctx, func(s *requestState) { s.lane = st })
 	req := &mcp.CallToolRequest{
 		Session: s.ss,

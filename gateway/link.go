@@ -19,16 +19,25 @@ import (
 // sampling, roots) to its client in the middle of a call.
 const pushProtocol = "2025-11-25"
 
-// ownsLink reports whether a downstream session gets an upstream session
-// of its own: a client of an earlier protocol that initialized a session
+// ownsLink reports whether a downstream session can have an upstream
+// session of its own (it does where the upstream is per_client, see
+// perClient): a client of an earlier protocol that initialized a session
 // (stdio, or streamable HTTP with sessions). Stateless requests and
-// clients of 2026-07-28 share the upstream's shared link.
+// clients of 2026-07-28 always share the upstream's shared link.
 func ownsLink(ss *mcp.ServerSession) bool {
 	if ss == nil {
 		return false
 	}
 	ip := ss.InitializeParams()
 	return ip != nil && ip.ClientInfo != nil && ip.ProtocolVersion < protocolNew
+}
+
+// perClient reports whether ss is served by a link of its own: only when
+// the upstream's config asks for it (per_client), since a link to a child
+// is a process of its own. By default every client shares one link, and
+// what the upstream asks during a call goes to the client of that call.
+func (u *upstream) perClient(ss *mcp.ServerSession) bool {
+	return u.cfg.PerClient && ownsLink(ss)
 }
 
 // protocolNew is the first protocol version served without sessions.
@@ -44,7 +53,7 @@ type peerLink struct {
 // linkFor returns the upstream session that serves ss: its own one, made
 // on first use, or the shared one.
 func (u *upstream) linkFor(ctx context.Context, ss *mcp.ServerSession) (*mcp.ClientSession, error) {
-	if !ownsLink(ss) {
+	if !u.perClient(ss) {
 		return u.connect(ctx)
 	}
 	u.linksMu.Lock()
@@ -103,8 +112,11 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession) (*mcp.Clie
 	transport, what := u.transport()
 	pending := new(atomic.Int64)
 	if child, _ := u.describe(); child {
-		transport = childTransport{Transport: transport, pending: pending}
+		// Only a child's connection can be wrapped: an HTTP upstream's
+		// tells the SDK things through methods only the SDK implements.
+		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: pending}, extras: &u.extras}
 	}
+
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
 	client.AddReceivingMiddleware(u.questions(peer))
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -152,6 +164,8 @@ func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
 		},
 		ProgressNotificationHandler: u.relayProgress,
 		Capabilities:                &mcp.ClientCapabilities{},
+		// What the SDK says of the link (a stream that failed) is the operator's to read.
+		Logger: u.log().With("upstream", u.cfg.Name),
 	}
 	// A change announced on any link is mirrored from that link, so a
 	// client whose own child changed its tools sees them; hints can only
@@ -171,7 +185,16 @@ func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
 		opts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			u.hooks.resourceUpdated(req.Params)
 		}
-		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+		// The shared link serves every client, so it declares all that a
+		// client may answer: a server offers some tools only to a client
+		// that can sample, list roots or show a form. A question is then
+		// carried to the client whose call it belongs to, and refused when
+		// that client did not declare the capability (see sample, questions
+		// and elicit).
+		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
+		opts.Capabilities.Sampling = &mcp.SamplingCapabilities{}
+		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{ListChanged: true}
+		opts.CreateMessageWithToolsHandler = u.sample
 		return opts
 	}
 	caps := peer.InitializeParams().Capabilities
@@ -204,13 +227,19 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			case "elicitation/create":
 				return u.elicit(ctx, req.(*mcp.ElicitRequest))
 			case "roots/list":
+				c := u.callOn(req.GetSession().(*mcp.ClientSession))
 				if peer == nil {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no roots"}
+					// The shared link asks the client of the call in
+					// flight; outside a call nobody's roots may be given.
+					if c == nil || c.req == nil || c.req.Session == nil || !declaresRoots(askable(c.req)) {
+						return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no client of a call in flight offers roots"}
+					}
+					peer = c.req.Session
 				}
 				// Asked in the context of the client's call in flight, if
 				// any, the question travels on that call's stream: over
 				// HTTP a client need not hold another stream open for it.
-				if c := u.callOn(req.GetSession().(*mcp.ClientSession)); c != nil && c.req != nil && c.req.Session == peer {
+				if c != nil && c.req != nil && c.req.Session == peer {
 					ctx = c.ctx
 				}
 				var res *mcp.ListRootsResult
@@ -229,6 +258,31 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// askable returns the capabilities of the client of call when the
+// upstream's questions can be pushed to it during the call: a client of a
+// protocol before 2026-07-28, over stdio or on an HTTP session. nil for any other: a client of
+// 2026-07-28 takes questions only as input requests in a result, which a
+// question pushed by an upstream of an earlier protocol is not.
+func askable(call *mcp.CallToolRequest) *mcp.ClientCapabilities {
+	if call == nil || call.Session == nil || interlock.ExchangeOf(call).Native {
+		return nil
+	}
+	if call.Extra != nil && call.Extra.Header != nil && call.Session.ID() == "" {
+		// Over HTTP without a session there is no stream to ask it on.
+		return nil
+	}
+	ip := call.Session.InitializeParams()
+	if ip == nil {
+		return nil
+	}
+	return ip.Capabilities
+}
+
+// declaresRoots reports whether caps say the client can list roots.
+func declaresRoots(caps *mcp.ClientCapabilities) bool {
+	return caps != nil && (caps.RootsV2 != nil || caps.Roots.ListChanged)
 }
 
 // forwardLevel tells a new link the log level its client chose.
@@ -269,6 +323,9 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 	c := u.callOn(req.Session)
 	if c == nil || c.req == nil || c.req.Session == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
+	}
+	if caps := askable(c.req); caps == nil || caps.Sampling == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client of this call does not offer sampling"}
 	}
 	var res *mcp.CreateMessageWithToolsResult
 	var err error

@@ -490,8 +490,22 @@ func (g *Gateway) setLevel(ctx context.Context, ss *mcp.ServerSession, level mcp
 		if u.levels == nil {
 			u.levels = map[*mcp.ServerSession]mcp.LoggingLevel{}
 		}
+		if _, known := u.levels[ss]; !known {
+			// The level is the session's: it goes when the session does.
+			go func() {
+				_ = ss.Wait()
+				u.levelsMu.Lock()
+				delete(u.levels, ss)
+				u.levelsMu.Unlock()
+			}()
+		}
 		u.levels[ss] = level
 		u.levelsMu.Unlock()
+		if !u.perClient(ss) {
+			// The shared link takes every level; the session's own level
+			// filters what reaches it (see relayLog).
+			continue
+		}
 		cs, err := u.linkFor(ctx, ss)
 		if err != nil {
 			continue

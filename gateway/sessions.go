@@ -31,6 +31,9 @@ const sessionIDHeader = sdkrules.SessionIDHeader
 type sessionCap struct {
 	max    int
 	server *mcp.Server
+	// refused hears each session refused, for the log and the metrics;
+	// nil when nobody listens.
+	refused func(owner string, max int)
 
 	mu sync.Mutex
 	// owners maps each session this face opened to its owner.
@@ -39,8 +42,18 @@ type sessionCap struct {
 	opening map[string]int
 }
 
-func newSessionCap(max int, server *mcp.Server) *sessionCap {
-	return &sessionCap{max: max, server: server, owners: map[string]string{}, opening: map[string]int{}}
+func newSessionCap(max int, server *mcp.Server, refused func(owner string, max int)) *sessionCap {
+	return &sessionCap{max: max, server: server, refused: refused, owners: map[string]string{}, opening: map[string]int{}}
+}
+
+// sessionRefused logs and counts a session refused by a sessionCap: a
+// client that never closes its sessions is otherwise refused in silence.
+func (g *Gateway) sessionRefused(owner string, max int) {
+	g.log.Warn("refused a new MCP session (429): the caller holds the most open sessions allowed",
+		"owner", logText(owner), "max_sessions_per_principal", max)
+	if g.metrics != nil {
+		g.metrics.Event("session_refused")
+	}
 }
 
 // wrap refuses, with 429, a request that would open a session beyond the
@@ -53,6 +66,9 @@ func (c *sessionCap) wrap(next http.Handler) http.Handler {
 		}
 		owner := sdkrules.SessionOwner(r.Context())
 		if !c.reserve(owner) {
+			if c.refused != nil {
+				c.refused(owner, c.max)
+			}
 			writeRPCError(w, http.StatusTooManyRequests, nil, codeInvalidRequest, fmt.Sprintf(
 				"This caller already has %d open MCP sessions, the most allowed. Close one (DELETE /mcp with its %s header) "+
 					"or reuse it; idle sessions also expire.", c.max, sessionIDHeader))

@@ -89,6 +89,8 @@ type upstream struct {
 
 	// hooks hear what the shared link announces for every client.
 	hooks upstreamHooks
+	// extras are the fields of the upstream's tools the SDK does not model.
+	extras toolExtras
 }
 
 // inflight is one downstream call being served by the upstream.
@@ -182,7 +184,8 @@ func (u *upstream) transport() (mcp.Transport, string) {
 	cmd.Dir = u.cfg.Dir
 	cmd.Env = childEnv(os.Environ(), u.cfg)
 	cmd.Stderr = &stderrLog{log: u.log(), upstream: u.cfg.Name}
-	return &mcp.CommandTransport{Command: cmd}, what
+	inOwnGroup(cmd)
+	return groupTransport{Transport: &mcp.CommandTransport{Command: cmd}, cmd: cmd}, what
 }
 
 // describe says whether the upstream is a child, and names it for
@@ -243,7 +246,7 @@ func (u *upstream) httpClient() *http.Client {
 	pool.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 	origin, _ := url.Parse(u.cfg.URL)
 	u.client = &http.Client{
-		Transport: withHeaders{headers: u.cfg.Headers, next: pool},
+		Transport: extrasTrip{next: withHeaders{headers: u.cfg.Headers, next: pool}, extras: &u.extras},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if !sameOrigin(req.URL, origin) {
 				u.log().Warn("refused a redirect to another origin: the upstream's headers are sent only to its configured origin",
@@ -451,8 +454,8 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	}
 	res, err := cs.CallTool(callCtx, params)
 	if v != nil {
-		if raw := v.end(); raw != nil && errors.Is(err, errVerbatim) {
-			res, err = plainResult(raw, v.latest)
+		if raw := v.taken(); raw != nil && errors.Is(err, errVerbatim) {
+			res, err = plainResult(raw, v.latest || v.older)
 		}
 	}
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -473,6 +476,16 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 			}
 		}
 		return res, nil
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The client cancelled the call: the link is sound, and the
+		// upstream was told (the SDK sends notifications/cancelled).
+		return nil, &interlock.Error{
+			Code:    interlock.CodeCancelled,
+			Message: fmt.Sprintf("The call of %s was cancelled; it may or may not have run.", name),
+			Hint:    "Check the current state with a read-only tool before calling it again.",
+			Err:     err,
+		}
 	}
 	failure := u.failure(cs, name, err, timedOut)
 	// The upstream's own words (a JSON-RPC message, a transport error) can

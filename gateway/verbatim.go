@@ -42,6 +42,10 @@ type verbatim struct {
 	// latest says the client speaks 2026-07-28 and the lane completes the
 	// result for it (see lane.completed): the link must speak it too.
 	latest bool
+	// older says the client speaks an earlier protocol than the link (a
+	// link shared by clients of both): the result loses what the link's
+	// protocol added (see sdkrules.Earlier).
+	older bool
 
 	mu     sync.Mutex
 	raw    json.RawMessage // the upstream's result, once read
@@ -99,10 +103,39 @@ func verbatimFor(ctx context.Context, link *mcp.ClientSession) *verbatim {
 		return nil
 	}
 	ir := link.InitializeResult()
-	if ir == nil || (ir.ProtocolVersion >= protocolNew) != v.latest {
+	if ir == nil {
+		return nil
+	}
+	newer := ir.ProtocolVersion >= protocolNew
+	if newer && !v.latest {
+		v.mu.Lock()
+		v.older = true
+		v.mu.Unlock()
+		return v
+	}
+	if newer != v.latest {
 		return nil
 	}
 	return v
+}
+
+// taken ends the attempt and returns the result the link read for v, if
+// any, as a client of an earlier protocol than the link's is to get it
+// when it is one (a result that asks for input stays as it is, and is
+// decoded: see plainResult).
+func (v *verbatim) taken() json.RawMessage {
+	raw := v.end()
+	if raw == nil || !v.older {
+		return raw
+	}
+	earlier, ok := sdkrules.Earlier(raw)
+	if !ok {
+		return raw
+	}
+	v.mu.Lock()
+	v.raw = earlier
+	v.mu.Unlock()
+	return earlier
 }
 
 // plainResult reads the upstream's result far enough for the gate: a

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestConformance runs the official MCP conformance suite's server
@@ -65,6 +67,126 @@ func TestConformance(t *testing.T) {
 			}
 			t.Logf("%d of %d scenarios pass directly; all of them through interlock", passed, len(direct))
 		})
+	}
+}
+
+// TestConformanceReferenceServer runs the conformance suite's server
+// scenarios against the reference @modelcontextprotocol/server-everything
+// (pinned in interop/), directly over its streamable HTTP and through
+// interlock serve with it as a stdio child: every scenario that passes
+// directly must pass through interlock.
+func TestConformanceReferenceServer(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "..", "conformance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance")); err != nil {
+		t.Fatalf("the conformance suite is not installed: run `npm ci --prefix conformance` first (%v)", err)
+	}
+	server, err := filepath.Abs(filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(server); err != nil {
+		t.Fatalf("server-everything is not installed: run `npm ci --prefix interop` first (%v)", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "interlock.yaml")
+	yaml, err := os.ReadFile(filepath.Join(dir, "interlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml = []byte(strings.Replace(string(yaml), "command: [everything-server]", fmt.Sprintf("command: [%q, %q, stdio]", node, server), 1))
+	if err := os.WriteFile(config, yaml, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startReferenceEverything(t, node, server)
+	direct := runSuite(t, dir, url)
+	through := runSuite(t, dir, servedHTTPWith(t, []string{"MCP_DRY_RUN=false"}, "--config", config))
+	// These scenarios call a tool server-everything does not have. It
+	// answers an unknown tool with a tool result marked isError, which
+	// their checks accept; interlock answers it with JSON-RPC error -32602,
+	// as the specification says. Once server-everything lists the tool,
+	// the scenario must pass through interlock as well.
+	unknownTool := map[string]string{"tools-call-simple-text": "test_simple_text", "tools-call-error": "test_error_handling"}
+	listed := toolsAt(t, url)
+	passed, excused := 0, 0
+	for name, ok := range direct {
+		if !ok {
+			continue
+		}
+		passed++
+		if through[name] {
+			continue
+		}
+		if tool, unknown := unknownTool[name]; unknown && !listed[tool] {
+			t.Logf("%s passes directly only because server-everything answers the unknown tool %s with a tool result", name, tool)
+			excused++
+			continue
+		}
+		t.Errorf("%s passes directly but not through interlock", name)
+	}
+	if passed == 0 {
+		t.Fatalf("no scenario passes directly against server-everything: %v", direct)
+	}
+	t.Logf("%d of %d scenarios pass directly against server-everything; through interlock all of them but the %d of unknown tools",
+		passed, len(direct), excused)
+}
+
+// toolsAt lists the tools of the MCP server at url.
+func toolsAt(t *testing.T, url string) map[string]bool {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conformance"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range res.Tools {
+		names[tool.Name] = true
+	}
+	return names
+}
+
+// startReferenceEverything runs server-everything on streamable HTTP and
+// returns its MCP endpoint.
+func startReferenceEverything(t *testing.T, node, server string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	ln.Close()
+	cmd := exec.Command(node, server, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitListening(t, addr)
+	return "http://" + addr + "/mcp"
+}
+
+// waitListening waits up to 10 s for something to listen on addr.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s", addr)
+		}
 	}
 }
 

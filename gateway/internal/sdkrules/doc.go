@@ -128,4 +128,7 @@ var Mirrors = []Mirror{
 		SDKFile: "mcp/server.go", SDKLine: 2043, SDKFunc: "(*ServerSession).handle"},
 	{Rule: "a result for a client of 2026-07-28 names the server in _meta, unless it names one", Home: "Complete",
 		SDKFile: "mcp/server.go", SDKLine: 2063, SDKFunc: "annotateServerInfo"},
+	{Rule: "a result for a client before 2026-07-28 is not completed (no resultType, no serverInfo)", Home: "Earlier",
+		SDKFile: "mcp/server.go", SDKLine: 2063, SDKFunc: "annotateServerInfo",
+		Note: "the inverse of Complete, for a result read on a link of 2026-07-28 and sent to a client of an earlier protocol"},
 }

@@ -170,6 +170,26 @@ func TestComplete(t *testing.T) {
 	}
 }
 
+func TestEarlier(t *testing.T) {
+	for _, c := range []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"complete, named by the upstream's SDK", `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}},"content":[],"resultType":"complete"}`, `{"content":[]}`, true},
+		{"other _meta kept", `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"},"x":1},"content":[],"resultType":"complete"}`, `{"_meta":{"x":1},"content":[]}`, true},
+		{"numbers keep their bytes", `{"structuredContent":{"id":12345678901234567890},"content":[],"resultType":"complete"}`, `{"content":[],"structuredContent":{"id":12345678901234567890}}`, true},
+		{"asks for input", `{"inputRequests":{},"resultType":"input_required"}`, `{"inputRequests":{},"resultType":"input_required"}`, false},
+		{"not an object", `[1]`, `[1]`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, ok := Earlier(json.RawMessage(c.in))
+			if ok != c.ok || string(out) != c.want {
+				t.Errorf("Earlier(%s) = %s, %v; want %s, %v", c.in, out, ok, c.want, c.ok)
+			}
+		})
+	}
+}
+
 func TestIdleTimer(t *testing.T) {
 	if NewIdleTimer(0, func() {}) != nil {
 		t.Fatal("a timer without a timeout")

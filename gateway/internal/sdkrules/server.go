@@ -115,3 +115,41 @@ func Complete(fields map[string]json.RawMessage, server *mcp.Implementation) ([]
 	}
 	return json.Marshal(fields)
 }
+
+// Earlier undoes Complete for a client of a protocol before 2026-07-28
+// whose call went over a link of 2026-07-28: a complete result loses its
+// resultType and the serverInfo the upstream's SDK put in _meta, which
+// that client's SDK would never have been sent; every other member keeps
+// its bytes. A result that is not complete (it asks for input) is returned
+// as it is, with ok false: it is not the client's to be given as written.
+func Earlier(raw json.RawMessage) (out json.RawMessage, ok bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return raw, false
+	}
+	if rt, has := fields["resultType"]; has && string(rt) != `"complete"` {
+		return raw, false
+	}
+	delete(fields, "resultType")
+	if m, has := fields["_meta"]; has && string(m) != "null" {
+		var meta map[string]json.RawMessage
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return raw, false
+		}
+		delete(meta, mcp.MetaKeyServerInfo)
+		if len(meta) == 0 {
+			delete(fields, "_meta")
+		} else {
+			b, err := json.Marshal(meta)
+			if err != nil {
+				return raw, false
+			}
+			fields["_meta"] = b
+		}
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return raw, false
+	}
+	return b, true
+}

@@ -1,0 +1,691 @@
+// The reference servers behind interlock work as they do directly. One
+// feature script runs with the same client against
+// @modelcontextprotocol/server-everything (as a stdio child and as a
+// streamable HTTP upstream) and @modelcontextprotocol/server-filesystem (as a
+// stdio child), first directly, then through `interlock serve` (HTTP with
+// sessions, and --stdio). Each feature must work through interlock exactly
+// when it works directly, and give the same answer, apart from what the gate
+// deliberately changes in a tool definition (see compareTools). A table of
+// every feature, direct and through, per transport, is printed.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+
+import {
+  CreateMessageRequestSchema,
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  GetTaskResultSchema,
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  CallToolResultSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+
+import { SDK1, SDK2, removeDir, startHttp, startStdio, tempDataDir } from './harness.mjs';
+
+const SLOW = { timeout: 120_000 };
+const EVERYTHING = fileURLToPath(
+  new URL('./node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
+);
+const FILESYSTEM = fileURLToPath(
+  new URL('./node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url),
+);
+const ROOT_NAME = 'interop-root';
+const SAMPLED = 'sampled by the interop client';
+
+// What the client answers when a server asks it something.
+function handlers(sdk, rootUri, seen) {
+  const roots = () => ({ roots: [{ uri: rootUri, name: ROOT_NAME }] });
+  const sample = (req) => ({
+    model: 'interop-model',
+    role: 'assistant',
+    stopReason: 'endTurn',
+    content: { type: 'text', text: `${SAMPLED}: ${req.params.messages?.[0]?.content?.text ?? ''}` },
+  });
+  const elicit = (req) => {
+    seen.elicitations.push(req.params);
+    return { action: 'accept', content: { name: 'Ada Lovelace', check: true } };
+  };
+  const on = (kind) => (n) => seen[kind].push(n.params);
+  return (client) => {
+    if (sdk === SDK1) {
+      client.setRequestHandler(ListRootsRequestSchema, roots);
+      client.setRequestHandler(CreateMessageRequestSchema, sample);
+      client.setRequestHandler(ElicitRequestSchema, elicit);
+      client.setNotificationHandler(LoggingMessageNotificationSchema, on('logs'));
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, on('updated'));
+      client.setNotificationHandler(ResourceListChangedNotificationSchema, on('resourcesChanged'));
+      client.setNotificationHandler(ToolListChangedNotificationSchema, on('toolsChanged'));
+    } else {
+      client.setRequestHandler('roots/list', roots);
+      client.setRequestHandler('sampling/createMessage', sample);
+      client.setRequestHandler('elicitation/create', elicit);
+      client.setNotificationHandler('notifications/message', on('logs'));
+      client.setNotificationHandler('notifications/resources/updated', on('updated'));
+      client.setNotificationHandler('notifications/resources/list_changed', on('resourcesChanged'));
+      client.setNotificationHandler('notifications/tools/list_changed', on('toolsChanged'));
+    }
+  };
+}
+
+const CAPABILITIES = {
+  roots: { listChanged: true },
+  sampling: {},
+  elicitation: { form: {}, url: {} },
+};
+
+function newSeen() {
+  return { logs: [], updated: [], resourcesChanged: [], toolsChanged: [], elicitations: [] };
+}
+
+// waitFor polls cond every 50 ms until it holds or ms pass.
+async function waitFor(cond, ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return cond();
+}
+
+// call is callTool for either SDK.
+function call(conn, params, opts = {}) {
+  return conn.sdk === SDK1 ? conn.client.callTool(params, undefined, opts) : conn.client.callTool(params, opts);
+}
+
+// ranOk asserts a tool result that is not an error and returns it.
+function ranOk(res) {
+  assert.notEqual(res.isError, true, `tool failed: ${JSON.stringify(res).slice(0, 500)}`);
+  return res;
+}
+
+// A tool result as two runs can compare: what varies from run to run (a
+// timestamp, a random number) is named in drop.
+function stable(res) {
+  // Dynamic resources name the time they were made.
+  const text = JSON.stringify(res)
+    .replace(/\d{1,2}:\d{2}:\d{2}(\s?[AP]M)?/g, 'TIME')
+    .replace(/\d{4}-\d{2}-\d{2}T[\d:.]+Z/g, 'TIME');
+  const out = JSON.parse(text);
+  delete out._meta;
+  return out;
+}
+
+const isErrorBody = (s) =>
+  Array.isArray(s?.required) && ['code', 'retriable', 'message', 'recovery_hint'].every((k) => s.required.includes(k));
+
+// The gate's deliberate changes to a tool: the annotations state every hint
+// (so an unstated one takes its stricter spec default) and the title; the
+// input schema may gain the meta-arguments of the rule's mode; an output
+// schema is widened to admit interlock's error body (anyOf [own, error]).
+// Every other field must be as the upstream sent it.
+function throughTool(t) {
+  const out = JSON.parse(JSON.stringify(t));
+  const wide = out.outputSchema;
+  if (wide?.anyOf?.length === 2 && isErrorBody(wide.anyOf[1])) {
+    // The keywords of a schema's root stay at the root of the wider one.
+    const own = { ...wide.anyOf[0] };
+    for (const k of ['$schema', '$defs', 'definitions']) if (k in wide) own[k] = wide[k];
+    out.outputSchema = own;
+  }
+  for (const k of Object.keys(out.inputSchema?.properties ?? {})) {
+    if (k.startsWith('__')) delete out.inputSchema.properties[k];
+  }
+  return out;
+}
+
+function compareTools(direct, through) {
+  const byName = new Map(through.map((t) => [t.name, throughTool(t)]));
+  assert.deepEqual([...byName.keys()].sort(), direct.map((t) => t.name).sort(), 'tool names');
+  for (const d of direct) {
+    const t = byName.get(d.name);
+    for (const k of Object.keys(d)) {
+      if (k === 'annotations') continue;
+      assert.deepEqual(t[k], d[k], `${d.name}: ${k}`);
+    }
+    for (const k of Object.keys(t)) {
+      if (k !== 'annotations') assert.ok(k in d, `${d.name}: ${k} was added`);
+    }
+    // Every hint the upstream stated is kept; the gate only adds.
+    for (const [k, v] of Object.entries(d.annotations ?? {})) {
+      assert.deepEqual(t.annotations?.[k], v, `${d.name}: annotations.${k}`);
+    }
+  }
+}
+
+// The features of server-everything. Each returns a value that must be the
+// same directly and through interlock (compare, when given, compares them).
+const EVERYTHING_FEATURES = [
+  {
+    name: 'capabilities',
+    run: async (c) => c.client.getServerCapabilities(),
+    // interlock offers what the upstream offers, less tasks, which it
+    // refuses (see the tasks feature), and may add completions.
+    compare: (direct, through) => {
+      const { tasks: _t, completions: _c, ...want } = direct;
+      const { completions: _c2, ...got } = through;
+      assert.deepEqual(got, want);
+    },
+  },
+  {
+    name: 'tools/list',
+    run: async (c) => (await c.client.listTools()).tools,
+    compare: compareTools,
+  },
+  {
+    name: 'tool results',
+    run: async (c) => {
+      const out = {};
+      out.echo = stable(ranOk(await call(c, { name: 'echo', arguments: { message: 'hi' } })));
+      out.sum = stable(ranOk(await call(c, { name: 'get-sum', arguments: { a: 2, b: 3 } })));
+      out.structured = stable(ranOk(await call(c, { name: 'get-structured-content', arguments: { location: 'Chicago' } })));
+      out.image = stable(ranOk(await call(c, { name: 'get-tiny-image', arguments: {} })));
+      out.annotated = stable(
+        ranOk(await call(c, { name: 'get-annotated-message', arguments: { messageType: 'success', includeImage: true } })),
+      );
+      out.reference = stable(
+        ranOk(await call(c, { name: 'get-resource-reference', arguments: { resourceType: 'Text', resourceId: 2 } })),
+      );
+      out.links = stable(ranOk(await call(c, { name: 'get-resource-links', arguments: { count: 2 } })));
+      return out;
+    },
+  },
+  {
+    name: 'resources',
+    run: async (c) => {
+      const { resources } = await c.client.listResources();
+      const staticDoc = resources.find((r) => r.uri.startsWith('demo://resource/static/'));
+      const read = await c.client.readResource({ uri: staticDoc.uri });
+      const dynamic = await c.client.readResource({ uri: 'demo://resource/dynamic/text/1' });
+      return { uris: resources.map((r) => r.uri).sort(), read: read.contents, dynamic: dynamic.contents.map((x) => x.uri) };
+    },
+  },
+  {
+    name: 'templates',
+    run: async (c) => (await c.client.listResourceTemplates()).resourceTemplates,
+  },
+  {
+    name: 'subscribe + updated',
+    run: async (c) => {
+      const uri = 'demo://resource/dynamic/text/1';
+      await c.client.subscribeResource({ uri });
+      ranOk(await call(c, { name: 'toggle-subscriber-updates', arguments: {} }));
+      try {
+        const got = await waitFor(() => c.seen.updated.some((u) => u.uri === uri), 8_000);
+        assert.ok(got, 'no notifications/resources/updated within 8 s');
+      } finally {
+        await call(c, { name: 'toggle-subscriber-updates', arguments: {} });
+        await c.client.unsubscribeResource({ uri });
+      }
+      return uri;
+    },
+  },
+  {
+    name: 'prompts',
+    run: async (c) => {
+      const { prompts } = await c.client.listPrompts();
+      const simple = await c.client.getPrompt({ name: 'simple-prompt' });
+      const args = await c.client.getPrompt({ name: 'args-prompt', arguments: { city: 'Paris', state: 'TX' } });
+      return { names: prompts.map((p) => p.name).sort(), simple: simple.messages, args: args.messages };
+    },
+  },
+  {
+    name: 'completion',
+    run: async (c) => {
+      const { completion } = await c.client.complete({
+        ref: { type: 'ref/prompt', name: 'completable-prompt' },
+        argument: { name: 'department', value: 'E' },
+      });
+      return completion.values;
+    },
+  },
+  {
+    name: 'logging',
+    run: async (c) => {
+      // A client of 2026-07-28 names its level in each request; an
+      // earlier one sets it once.
+      const params = { name: 'toggle-simulated-logging', arguments: {} };
+      if (c.sdk === SDK1) await c.client.setLoggingLevel('debug');
+      else params._meta = { 'io.modelcontextprotocol/logLevel': 'debug' };
+      const before = c.seen.logs.length;
+      ranOk(await call(c, params));
+      try {
+        assert.ok(await waitFor(() => c.seen.logs.length > before, 7_000), 'no log message within 7 s');
+      } finally {
+        await call(c, { name: 'toggle-simulated-logging', arguments: {} });
+      }
+      return true;
+    },
+  },
+  {
+    name: 'progress',
+    run: async (c) => {
+      const progress = [];
+      const res = ranOk(
+        await call(
+          c,
+          { name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 2 } },
+          { onprogress: (p) => progress.push(p.progress) },
+        ),
+      );
+      // How many arrive before the result is a race in the client (see
+      // passthrough.test.mjs); that some arrive is what must hold.
+      assert.ok(progress.length >= 1, `no progress: ${JSON.stringify(res)}`);
+      return true;
+    },
+  },
+  {
+    name: 'cancellation',
+    run: async (c) => {
+      const ac = new AbortController();
+      const started = Date.now();
+      setTimeout(() => ac.abort('interop cancels'), 300);
+      await assert.rejects(
+        call(c, { name: 'trigger-long-running-operation', arguments: { duration: 20, steps: 20 } }, { signal: ac.signal }),
+      );
+      assert.ok(Date.now() - started < 5_000, 'cancelling took too long');
+      // The connection serves the next call.
+      ranOk(await call(c, { name: 'echo', arguments: { message: 'after' } }));
+      return true;
+    },
+  },
+  {
+    name: 'sampling',
+    run: async (c) => {
+      const res = ranOk(await call(c, { name: 'trigger-sampling-request', arguments: { prompt: 'ping', maxTokens: 5 } }));
+      const text = JSON.stringify(res.content);
+      assert.ok(text.includes(SAMPLED), text);
+      return res.content.map((x) => x.type);
+    },
+  },
+  {
+    name: 'roots',
+    run: async (c) => {
+      const res = ranOk(await call(c, { name: 'get-roots-list', arguments: {} }));
+      const text = res.content.map((x) => x.text).join('\n');
+      assert.ok(text.includes(c.rootUri), text);
+      return true;
+    },
+  },
+  {
+    name: 'elicitation',
+    run: async (c) => {
+      const res = ranOk(await call(c, { name: 'trigger-elicitation-request', arguments: {} }));
+      const text = res.content.map((x) => x.text).join('\n');
+      assert.ok(text.includes('Ada Lovelace'), text);
+      return c.seen.elicitations.at(-1);
+    },
+    // A form is sent with mode "form" even where the server left it out
+    // (the specification's default): the SDK interlock is built on always
+    // names it.
+    compare: (direct, through) => {
+      const { mode, ...rest } = through;
+      assert.ok(mode === undefined || mode === 'form' || mode === direct.mode, `mode ${mode}`);
+      assert.deepEqual(rest, (({ mode: _m, ...r }) => r)(direct));
+    },
+  },
+  {
+    name: 'list_changed',
+    run: async (c) => {
+      const before = c.seen.resourcesChanged.length;
+      ranOk(
+        await call(c, {
+          name: 'gzip-file-as-resource',
+          arguments: { name: `interop-${c.label.replace(/\W+/g, '-')}.gz`, data: 'data:text/plain;base64,aGVsbG8=' },
+        }),
+      );
+      assert.ok(
+        await waitFor(() => c.seen.resourcesChanged.length > before, 3_000),
+        'no notifications/resources/list_changed within 3 s',
+      );
+      return true;
+    },
+  },
+  {
+    name: 'tasks',
+    run: async (c) => {
+      const created = await c.client.request(
+        { method: 'tools/call', params: { name: 'simulate-research-query', arguments: { topic: 'mcp' }, task: { ttl: 60_000 } } },
+        CreateTaskResultSchema,
+      );
+      const id = created.task.taskId;
+      let status = created.task.status;
+      const end = Date.now() + 20_000;
+      while (status !== 'completed' && status !== 'failed' && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 200));
+        status = (await c.client.request({ method: 'tasks/get', params: { taskId: id } }, GetTaskResultSchema)).status;
+      }
+      assert.equal(status, 'completed');
+      const res = await c.client.request({ method: 'tasks/result', params: { taskId: id } }, CallToolResultSchema);
+      return ranOk(res).content.map((x) => x.type);
+    },
+    // A gateway that cannot carry tasks must say so, never drop them.
+    refusal: /interlock does not carry task-augmented tool calls/,
+  },
+];
+
+// The features of server-filesystem, in a directory of the test's own.
+const FILESYSTEM_FEATURES = [
+  { name: 'tools/list', run: async (c) => (await c.client.listTools()).tools, compare: compareTools },
+  {
+    name: 'tool results',
+    run: async (c) => {
+      const read = ranOk(await call(c, { name: 'read_text_file', arguments: { path: join(c.dir, 'hello.txt') } }));
+      const list = ranOk(await call(c, { name: 'list_directory', arguments: { path: c.dir } }));
+      return { read: stable(read), list: stable(list) };
+    },
+  },
+  {
+    name: 'write (destructive, allowed by rule)',
+    run: async (c) => {
+      const path = join(c.dir, 'writes', `w-${c.label.replace(/\W+/g, '-')}.txt`);
+      ranOk(await call(c, { name: 'write_file', arguments: { path, content: 'written' } }));
+      const read = ranOk(await call(c, { name: 'read_text_file', arguments: { path } }));
+      return read.content[0].text;
+    },
+  },
+  {
+    name: 'roots',
+    run: async (c) => {
+      // The server replaces its allowed directories with the client's roots.
+      const res = ranOk(await call(c, { name: 'list_allowed_directories', arguments: {} }));
+      const text = res.content.map((x) => x.text).join('\n');
+      assert.ok(text.includes(c.rootDir), text);
+      return true;
+    },
+  },
+];
+
+async function runFeatures(features, conn) {
+  const out = {};
+  for (const f of features) {
+    try {
+      out[f.name] = { ok: true, value: await f.run(conn) };
+    } catch (err) {
+      out[f.name] = { ok: false, error: String(err?.message ?? err).slice(0, 300) };
+    }
+  }
+  return out;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.once('error', reject);
+  });
+}
+
+// server-everything over streamable HTTP, on a free port. Returns { url, close }.
+async function startEverythingHttp() {
+  const port = await freePort();
+  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server-everything did not listen: ${err}`)), 15_000);
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d) => {
+      err += d;
+      if (/listening on port/.test(err)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server-everything exited (${code}): ${err}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    close: async () => {
+      if (child.exitCode === null) {
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await gone;
+      }
+    },
+  };
+}
+
+// A client connected straight to a server: a stdio command or a URL.
+async function connectDirect(sdk, target, setup) {
+  const client = new sdk.Client({ name: 'interlock-interop', version: '1.0.0' }, { capabilities: CAPABILITIES });
+  setup(client);
+  const transport = target.url
+    ? new sdk.StreamableHTTPClientTransport(new URL(target.url))
+    : new sdk.StdioClientTransport({ command: target.command[0], args: target.command.slice(1), stderr: 'ignore' });
+  await client.connect(transport);
+  return {
+    client,
+    close: async () => {
+      if (transport.sessionId) await transport.terminateSession().catch(() => {});
+      await client.close();
+    },
+  };
+}
+
+// An interlock config with one upstream and a rule that lets every one of
+// its tools run: these tests are about what travels, not about the gate.
+function writeConfig(dir, upstream) {
+  const lines = ['upstreams:', '  - name: ref'];
+  if (upstream.perClient) lines.push('    per_client: true');
+  if (upstream.url) lines.push(`    url: ${JSON.stringify(upstream.url)}`);
+  else lines.push(`    command: [${upstream.command.map((x) => JSON.stringify(x)).join(', ')}]`);
+  lines.push('rules:', '  - name: reference-server', '    match: {upstream: ref, tools: ["*"]}', '    mode: allow', '');
+  const path = join(dir, 'interlock.yaml');
+  writeFileSync(path, lines.join('\n'));
+  return path;
+}
+
+async function connectThrough(sdk, transport, cfgPath, setup) {
+  const clientOptions = { capabilities: CAPABILITIES };
+  if (sdk.pin) clientOptions.versionNegotiation = { mode: { pin: sdk.pin } };
+  const opts = {
+    sdk,
+    dryRun: 'false',
+    extraArgs: ['--config', cfgPath],
+    clientOptions,
+    setup,
+  };
+  return transport === 'http' ? startHttp(opts) : startStdio(opts);
+}
+
+// One row of the printed table per feature, a column per connection.
+function printTable(title, columns, results, features, sdk) {
+  const width = Math.max(...features.map((f) => f.name.length), 8);
+  const cell = (f, col) => {
+    const r = results[col]?.[f.name];
+    const base = results.direct?.[f.name];
+    if (!r) return '-';
+    if (col === 'direct') return r.ok ? 'works' : 'fails';
+    if (!r.ok) {
+      if (base && !base.ok) return 'fails (as direct)';
+      if (f.refusal?.test(r.error)) return 'refused';
+      return sdk.gaps?.[f.name]?.test(r.error) ? 'gap' : 'FAILS';
+    }
+    if (base?.ok) {
+      try {
+        if (f.compare) f.compare(dropped(base.value, sdk), r.value);
+        else assert.deepEqual(r.value, base.value);
+      } catch {
+        return 'DIFFERS';
+      }
+    }
+    return 'works';
+  };
+  const lines = [`\n${title}`, ['feature'.padEnd(width), ...columns].join(' | ')];
+  const notes = [];
+  for (const f of features) {
+    lines.push([f.name.padEnd(width), ...columns.map((col) => cell(f, col).padEnd(col.length))].join(' | '));
+    for (const col of columns) {
+      const r = results[col]?.[f.name];
+      if (r && !r.ok) notes.push(`  ${f.name}, ${col}: ${r.error}`);
+    }
+  }
+  if (notes.length) lines.push('why:', ...notes);
+  console.log(lines.join('\n'));
+}
+
+// dropped is a direct list of tools less the fields the client drops on
+// the protocol it speaks through interlock.
+function dropped(value, sdk) {
+  if (!sdk.drops || !Array.isArray(value)) return value;
+  return value.map((t) => {
+    const out = { ...t };
+    for (const k of sdk.drops) delete out[k];
+    return out;
+  });
+}
+
+// assertSame checks that each feature works through interlock exactly when
+// it works directly, with the same answer.
+function assertSame(features, direct, through, label, sdk) {
+  const problems = [];
+  for (const f of features) {
+    const d = direct[f.name];
+    const t = through[f.name];
+    if (d.ok && !t.ok) {
+      if (f.refusal && f.refusal.test(t.error)) continue;
+      if (sdk.gaps?.[f.name]?.test(t.error)) continue;
+      problems.push(`${f.name}: works directly, fails through interlock (${label}): ${t.error}`);
+    } else if (!d.ok && t.ok) {
+      problems.push(`${f.name}: fails directly (${d.error}), works through interlock (${label})`);
+    } else if (d.ok) {
+      try {
+        if (f.compare) f.compare(dropped(d.value, sdk), t.value);
+        else assert.deepEqual(t.value, d.value);
+      } catch (err) {
+        problems.push(`${f.name}: differs through interlock (${label}): ${err.message.slice(0, 600)}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, [], problems.join('\n'));
+}
+
+const SCENARIOS = [
+  { title: 'server-everything, stdio child', server: 'everything', upstream: 'stdio', features: EVERYTHING_FEATURES },
+  { title: 'server-everything, streamable HTTP upstream', server: 'everything', upstream: 'http', features: EVERYTHING_FEATURES },
+  { title: 'server-filesystem, stdio child', server: 'filesystem', upstream: 'stdio', features: FILESYSTEM_FEATURES },
+];
+
+// Client 2.x as it comes negotiates 2025-11-25, as server-everything
+// does; pinned to 2026-07-28 it can talk so only to interlock, so its
+// direct baseline is the same client unpinned.
+const SDK2_PINNED = {
+  ...SDK2,
+  name: '@modelcontextprotocol/client 2.x pinned to 2026-07-28',
+  pin: '2026-07-28',
+  // What such a client cannot have through interlock from a server of an
+  // earlier protocol, and the clear failure it gets instead: never a hang.
+  // The protocol took subscriptions and unsolicited notifications away,
+  // and a server may ask such a client only in a result (an input
+  // request), while these servers push their questions in the middle of a
+  // call; interlock does not bridge the two.
+  gaps: {
+    'subscribe + updated': /not supported by the negotiated protocol version/,
+    list_changed: /no notifications\/resources\/list_changed/,
+    sampling: /method not found: \\"sampling\/createMessage\\"/,
+    roots: /no roots are currently configured|Allowed directories/,
+    elicitation: /CANCELLED/,
+  },
+  // Client 2.x on 2026-07-28 drops a tool's execution itself.
+  drops: ['execution'],
+};
+
+for (const sdk of [SDK1, SDK2, SDK2_PINNED]) {
+  for (const sc of SCENARIOS) {
+    describe(`reference server behind interlock: ${sc.title}, ${sdk.name}`, () => {
+      let dir;
+      let httpServer;
+      const results = {};
+      const versions = {};
+      const columns = [];
+      let upstream;
+
+      before(async () => {
+        dir = tempDataDir();
+        // The server is started with work; the client's root is a folder
+        // inside it, so a server that takes the client's roots shows it.
+        const work = join(dir, 'files');
+        const rooted = join(work, 'rooted');
+        mkdirSync(join(rooted, 'writes'), { recursive: true });
+        writeFileSync(join(rooted, 'hello.txt'), 'hello from the interop suite\n');
+        // server-filesystem takes the client's roots as the directories it
+        // may touch, asked for outside any call: a child shared by every
+        // client could not know whose roots to take, so it is per_client.
+        if (sc.server === 'filesystem') upstream = { command: [process.execPath, FILESYSTEM, work], perClient: true };
+        else if (sc.upstream === 'http') {
+          httpServer = await startEverythingHttp();
+          upstream = { url: httpServer.url };
+        } else upstream = { command: [process.execPath, EVERYTHING, 'stdio'] };
+        upstream.dir = rooted;
+      }, SLOW);
+      after(async () => {
+        await httpServer?.close();
+        removeDir(dir);
+      });
+
+      const run = async (column, connect) => {
+        const seen = newSeen();
+        const rootDir = upstream.dir;
+        const rootUri = `file://${rootDir}`;
+        const setup = handlers(sdk, rootUri, seen);
+        const conn = await connect(setup);
+        versions[column] = conn.client.getNegotiatedProtocolVersion?.() ?? conn.client.transport?.protocolVersion ?? '?';
+        try {
+          results[column] = await runFeatures(sc.features, {
+            client: conn.client,
+            sdk,
+            seen,
+            rootUri,
+            rootDir,
+            dir: upstream.dir,
+            label: `${sdk.name} ${column}`,
+          });
+          const failed = Object.values(results[column]).some((r) => !r.ok);
+          if (failed && conn.stderr) console.log(`--- ${column} stderr (tail) ---\n${conn.stderr().slice(-4000)}`);
+        } finally {
+          await conn.close();
+        }
+        columns.push(column);
+      };
+
+      it('works directly', SLOW, async () => {
+        await run('direct', (setup) => connectDirect(sdk, upstream, setup));
+        // The direct run is the baseline: the script itself must be sound.
+        const failing = Object.entries(results.direct).filter(([, r]) => !r.ok);
+        if (failing.length) console.log(`${sc.title}, ${sdk.name}: fails directly: ${JSON.stringify(failing)}`);
+      });
+
+      for (const transport of ['http', 'stdio']) {
+        it(`works the same through interlock serve ${transport === 'http' ? '(HTTP, sessions)' : '--stdio'}`, SLOW, async () => {
+          const cfg = writeConfig(dir, upstream);
+          const column = `interlock ${transport}`;
+          await run(column, (setup) => connectThrough(sdk, transport, cfg, setup));
+          assertSame(sc.features, results.direct, results[column], column, sdk);
+        });
+      }
+
+      it('prints the feature table', () => {
+        const spoken = columns.map((c) => `${c}: ${versions[c]}`).join(', ');
+        printTable(`${sc.title}, ${sdk.name} (protocol ${spoken})`, columns, results, sc.features, sdk);
+        assert.ok(columns.includes('direct'));
+      });
+    });
+  }
+}
+
