@@ -13,6 +13,8 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
+	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/storetest"
 )
@@ -254,5 +256,19 @@ func TestStoreHelperProcess(t *testing.T) {
 		}
 		t.Cleanup(func() { s.Close() })
 		return s, s.Budgets()
+	})
+}
+
+func TestConsoleConformance(t *testing.T) {
+	consolestatetest.Run(t, func(t *testing.T) (consolestate.Store, consolestate.Store) {
+		s, other := twoHandles(t)
+		return s.Console(), other.Console()
+	})
+}
+
+func TestConsoleSignal(t *testing.T) {
+	consolestatetest.RunSignal(t, func(t *testing.T) (consolestate.Signal, consolestate.Signal) {
+		s, other := twoHandles(t)
+		return s.Console(), other.Console()
 	})
 }
