@@ -6,6 +6,8 @@ import (
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
+	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
 )
 
 // twoGateways opens two handles on one fresh schema, as two gateways
@@ -60,4 +62,41 @@ func TestHelperProcess(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s
 	})
+}
+
+func TestConsoleConformance(t *testing.T) {
+	consolestatetest.Run(t, func(t *testing.T) (consolestate.Store, consolestate.Store) {
+		s, other := twoGateways(t)
+		return s.Console(), other.Console()
+	})
+}
+
+func TestConsoleSignal(t *testing.T) {
+	consolestatetest.RunSignal(t, func(t *testing.T) (consolestate.Signal, consolestate.Signal) {
+		s, other := twoGateways(t)
+		return s.Console(), other.Console()
+	})
+}
+
+// TestConsoleSignalStaysInItsSchema: NOTIFY channels are the database's,
+// yet two schemas are two stores; a word raised in one is not heard in
+// the other.
+func TestConsoleSignalStaysInItsSchema(t *testing.T) {
+	here, _ := twoGateways(t)
+	there, _ := twoGateways(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := there.Console().Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := here.Console().Raise(ctx, "apr_elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if err := there.Console().Raise(ctx, "apr_here"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-ch; got != "apr_here" {
+		t.Errorf("heard %q first", got)
+	}
 }
