@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/consolestate"
 )
 
 // change is one thing that happened to an approval or a standing grant,
@@ -25,15 +26,19 @@ type change struct {
 // tells them what changed. Reading the stores, rather than hearing each
 // decision, catches every path a decision takes (this console, REST, the
 // command line, another replica), approvals that expire on their own and
-// the calls a grant lets run.
+// the calls a grant lets run. It reads them every poll, and at once when
+// the signal says another replica (or this one) changed something.
 type watcher struct {
 	store  approval.Store
 	grants approval.GrantStore
+	signal consolestate.Signal
 	poll   time.Duration
 	log    *slog.Logger
 	wake   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	// raise asks the raiser to send the signal.
+	raise chan struct{}
+	done  chan struct{}
+	once  sync.Once
 
 	mu   sync.Mutex
 	subs map[chan change]struct{}
@@ -51,11 +56,44 @@ type snapshot struct {
 	grants    map[string]*approval.StandingGrant
 }
 
-func newWatcher(store approval.Store, grants approval.GrantStore, poll time.Duration, log *slog.Logger) *watcher {
-	w := &watcher{store: store, grants: grants, poll: poll, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		subs: map[chan change]struct{}{}}
+func newWatcher(store approval.Store, grants approval.GrantStore, signal consolestate.Signal, poll time.Duration, log *slog.Logger) *watcher {
+	w := &watcher{store: store, grants: grants, signal: signal, poll: poll, log: log, wake: make(chan struct{}, 1),
+		raise: make(chan struct{}, 1), done: make(chan struct{}), subs: map[chan change]struct{}{}}
 	go w.run()
+	go w.raiser()
 	return w
+}
+
+// changed wakes this watcher and, through the signal, every other
+// replica's; it never blocks.
+func (w *watcher) changed() {
+	w.poke()
+	select {
+	case w.raise <- struct{}{}:
+	default:
+	}
+}
+
+// raiseTimeout bounds one raise of the signal: a store that does not
+// answer delays the other replicas' pages until their next poll, never a
+// decision.
+const raiseTimeout = 5 * time.Second
+
+// raiser sends the signal for changed, one raise for any number of
+// changes made while the last was on its way.
+func (w *watcher) raiser() {
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.raise:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), raiseTimeout)
+		if err := w.signal.Raise(ctx, "changed"); err != nil {
+			w.log.Warn("console: telling the other gateways of a change", "error", err)
+		}
+		cancel()
+	}
 }
 
 func (w *watcher) poke() {
@@ -121,6 +159,10 @@ func (w *watcher) run() {
 	defer t.Stop()
 	var known *snapshot
 	var lastHeard time.Time
+	// heard is the signal while pages listen, nil otherwise.
+	var heard <-chan string
+	stopHearing := func() {}
+	defer func() { stopHearing() }()
 	for {
 		select {
 		case <-w.done:
@@ -133,11 +175,22 @@ func (w *watcher) run() {
 			return
 		case <-t.C:
 		case <-w.wake:
+		case _, ok := <-heard:
+			if !ok {
+				// The signal stopped; listen again at the next poll.
+				heard = nil
+				stopHearing()
+			}
 		}
 		if w.listening() {
 			lastHeard = time.Now()
+			if heard == nil {
+				heard, stopHearing = w.hear()
+			}
 		} else if time.Since(lastHeard) > linger {
 			known = nil
+			stopHearing()
+			heard, stopHearing = nil, func() {}
 			continue
 		}
 		next, changes, err := w.read(context.Background(), known)
@@ -150,6 +203,19 @@ func (w *watcher) run() {
 			w.publish(c)
 		}
 	}
+}
+
+// hear listens to the signal; on failure it returns nil, and the watcher
+// reads the stores every poll until it listens again.
+func (w *watcher) hear() (<-chan string, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := w.signal.Listen(ctx)
+	if err != nil {
+		cancel()
+		w.log.Warn("console: listening for other gateways' changes", "error", err)
+		return nil, func() {}
+	}
+	return ch, cancel
 }
 
 // read compares the stores with what was known and returns what they hold
@@ -308,6 +374,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	changes, cancel := c.changes.subscribe()
 	defer cancel()
+	ended := c.endings.of(s.key)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
@@ -323,7 +390,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-s.ended:
+		case <-ended:
 			// Signed out, idled out, or its credential fell: the stream
 			// tells nothing more.
 			return
@@ -336,10 +403,13 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 			}
 			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)
 		case <-beat.C:
-			if !c.sessions.live(s) {
+			// Signed out or idled out on any replica, or the store is
+			// away: the stream tells nothing more.
+			ck, err := r.Cookie(sessionCookie)
+			if err != nil {
 				return
 			}
-			if ck, err := r.Cookie(sessionCookie); err != nil || !c.stands(r.Context(), ck.Value, s) {
+			if now, err := c.session(r.Context(), ck.Value, false); err != nil || now == nil || !c.stands(r.Context(), now) {
 				return
 			}
 			_, err = fmt.Fprint(w, ": still here\n\n")

@@ -58,7 +58,10 @@ func TestLinksMadeElsewhere(t *testing.T) {
 	if res, _ := r.browser(t).get("/console/login?once=store-down"); res.StatusCode != http.StatusServiceUnavailable || cookieNamed(res, sessionCookie) != nil {
 		t.Errorf("a link that cannot be checked: status %d", res.StatusCode)
 	}
-	own := c.OneTimeLogin(interlock.Identity{Principal: "operator", Tenant: "local"})
+	own, err := c.OneTimeLogin(context.Background(), interlock.Identity{Principal: "operator", Tenant: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res, _ := r.browser(t).get("/console/login?once=" + own); res.StatusCode != http.StatusSeeOther {
 		t.Errorf("the console's own link: status %d", res.StatusCode)
 	}

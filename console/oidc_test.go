@@ -65,26 +65,46 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 			}})
 		defer c.Close()
 		carol := interlock.Identity{Tenant: "acme", Principal: "carol"}
-		provided, s := c.sessions.start(carol, Credential{Kind: CredentialProvider, Ref: "p", Expires: time.Now().Add(time.Hour)})
-		keyed, k := c.sessions.start(carol, Credential{Kind: CredentialKey, Ref: "k"})
+		ctx := context.Background()
+		open := func(cred Credential) (string, *session) {
+			id, err := c.openSession(ctx, carol, cred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.session(ctx, id, false)
+			if err != nil || s == nil {
+				t.Fatalf("a fresh session: %v", err)
+			}
+			return id, s
+		}
+		live := func(id string) bool {
+			s, err := c.session(ctx, id, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s != nil
+		}
+		provided, s := open(Credential{Kind: CredentialProvider, Ref: "p", Expires: time.Now().Add(time.Hour)})
+		keyed, k := open(Credential{Kind: CredentialKey, Ref: "k"})
+		streams := c.endings.of(s.key)
 		time.Sleep(time.Hour - time.Second)
-		if !c.stands(context.Background(), provided, s) || !c.stands(context.Background(), keyed, k) {
+		if !c.stands(ctx, s) || !c.stands(ctx, k) {
 			t.Fatal("a session ended before its credential did")
 		}
 		time.Sleep(time.Second)
-		if c.stands(context.Background(), provided, s) {
+		if c.stands(ctx, s) {
 			t.Error("a session outlived the identity provider's sign-in")
 		}
-		if c.sessions.get(provided, false) != nil {
+		if live(provided) {
 			t.Error("the ended session is still kept")
 		}
 		select {
-		case <-s.ended:
+		case <-streams:
 		default:
 			t.Error("the ended session's streams were not told")
 		}
 		gone["k"] = true
-		if n := c.Recheck(context.Background()); n != 1 || c.sessions.get(keyed, false) != nil {
+		if n := c.Recheck(ctx); n != 1 || live(keyed) {
 			t.Errorf("Recheck ended %d sessions", n)
 		}
 	})

@@ -32,6 +32,7 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
+	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
@@ -88,6 +89,13 @@ type Options struct {
 	// operator with it, and asks only while the gateway has neither API
 	// keys nor an OAuth issuer.
 	OperatorLinks func(ctx context.Context, token string) (bool, error)
+	// ConsoleState keeps the console's sessions, passkeys and one-time
+	// links, and ConsoleSignal carries the word that approvals changed,
+	// between the gateways sharing them: with both in a shared store, an
+	// approver's requests may land on any gateway. In this process's
+	// memory when nil.
+	ConsoleState  consolestate.Store
+	ConsoleSignal consolestate.Signal
 	// Probes check the stores for /readyz.
 	Probes []Probe
 }
@@ -185,7 +193,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	g.console = g.newConsole(opts.Audit, opts.PublicURL, opts.OperatorLinks)
+	g.console = g.newConsole(opts.Audit, opts.PublicURL, opts.OperatorLinks, opts.ConsoleState, opts.ConsoleSignal)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +

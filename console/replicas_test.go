@@ -1,0 +1,190 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/sqlite"
+)
+
+// replica is one gateway's console on a state file several share.
+type replica struct {
+	*rig
+	state *sqlite.State
+}
+
+// newReplica serves a console on its own handle on the state file at
+// path, as a gateway process on the data directory would. poll is how
+// often it reads the approvals without a signal.
+func newReplica(t *testing.T, path string, poll time.Duration) *replica {
+	t.Helper()
+	st, err := sqlite.OpenState(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: st.Approvals(), Grants: st.Approvals(),
+		Logger: quiet, CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(Options{Gate: gate, Logger: quiet, Poll: poll, State: st.Console(), Signal: st.Console(),
+		Authenticate: func(_ context.Context, key string) (interlock.Identity, Credential, error) {
+			if who, ok := keys[key]; ok {
+				return who, Credential{Kind: CredentialKey, Ref: key}, nil
+			}
+			return interlock.Identity{}, Credential{}, errors.New("unknown key")
+		}})
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(func() { c.Close(); srv.Close() })
+	return &replica{rig: &rig{srv: srv, url: srv.URL, console: c}, state: st}
+}
+
+// on sends b's next requests to r, with the cookies it has.
+func (b *browser) on(r *replica) *browser {
+	b.base = r.url
+	return b
+}
+
+// TestAnyReplicaAnswers: an approver signed in on one console is signed
+// in on another sharing its store; a form of one page is taken by the
+// other; what one leaves for the next page the other shows; signing out
+// on one signs out on both.
+func TestAnyReplicaAnswers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	a, b := newReplica(t, path, time.Second), newReplica(t, path, time.Second)
+	now := time.Now()
+	if _, err := a.state.Approvals().Request(context.Background(), refund("apr_1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	bob := a.browser(t)
+	bob.login("key-bob", "")
+	steps := []struct {
+		name  string
+		on    *replica
+		do    func() (*http.Response, string)
+		check func(res *http.Response, page string) bool
+	}{
+		{"signed in on a, listed on b", b, func() (*http.Response, string) { return bob.get("/console/") },
+			func(res *http.Response, page string) bool {
+				return res.StatusCode == http.StatusOK && strings.Contains(page, "Signed in as <strong>bob</strong>") && strings.Contains(page, "apr_1")
+			}},
+		{"a's form decided on b", b, func() (*http.Response, string) {
+			csrf := bob.on(a).csrf("/console/approvals/apr_1")
+			return bob.on(b).post("/console/approvals/apr_1/decide", url.Values{"csrf": {csrf}, "decision": {"approve"}})
+		}, func(res *http.Response, _ string) bool { return res.StatusCode == http.StatusSeeOther }},
+		{"b's flash shown on a", a, func() (*http.Response, string) { return bob.get("/console/approvals/apr_1") },
+			func(_ *http.Response, page string) bool {
+				return strings.Contains(page, "You approved alice&#39;s call of refund_invoice.")
+			}},
+		{"the flash is shown once", b, func() (*http.Response, string) { return bob.get("/console/approvals/apr_1") },
+			func(_ *http.Response, page string) bool {
+				return !strings.Contains(page, "You approved") && strings.Contains(page, "Approved: runs when the caller calls again")
+			}},
+		{"signed out on b, signed out on a", a, func() (*http.Response, string) {
+			bob.on(b).post("/console/logout", url.Values{"csrf": {bob.on(b).csrf("/console/")}})
+			return bob.on(a).get("/console/")
+		}, func(res *http.Response, _ string) bool {
+			return res.StatusCode == http.StatusSeeOther && strings.HasPrefix(res.Header.Get("Location"), "/console/login")
+		}},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			bob.t = t
+			bob.on(s.on)
+			if res, page := s.do(); !s.check(res, page) {
+				t.Fatalf("status %d, location %q\n%s", res.StatusCode, res.Header.Get("Location"), page)
+			}
+		})
+	}
+	if a, err := a.state.Approvals().Get(context.Background(), "apr_1"); err != nil || a.State(now) != approval.Approved {
+		t.Errorf("the approval after bob's decision: %+v %v", a, err)
+	}
+}
+
+// TestLiveUpdateAcrossReplicas: a page listening on one console hears of
+// a decision made on another at once, through the store's signal, long
+// before its next poll; and only what its viewer may see.
+func TestLiveUpdateAcrossReplicas(t *testing.T) {
+	// bob's decision is made on a's gate, as one through REST would be.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	// A poll of an hour: only the signal can bring the news in time.
+	a, b := newReplica(t, path, time.Hour), newReplica(t, path, time.Hour)
+	bob := a.browser(t)
+	bob.login("key-bob", "")
+	mallory := a.browser(t)
+	mallory.login("key-mallory", "")
+	if _, err := a.state.Approvals().Request(ctx, refund("apr_1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	bobs, mallorys := bob.on(b).events(ctx), mallory.on(b).events(ctx)
+	// The stream's first read of the stores is what it starts from.
+	time.Sleep(300 * time.Millisecond)
+	if _, err := a.console.gate.Decide(ctx, "apr_1", interlock.Identity{Tenant: "acme", Principal: "bob", Groups: []string{"finance"}}, approval.Approve, ""); err != nil {
+		t.Fatal(err)
+	}
+	a.console.Notify()
+	start := time.Now()
+	if got := nextEvent(t, bobs); got != "bob approved refund_invoice (1 of 2)." {
+		t.Errorf("b's stream told %q", got)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the news took %s", d)
+	}
+	// Mallory may not see alice's refund: her stream stays quiet, and
+	// then tells of one she may see.
+	if _, err := a.state.Approvals().Request(ctx, &approval.Approval{ID: "apr_m", Key: "m", Tenant: "acme", Principal: "alice",
+		Tool: "send_reminder", Approvers: []string{"mallory"}, Quorum: 1, CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	a.console.Notify()
+	if got := nextEvent(t, mallorys); got != "New approval waiting: send_reminder, called by alice." {
+		t.Errorf("mallory's stream told %q", got)
+	}
+}
+
+// TestConsoleFailsClosed: while the console's store cannot be read, a
+// signed-in approver's page is a clear error, never a signed-in view,
+// and no sign-in starts a session.
+func TestConsoleFailsClosed(t *testing.T) {
+	r := newReplica(t, filepath.Join(t.TempDir(), "state.db"), time.Second)
+	bob := r.browser(t)
+	bob.login("key-bob", "")
+	loginCSRF := bob.csrf("/console/login")
+	if err := r.state.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		do   func() (*http.Response, string)
+	}{
+		{"a page", func() (*http.Response, string) { return bob.get("/console/") }},
+		{"the event stream", func() (*http.Response, string) { return bob.get("/console/events") }},
+		{"a sign-in", func() (*http.Response, string) {
+			return bob.post("/console/login", url.Values{"csrf": {loginCSRF}, "key": {"key-bob"}})
+		}},
+		{"a one-time link", func() (*http.Response, string) { return bob.get("/console/login?once=some-token") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bob.t = t
+			res, page := tt.do()
+			if res.StatusCode != http.StatusServiceUnavailable || strings.Contains(page, "Signed in as") || strings.Contains(page, "sql") ||
+				cookieNamed(res, sessionCookie) != nil || !strings.Contains(page, "Try again in a moment") {
+				t.Errorf("status %d\n%s", res.StatusCode, page)
+			}
+		})
+	}
+}
