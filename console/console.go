@@ -104,6 +104,13 @@ type Options struct {
 	// process's own (other replicas' decisions then show at the next
 	// Poll).
 	Signal consolestate.Signal
+	// FlowKeys seal the sign-ins with the identity provider under way
+	// into the browser's cookie: 32 bytes each, the first seals, any
+	// opens. Every replica must have the same, or a sign-in started on
+	// one is refused when the provider sends the browser back to another
+	// ([FlowKeys] derives them from the sealing keys every replica
+	// shares). A random key of this process when empty.
+	FlowKeys [][]byte
 }
 
 // Console serves the approvers' pages.
@@ -126,9 +133,10 @@ type Console struct {
 	// signInWith is the identity provider approvers may sign in with;
 	// nil when there is none.
 	signInWith IdentityProvider
-	// flowKey seals the sign-ins under way into the browser's cookie, so
-	// the console keeps nothing for a sign-in that has not come back.
-	flowKey []byte
+	// flowKeys seal the sign-ins under way into the browser's cookie
+	// (the first) and open them (any), so the console keeps nothing for a
+	// sign-in that has not come back.
+	flowKeys [][]byte
 }
 
 // New returns a console. Its watcher of approvals runs until [Console.Close].
@@ -157,7 +165,10 @@ func New(opts Options) *Console {
 		}
 	}
 	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, links: opts.Links, signInWith: opts.SignIn, history: opts.History,
-		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKey: newFlowKey()}
+		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKeys: opts.FlowKeys}
+	if len(c.flowKeys) == 0 {
+		c.flowKeys = [][]byte{newFlowKey()}
+	}
 	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), signal, poll, log)
 	return c
 }

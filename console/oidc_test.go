@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // within its ten minutes.
 func TestSealedSignInFlows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, other := &Console{flowKey: newFlowKey()}, &Console{flowKey: newFlowKey()}
+		c, other := &Console{flowKeys: [][]byte{newFlowKey()}}, &Console{flowKeys: [][]byte{newFlowKey()}}
 		f := oidcFlow{State: "s", Nonce: "n", Verifier: "v", Next: "/console/grants", Expires: time.Now().Add(flowTTL)}
 		sealed := c.sealFlow(f)
 		if strings.Contains(sealed, "/console/grants") || strings.Contains(sealed, `"v"`) {
@@ -44,6 +45,36 @@ func TestSealedSignInFlows(t *testing.T) {
 			t.Error("a flow opened after its ten minutes")
 		}
 	})
+}
+
+// TestFlowsAcrossReplicas: consoles whose flow keys come from the same
+// sealing keys open each other's sign-ins under way, through a rotation
+// (new key first, old key kept); one with other sealing keys does not.
+func TestFlowsAcrossReplicas(t *testing.T) {
+	old, next := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
+	f := oidcFlow{State: "s", Expires: time.Now().Add(flowTTL)}
+	sealedBy := func(keys ...[]byte) string { return (&Console{flowKeys: FlowKeys(keys)}).sealFlow(f) }
+	tests := []struct {
+		name   string
+		sealed string
+		opener [][]byte
+		want   bool
+	}{
+		{"same keys", sealedBy(old), [][]byte{old}, true},
+		{"sealed before a rotation, opened after", sealedBy(old), [][]byte{next, old}, true},
+		{"sealed after a rotation, opened by one not yet rotated", sealedBy(next, old), [][]byte{old}, false},
+		{"other keys", sealedBy(next), [][]byte{old}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, ok := (&Console{flowKeys: FlowKeys(tt.opener)}).openFlow(tt.sealed); ok != tt.want {
+				t.Errorf("opened: %v, want %v", ok, tt.want)
+			}
+		})
+	}
+	if k := FlowKeys([][]byte{old}); len(k[0]) != 32 || bytes.Equal(k[0], old) {
+		t.Errorf("a flow key is the sealing key itself, or not 32 bytes: %x", k[0])
+	}
 }
 
 // TestSessionsEndWithTheirCredential: a session made with the identity

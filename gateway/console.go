@@ -23,11 +23,13 @@ const Operator = "operator"
 // newConsole makes the approvers' console over the gateway's gate, its
 // API keys, its OAuth issuer, its audit log, the one-time links made
 // outside it (links, if any; see [Options.OperatorLinks]) and the store
-// and signal its state is shared by (see [Options.ConsoleState]).
+// and signal its state is shared by (see [Options.ConsoleState]); the
+// sealing keys every replica shares seal its sign-ins under way.
 func (g *Gateway) newConsole(log audit.Log, public string, links func(context.Context, string) (bool, error),
-	state consolestate.Store, signal consolestate.Signal) *console.Console {
+	state consolestate.Store, signal consolestate.Signal, sealing [][]byte) *console.Console {
 	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential, State: state, Signal: signal,
-		Refused: func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
+		FlowKeys: console.FlowKeys(sealing),
+		Refused:  func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
 	if links != nil {
 		opts.Links = func(ctx context.Context, token string) (interlock.Identity, bool, error) {
 			// Approvers of a gateway that authenticates sign in with their

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // Options configure a [Gateway].
@@ -193,7 +195,13 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	g.console = g.newConsole(opts.Audit, opts.PublicURL, opts.OperatorLinks, opts.ConsoleState, opts.ConsoleSignal)
+	// The console seals sign-ins under way with keys of the gate's.
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
+	g.console = g.newConsole(opts.Audit, opts.PublicURL, opts.OperatorLinks, opts.ConsoleState, opts.ConsoleSignal, sealing)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
