@@ -15,6 +15,12 @@
 // gateway without either hands its operator a one-time sign-in link
 // instead. Every form carries the session's CSRF token, and cross-origin
 // POSTs are refused as well.
+//
+// Sessions, passkeys and one-time links live in the store the gateways
+// share ([Options.State]), and a change is announced through it
+// ([Options.Signal]), so replicas behind a balancer without affinity
+// answer any request of an approver alike. Without the store the console
+// signs no one in.
 package console
 
 import (
