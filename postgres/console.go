@@ -123,7 +123,7 @@ func decodeSession(body string, lastSeen int64) (consolestate.Session, error) {
 }
 
 // Session implements [consolestate.Store]. A read that neither touches
-// nor finds the session idled out takes no lock.
+// nor finds the session idled out writes nothing; a touch is one UPDATE.
 func (s *Console) Session(ctx context.Context, key string, now time.Time, idle time.Duration, touch bool) (consolestate.Session, error) {
 	if !touch {
 		var body string
@@ -143,40 +143,27 @@ func (s *Console) Session(ctx context.Context, key string, now time.Time, idle t
 			return sess, nil
 		}
 	}
-	var sess consolestate.Session
-	found := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		found = false
-		var body string
-		var seen int64
-		err := tx.QueryRow(ctx, "SELECT body, last_seen FROM console_sessions WHERE key = $1 FOR UPDATE", key).Scan(&body, &seen)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
+	// One statement touches a live session: last seen now, unless a
+	// later request of it already said so.
+	var body string
+	var seen int64
+	err := s.pool.QueryRow(ctx, `UPDATE console_sessions SET last_seen = greatest(last_seen, $2)
+		WHERE key = $1 AND last_seen >= $3 RETURNING body, last_seen`, key, now.UnixNano(), now.Add(-idle).UnixNano()).Scan(&body, &seen)
+	if err == nil {
+		sess, err := decodeSession(body, seen)
 		if err != nil {
-			return err
+			return consolestate.Session{}, s.fail("reading a console session", err)
 		}
-		if now.Sub(time.Unix(0, seen)) > idle {
-			_, err := tx.Exec(ctx, "DELETE FROM console_sessions WHERE key = $1", key)
-			return err
-		}
-		if touch {
-			seen = now.UnixNano()
-			if _, err := tx.Exec(ctx, "UPDATE console_sessions SET last_seen = $1 WHERE key = $2", seen, key); err != nil {
-				return err
-			}
-		}
-		sess, err = decodeSession(body, seen)
-		found = err == nil
-		return err
-	})
-	if err != nil {
+		return sess, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
 		return consolestate.Session{}, s.fail("reading a console session", err)
 	}
-	if !found {
-		return consolestate.Session{}, consolestate.ErrNoSession
+	// Gone, or idled out: then it ends.
+	if _, err := s.pool.Exec(ctx, "DELETE FROM console_sessions WHERE key = $1 AND last_seen < $2", key, now.Add(-idle).UnixNano()); err != nil {
+		return consolestate.Session{}, s.fail("ending an idle console session", err)
 	}
-	return sess, nil
+	return consolestate.Session{}, consolestate.ErrNoSession
 }
 
 // EndSession implements [consolestate.Store].
@@ -228,11 +215,20 @@ func (s *Console) Put(ctx context.Context, key string, slot consolestate.Slot, v
 }
 
 // Take implements [consolestate.Store]: one UPDATE that returns the value
-// it empties, read under the row's lock.
+// it empties, read under the row's lock. Most pages find the slot empty:
+// a read says so without a write.
 func (s *Console) Take(ctx context.Context, key string, slot consolestate.Slot) ([]byte, error) {
 	col, err := slotColumn(slot)
 	if err != nil {
 		return nil, err
+	}
+	var held bool
+	err = s.pool.QueryRow(ctx, "SELECT "+col+" IS NOT NULL FROM console_sessions WHERE key = $1", key).Scan(&held)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !held) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.fail("taking a session's "+col, err)
 	}
 	var v []byte
 	err = s.pool.QueryRow(ctx, `UPDATE console_sessions s SET `+col+` = NULL

@@ -148,7 +148,8 @@ func (s *Console) Session(ctx context.Context, key string, now time.Time, idle t
 			return err
 		}
 		if touch {
-			seen = now.UnixNano()
+			// Last seen now, unless a later request of it already said so.
+			seen = max(seen, now.UnixNano())
 			if _, err := c.ExecContext(ctx, "UPDATE console_sessions SET last_seen = ? WHERE key = ?", seen, key); err != nil {
 				return err
 			}
@@ -227,11 +228,20 @@ func (s *Console) Put(ctx context.Context, key string, slot consolestate.Slot, v
 }
 
 // Take implements [consolestate.Store]: the read and the emptying are one
-// IMMEDIATE transaction.
+// IMMEDIATE transaction. Most pages find the slot empty: a read says so
+// without waiting for the write lock.
 func (s *Console) Take(ctx context.Context, key string, slot consolestate.Slot) ([]byte, error) {
 	col, err := slotColumn(slot)
 	if err != nil {
 		return nil, err
+	}
+	var held bool
+	err = s.db.QueryRowContext(ctx, "SELECT "+col+" IS NOT NULL FROM console_sessions WHERE key = ?", key).Scan(&held)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !held) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.fail("taking a session's "+col, err)
 	}
 	var v []byte
 	err = s.change(ctx, func(c *sql.Conn, _ time.Time) error {
