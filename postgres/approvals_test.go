@@ -100,3 +100,29 @@ func TestConsoleSignalStaysInItsSchema(t *testing.T) {
 		t.Errorf("heard %q first", got)
 	}
 }
+
+// TestConsoleAcrossProcesses: two processes on one database race for a
+// link, a challenge and a counter; one wins each time.
+func TestConsoleAcrossProcesses(t *testing.T) {
+	url, _ := schemaURL(t)
+	s, err := OpenApprovals(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	consolestatetest.AcrossProcesses(t, s.Console(), url)
+}
+
+// TestConsoleHelperProcess is a gateway process of
+// TestConsoleAcrossProcesses, on the schema its URL names; run as a test
+// it does nothing.
+func TestConsoleHelperProcess(t *testing.T) {
+	consolestatetest.HelperProcess(t, func(t *testing.T, url string) consolestate.Store {
+		s, err := OpenApprovals(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s.Console()
+	})
+}

@@ -272,3 +272,24 @@ func TestConsoleSignal(t *testing.T) {
 		return s.Console(), other.Console()
 	})
 }
+
+// TestConsoleAcrossProcesses: two processes on one Redis race for a
+// link, a challenge and a counter; one wins each time.
+func TestConsoleAcrossProcesses(t *testing.T) {
+	s := store(t)
+	consolestatetest.AcrossProcesses(t, s.Console(), s.Prefix())
+}
+
+// TestConsoleHelperProcess is a gateway process of
+// TestConsoleAcrossProcesses, on the keys of the prefix it is given; run
+// as a test it does nothing.
+func TestConsoleHelperProcess(t *testing.T) {
+	consolestatetest.HelperProcess(t, func(t *testing.T, prefix string) consolestate.Store {
+		s, err := redis.Open(context.Background(), redisURL, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s.Console()
+	})
+}

@@ -42,3 +42,18 @@ func TestConsoleKeepsNoSecret(t *testing.T) {
 		t.Errorf("%d rows hold a secret (%v)", n, err)
 	}
 }
+
+// TestConsoleAcrossProcesses: two processes on one state file race for a
+// link, a challenge and a counter; one wins each time.
+func TestConsoleAcrossProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	consolestatetest.AcrossProcesses(t, openState(t, path).Console(), path)
+}
+
+// TestConsoleHelperProcess is a gateway process of
+// TestConsoleAcrossProcesses; run as a test it does nothing.
+func TestConsoleHelperProcess(t *testing.T) {
+	consolestatetest.HelperProcess(t, func(t *testing.T, path string) consolestate.Store {
+		return openState(t, path).Console()
+	})
+}
