@@ -117,7 +117,8 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 		}
 		provided, s := open(Credential{Kind: CredentialProvider, Ref: "p", Expires: time.Now().Add(time.Hour)})
 		keyed, k := open(Credential{Kind: CredentialKey, Ref: "k"})
-		streams := c.endings.of(s.key)
+		streams, release := c.endings.of(s.key)
+		defer release()
 		time.Sleep(time.Hour - time.Second)
 		if !c.stands(ctx, s) || !c.stands(ctx, k) {
 			t.Fatal("a session ended before its credential did")

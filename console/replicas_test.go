@@ -188,3 +188,45 @@ func TestConsoleFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestSignOutEndsStreams: signing out ends the session's event streams
+// on the replica at once, and a stream that ends leaves nothing behind.
+func TestSignOutEndsStreams(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := newReplica(t, filepath.Join(t.TempDir(), "state.db"), time.Second)
+	bob := r.browser(t)
+	bob.login("key-bob", "")
+	stream := bob.events(ctx)
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	streams := func() int {
+		r.console.endings.mu.Lock()
+		defer r.console.endings.mu.Unlock()
+		return len(r.console.endings.m)
+	}
+	waitUntil("the stream to wait on its session", func() bool { return streams() == 1 })
+	bob.post("/console/logout", url.Values{"csrf": {bob.csrf("/console/")}})
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.ReadString('\n'); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the stream is still open after signing out")
+	}
+	waitUntil("the stream's entry to go", func() bool { return streams() == 0 })
+}

@@ -126,29 +126,44 @@ func (c *Console) takeFlash(ctx context.Context, s *session) string {
 // replica stops them at their next heartbeat.
 type endings struct {
 	mu sync.Mutex
-	m  map[string]chan struct{}
+	m  map[string]*ending
 }
 
-// of returns a channel closed when the session under key ends here.
-func (e *endings) of(key string) <-chan struct{} {
+// ending is what the streams of one session wait on.
+type ending struct {
+	ch chan struct{}
+	// streams counts the streams waiting; the entry goes with the last.
+	streams int
+}
+
+// of returns a channel closed when the session under key ends here, and
+// the function a stream calls when it stops waiting on it.
+func (e *endings) of(key string) (<-chan struct{}, func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
-		e.m = map[string]chan struct{}{}
+		e.m = map[string]*ending{}
 	}
-	ch, ok := e.m[key]
+	en, ok := e.m[key]
 	if !ok {
-		ch = make(chan struct{})
-		e.m[key] = ch
+		en = &ending{ch: make(chan struct{})}
+		e.m[key] = en
 	}
-	return ch
+	en.streams++
+	return en.ch, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if en.streams--; en.streams == 0 && e.m[key] == en {
+			delete(e.m, key)
+		}
+	}
 }
 
 func (e *endings) end(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if ch, ok := e.m[key]; ok {
-		close(ch)
+	if en, ok := e.m[key]; ok {
+		close(en.ch)
 		delete(e.m, key)
 	}
 }
