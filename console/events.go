@@ -362,6 +362,18 @@ func isCaller(a *approval.Approval, who interlock.Identity) bool {
 	return who.Is(interlock.Identity{Tenant: a.Tenant, Principal: a.Principal})
 }
 
+// stillSignedIn reports whether the session of r's cookie is still
+// signed in and stands on its credential: one signed out or idled out on
+// any replica, or a store that is away, ends the stream.
+func (c *Console) stillSignedIn(r *http.Request) bool {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return false
+	}
+	s, err := c.session(r.Context(), ck.Value, false)
+	return err == nil && s != nil && c.stands(r.Context(), s)
+}
+
 // heartbeat keeps idle streams open through proxies and notices sessions
 // that ended.
 const heartbeat = 20 * time.Second
@@ -402,15 +414,13 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 			if !ch.visibleTo(s.who) {
 				continue
 			}
-			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)
-		case <-beat.C:
-			// Signed out or idled out on any replica, or the store is
-			// away: the stream tells nothing more.
-			ck, err := r.Cookie(sessionCookie)
-			if err != nil {
+			// A session signed out on another replica hears nothing more.
+			if !c.stillSignedIn(r) {
 				return
 			}
-			if now, err := c.session(r.Context(), ck.Value, false); err != nil || now == nil || !c.stands(r.Context(), now) {
+			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)
+		case <-beat.C:
+			if !c.stillSignedIn(r) {
 				return
 			}
 			_, err = fmt.Fprint(w, ": still here\n\n")

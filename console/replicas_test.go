@@ -230,3 +230,29 @@ func TestSignOutEndsStreams(t *testing.T) {
 	}
 	waitUntil("the stream's entry to go", func() bool { return streams() == 0 })
 }
+
+// TestSignedOutElsewhereHearsNothing: a stream open on one replica tells
+// nothing more once its session is signed out on another.
+func TestSignedOutElsewhereHearsNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	a, b := newReplica(t, path, 20*time.Millisecond), newReplica(t, path, 20*time.Millisecond)
+	bob := a.browser(t)
+	bob.login("key-bob", "")
+	stream := bob.events(ctx)
+	time.Sleep(100 * time.Millisecond)
+	bob.on(b).post("/console/logout", url.Values{"csrf": {bob.on(b).csrf("/console/")}})
+	if _, err := a.state.Approvals().Request(ctx, refund("apr_1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		line, err := stream.ReadString('\n')
+		if err != nil {
+			return // the stream ended, telling nothing
+		}
+		if strings.HasPrefix(line, "data: ") {
+			t.Fatalf("a stream signed out elsewhere told %q", line)
+		}
+	}
+}
