@@ -123,7 +123,7 @@ func (c *Console) takeFlash(ctx context.Context, s *session) string {
 
 // endings are the event streams open on this replica, by session key, so
 // that a session ended here stops them at once; one ended on another
-// replica stops them at their next heartbeat.
+// replica stops them at their next event or heartbeat.
 type endings struct {
 	mu sync.Mutex
 	m  map[string]*ending
