@@ -162,6 +162,9 @@ func (w *watcher) run() {
 	// heard is the signal while pages listen, nil otherwise.
 	var heard <-chan string
 	stopHearing := func() {}
+	// lastTried is when the watcher last tried to listen: a signal that
+	// cannot be reached is tried again every hearRetry, not every poll.
+	var lastTried time.Time
 	defer func() { stopHearing() }()
 	for {
 		select {
@@ -184,7 +187,8 @@ func (w *watcher) run() {
 		}
 		if w.listening() {
 			lastHeard = time.Now()
-			if heard == nil {
+			if heard == nil && time.Since(lastTried) >= hearRetry {
+				lastTried = time.Now()
 				heard, stopHearing = w.hear()
 			}
 		} else if time.Since(lastHeard) > linger {
@@ -204,6 +208,10 @@ func (w *watcher) run() {
 		}
 	}
 }
+
+// hearRetry is how long the watcher waits before it tries again to
+// listen to a signal it could not reach.
+const hearRetry = 5 * time.Second
 
 // hear listens to the signal; on failure it returns nil, and the watcher
 // reads the stores every poll until it listens again.

@@ -75,7 +75,7 @@ func (m *Memory) Session(_ context.Context, key string, now time.Time, idle time
 		delete(m.sessions, key)
 		return Session{}, ErrNoSession
 	}
-	if touch {
+	if touch && now.After(s.LastSeen) {
 		s.LastSeen = now
 	}
 	return copySession(s.Session), nil

@@ -160,14 +160,17 @@ func (s *Console) Session(ctx context.Context, key string, now time.Time, idle t
 			return err
 		}
 		if touch {
+			// Last seen now, unless a later request of it already said so.
+			if now.After(sess.LastSeen) {
+				sess.LastSeen = now
+			}
 			if _, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-				p.HSet(ctx, k, "seen", strconv.FormatInt(now.UnixNano(), 10))
+				p.HSet(ctx, k, "seen", strconv.FormatInt(sess.LastSeen.UnixNano(), 10))
 				p.PExpire(ctx, k, idle)
 				return nil
 			}); err != nil {
 				return err
 			}
-			sess.LastSeen = now
 		}
 		out, found = sess, true
 		return nil
