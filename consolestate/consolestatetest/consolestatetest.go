@@ -117,6 +117,14 @@ func runSessions(t *testing.T, open Open) {
 			live(t, s, key, start.Add(20*time.Minute), true)
 			return live(t, r, key, start.Add(20*time.Minute+idle), false)
 		}, true},
+		{"a touch from an earlier request does not move it back", func(t *testing.T) bool {
+			s, r, key := started(t)
+			live(t, s, key, start.Add(20*time.Minute), true)
+			if _, err := r.Session(ctx, key, start.Add(10*time.Minute), idle, true); err != nil {
+				t.Fatal(err)
+			}
+			return live(t, s, key, start.Add(20*time.Minute+idle), false)
+		}, true},
 		{"a read without a touch does not", func(t *testing.T) bool {
 			s, r, key := started(t)
 			live(t, s, key, start.Add(20*time.Minute), false)
