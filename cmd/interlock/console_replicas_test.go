@@ -98,7 +98,8 @@ func (b *consoleBalancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestConsoleAcrossReplicasInBrowser runs three `interlock serve`
-// gateways sharing their store behind consoleBalancer, and walks
+// gateways sharing their store (PostgreSQL, Redis, or the state file of
+// one data directory) behind consoleBalancer, and walks
 // approvers through the console in Chromium (console/e2e/replicas.mjs):
 // sign in, the pending list, an approval's page, the decision, the live
 // update, and a passkey registered through one gateway and used through
@@ -108,15 +109,19 @@ func TestConsoleAcrossReplicasInBrowser(t *testing.T) {
 		name string
 		// store is the config's store and audit sections.
 		store func(t *testing.T) string
+		// oneDataDirectory runs the gateways on one data directory,
+		// whose state file is then their store.
+		oneDataDirectory bool
 	}{
 		{"redis and postgres", func(t *testing.T) string {
 			pg := pgSchema(t)
 			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:console:%d:\"\n  postgres: %q\naudit:\n  postgres: %q\n",
 				time.Now().UnixNano(), pg, pg)
-		}},
+		}, false},
 		{"redis", func(t *testing.T) string {
 			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:console:%d:\"\n", time.Now().UnixNano())
-		}},
+		}, false},
+		{"the state file of one data directory", func(*testing.T) string { return "" }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,10 +152,16 @@ rules:
 			}
 			env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("c", 40)}
 			var bases []string
+			shared := t.TempDir()
 			for range 3 {
-				// Each gateway its own data directory, as on three machines;
-				// the first seeds the demo's database before the others open it.
-				bases = append(bases, strings.TrimSuffix(servedHTTPWith(t, env, "--config", config, "--data", t.TempDir()), "/mcp"))
+				// Each gateway its own data directory, as on three machines,
+				// unless they share one; the first seeds the demo's database
+				// before the others open it.
+				data := shared
+				if !tt.oneDataDirectory {
+					data = t.TempDir()
+				}
+				bases = append(bases, strings.TrimSuffix(servedHTTPWith(t, env, "--config", config, "--data", data), "/mcp"))
 			}
 			lb, srv := newConsoleBalancer(t, bases)
 			runNodeFile(t, "console/e2e", "replicas.mjs", "BALANCER="+srv.URL, "AGENT_KEY=agent-key", "BOB_KEY=bob-key",
