@@ -2,14 +2,18 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
@@ -255,4 +259,54 @@ func TestSignedOutElsewhereHearsNothing(t *testing.T) {
 			t.Fatalf("a stream signed out elsewhere told %q", line)
 		}
 	}
+}
+
+// TestClonedPasskeyAcrossReplicas: a passkey's signature counter is one
+// counter for every replica sharing the store. An assertion with a
+// counter another replica already accepted is refused as replayed (a
+// cloned authenticator), and of two with one counter made at once on two
+// replicas, one counts.
+func TestClonedPasskeyAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	a, b := newReplica(t, path, time.Second), newReplica(t, path, time.Second)
+	pa, pb := a.console.passkeys, b.console.passkeys
+	bob := keys["key-bob"]
+	id := []byte("bobs-credential")
+	if err := pa.add(ctx, bob, registered{credential: webauthn.Credential{ID: id, Authenticator: webauthn.Authenticator{SignCount: 5}}, rpID: "localhost"}); err != nil {
+		t.Fatal(err)
+	}
+	signed := func(n byte) [sha256.Size]byte { return sha256.Sum256([]byte{n}) }
+	steps := []struct {
+		name    string
+		on      *passkeys
+		signed  byte
+		counter uint32
+		ok      bool
+	}{
+		{"a growing counter on a", pa, 1, 6, true},
+		{"the same counter from a clone on b", pb, 2, 6, false},
+		{"a lower counter on b", pb, 3, 4, false},
+		{"the next counter on b", pb, 4, 7, true},
+		{"the assertion a accepted, verified again on b", pb, 1, 6, true},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			err := s.on.accept(ctx, bob, id, signed(s.signed), s.counter)
+			if s.ok != (err == nil) || (!s.ok && !errors.Is(err, interlock.ErrPasskeyReplayed)) {
+				t.Fatalf("accept: %v, want ok %v", err, s.ok)
+			}
+		})
+	}
+	t.Run("one counter at once on two replicas", func(t *testing.T) {
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, p := range []*passkeys{pa, pb} {
+			wg.Go(func() { errs[i] = p.accept(ctx, bob, id, signed(byte(10+i)), 8) })
+		}
+		wg.Wait()
+		if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), interlock.ErrPasskeyReplayed) {
+			t.Errorf("two assertions with counter 8: %v", errs)
+		}
+	})
 }
