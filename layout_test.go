@@ -24,7 +24,8 @@ func TestLayout(t *testing.T) {
 		"cmd/interlock": 4,
 	}
 	// Within a layer, what a package may build on: in layer 0 the domains
-	// audit records and the identities console state keeps; in layer 2 the policy config reads from the file.
+	// audit records and the identities console state keeps; in layer 2
+	// the policy config reads from the file.
 	sideways := map[string][]string{"audit": {"approval", "seal"}, "consolestate": {"approval"}, "config": {"policy"}}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
 	if err != nil {
