@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
@@ -125,4 +127,39 @@ func TestConsoleHelperProcess(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s.Console()
 	})
+}
+
+// TestConsoleSignalAfterItsConnectionDrops: when the server ends the
+// listener's connection, the listener connects again, says it may have
+// missed words, and hears the next ones.
+func TestConsoleSignalAfterItsConnectionDrops(t *testing.T) {
+	s, _ := twoGateways(t)
+	c := s.Console()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	heard, err := c.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, testURL, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "%s"'`, c.channel))
+	gap := false
+	for {
+		if gap {
+			if err := c.Raise(ctx, "after"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case w, ok := <-heard:
+			switch {
+			case !ok:
+				t.Fatalf("the listener stopped (gap reported: %v)", gap)
+			case w == "":
+				gap = true
+			case w == "after":
+				return
+			}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
