@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -27,9 +28,11 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
+	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // Options configure a [Gateway].
@@ -69,6 +72,13 @@ type Options struct {
 	// operator with it, and asks only while the gateway has neither API
 	// keys nor an OAuth issuer.
 	OperatorLinks func(ctx context.Context, token string) (bool, error)
+	// ConsoleState keeps the console's sessions, passkeys and one-time
+	// links, and ConsoleSignal carries the word that approvals changed,
+	// between the gateways sharing them: with both in a shared store, an
+	// approver's requests may land on any gateway. In this process's
+	// memory when nil.
+	ConsoleState  consolestate.Store
+	ConsoleSignal consolestate.Signal
 	// Probes check the stores for /readyz.
 	Probes []Probe
 }
@@ -149,7 +159,13 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	g.console = g.newConsole(opts.Gate.Audit, opts.PublicURL, opts.OperatorLinks)
+	// The console seals sign-ins under way with keys of the gate's.
+	getenv := opts.Gate.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
+	g.console = g.newConsole(opts.Gate.Audit, opts.PublicURL, opts.OperatorLinks, opts.ConsoleState, opts.ConsoleSignal, sealing)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
