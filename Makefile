@@ -1,7 +1,8 @@
 # The one command that runs every test: Go unit, golden and integration
 # tests, the TypeScript SDK interop suite and the console's browser suite
 # (both driven from the Go tests), and each fuzz target for a few thousand
-# inputs beyond its seed corpus.
+# inputs beyond its seed corpus. It starts Redis and PostgreSQL first when
+# they are not running (scripts/services).
 .PHONY: test bench fuzz
 
 FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON ./audit:FuzzLink ./audit:FuzzAuditChain ./seal:FuzzCanonical ./seal:FuzzWriteString ./seal:FuzzOpen ./config:FuzzParse
@@ -11,6 +12,7 @@ FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON ./audit:Fuzz
 FUZZTIME ?= 10000x
 
 test:
+	bash scripts/services
 	npm ci --prefix interop --no-audit --no-fund --loglevel=error
 	npm ci --prefix conformance --no-audit --no-fund --loglevel=error
 	npm ci --prefix console/e2e --no-audit --no-fund --loglevel=error
