@@ -35,8 +35,7 @@ func approvals(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	sub, args := args[0], args[1:]
-	switch sub {
-	case "-h", "--h", "-help", "--help", "help":
+	if isHelp(sub) {
 		// Asked for, so it goes to standard output and is no failure.
 		fmt.Fprint(stdout, approvalsUsage+approvalsFlags+environment)
 		return errHelp

@@ -251,6 +251,11 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	sub, args := args[0], args[1:]
+	if isHelp(sub) {
+		// Asked for, so it goes to standard output and is no failure.
+		fmt.Fprint(stdout, auditUsage)
+		return errHelp
+	}
 	fs := newFlags("audit "+sub, stderr)
 	configFile := fs.String("config", "", "configuration `file` whose audit section names the log (default: the built-in config)")
 	data := fs.String("data", ".interlock", "data `directory` holding audit.db")

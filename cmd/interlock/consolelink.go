@@ -29,6 +29,10 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprint(stderr, consoleUsage)
 		return errUsage
 	}
+	if isHelp(args[0]) {
+		fmt.Fprint(stdout, consoleUsage)
+		return errHelp
+	}
 	if args[0] != "link" {
 		fmt.Fprintf(stderr, "interlock console: unknown subcommand %q\n\n%s", args[0], consoleUsage)
 		return errUsage

@@ -49,6 +49,23 @@ func TestHonestHelp(t *testing.T) {
 			}
 		})
 	}
+	// A command with subcommands answers --help with their list, as a
+	// help asked for: on standard output, exit 0.
+	for name, subs := range map[string][]string{"audit": {"verify", "tail", "export"}, "console": {"link"}, "approvals": {"list", "approve", "deny"}} {
+		t.Run(name+" subcommands", func(t *testing.T) {
+			for _, ask := range []string{"--help", "-h", "help"} {
+				code, out, errText := runCLI(t, name, ask)
+				if code != 0 || errText != "" {
+					t.Fatalf("%s %s: exit %d, stderr %q", name, ask, code, errText)
+				}
+				for _, s := range subs {
+					if !strings.Contains(out, s) {
+						t.Errorf("%s %s does not name %s:\n%s", name, ask, s, out)
+					}
+				}
+			}
+		})
+	}
 	t.Run("version", func(t *testing.T) {
 		for _, arg := range []string{"--version", "version"} {
 			if code, out, _ := runCLI(t, arg); code != 0 || out != "interlock "+version+"\n" {

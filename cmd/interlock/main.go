@@ -55,8 +55,9 @@ Environment:
   MCP_DRY_RUN        the operator key: gated calls run only when it is exactly "false";
                      anything else ("FALSE", "0", unset) keeps dry run on
   INTERLOCK_SECRET   the sealing key(s) for confirm tokens, comma-separated, 32 bytes or more each;
-                     make one with: interlock secret. Unset: a random key per process (tokens do
-                     not survive a restart or cross replicas)
+                     make one with: interlock secret. Unset: serve makes one once and keeps it in
+                     its data directory (mode 0600), so tokens survive a restart; replicas on other
+                     machines need the same value
   INTERLOCK_SECRET_FILE  a file holding those keys instead, readable by its owner only (mode 0600)
   INTERLOCK_KEY      an approver's API key, for interlock approvals
   OTEL_EXPORTER_OTLP_ENDPOINT  when set, serve exports trace spans there over OTLP/HTTP
@@ -129,6 +130,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // errUsage reports bad command-line usage that the flag package already
 // explained.
 var errUsage = errors.New("usage")
+
+// isHelp reports whether arg asks a command with subcommands for its help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
 
 // errHelp reports that a command printed its help, as asked.
 var errHelp = errors.New("help")

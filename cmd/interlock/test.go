@@ -60,7 +60,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("test", stderr)
 	configFile := fs.String("config", "", "configuration `file` whose rules decide (default: the built-in config)")
 	connect := fs.Bool("connect", false, "start or reach the config's upstreams and take each tool's hints from what it advertises")
-	fs.Usage = withFileUsage(fs, "CASES.yaml", "the cases: calls and the decisions expected of them (see the README)")
+	fs.Usage = withFileUsage(fs, "CASES.yaml", "the cases: calls and the decisions expected of them (see docs/testing-policies.md)")
 	file, rest := splitFile(fs, args)
 	if err := parseFlags(fs, rest); err != nil {
 		return err
