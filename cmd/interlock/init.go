@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"unicode"
@@ -33,7 +34,7 @@ import (
 // place after a backup.
 func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("init", stderr)
-	from := fs.String("from", "", "the MCP client's configuration `file` (claude_desktop_config.json, .mcp.json, .cursor/mcp.json, .vscode/mcp.json)")
+	from := fs.String("from", "", "the MCP client's configuration `file` (claude_desktop_config.json, .mcp.json, .cursor/mcp.json, .vscode/mcp.json); default: the one client file found where Claude Desktop, Claude Code, Cursor and VS Code keep theirs")
 	out := fs.String("out", "interlock.yaml", "the interlock configuration `file` to write")
 	dataFlag := fs.String("data", "", "state `directory` the client's interlock uses (default: .interlock beside --out)")
 	force := fs.Bool("force", false, "overwrite --out if it exists")
@@ -42,8 +43,18 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *from == "" {
-		fmt.Fprintln(stderr, "interlock init: --from is required: the client's file, such as ~/Library/Application Support/Claude/claude_desktop_config.json")
-		return errUsage
+		found := clientFiles(os.Getenv, runtime.GOOS)
+		switch len(found) {
+		case 0:
+			fmt.Fprintf(stderr, "interlock init: no MCP client's file found (looked for %s): give one with --from\n", strings.Join(clientFileNames(os.Getenv, runtime.GOOS), ", "))
+			return errUsage
+		case 1:
+			*from = found[0]
+			fmt.Fprintf(stderr, "Reading %s\n", *from)
+		default:
+			fmt.Fprintf(stderr, "interlock init: several MCP clients' files found; choose one with --from:\n  %s\n", strings.Join(found, "\n  "))
+			return errUsage
+		}
 	}
 	outPath, err := filepath.Abs(*out)
 	if err != nil {
@@ -733,4 +744,46 @@ func nameWords(name string) []string {
 // ruleName is a tool's name as a rule's: words joined by dashes.
 func ruleName(tool string) string {
 	return strings.Join(strings.FieldsFunc(tool, func(r rune) bool { return r == '_' || r == ' ' }), "-")
+}
+
+// clientFileNames are where the MCP clients interlock reads keep their
+// servers, this project's first: Claude Code's and Cursor's project files
+// and VS Code's workspace file in the working directory, then Cursor's
+// user file and Claude Desktop's, where goos keeps it.
+func clientFileNames(getenv func(string) string, goos string) []string {
+	names := []string{".mcp.json", filepath.Join(".cursor", "mcp.json"), filepath.Join(".vscode", "mcp.json")}
+	home := getenv("HOME")
+	if goos == "windows" {
+		home = getenv("USERPROFILE")
+	}
+	if home == "" {
+		return names
+	}
+	names = append(names, filepath.Join(home, ".cursor", "mcp.json"))
+	switch goos {
+	case "darwin":
+		names = append(names, filepath.Join(home, "Library", "Application Support", "Claude", "claude_desktop_config.json"))
+	case "windows":
+		if appData := getenv("APPDATA"); appData != "" {
+			names = append(names, filepath.Join(appData, "Claude", "claude_desktop_config.json"))
+		}
+	default:
+		config := getenv("XDG_CONFIG_HOME")
+		if config == "" {
+			config = filepath.Join(home, ".config")
+		}
+		names = append(names, filepath.Join(config, "Claude", "claude_desktop_config.json"))
+	}
+	return names
+}
+
+// clientFiles returns those of clientFileNames that exist.
+func clientFiles(getenv func(string) string, goos string) []string {
+	var found []string
+	for _, name := range clientFileNames(getenv, goos) {
+		if st, err := os.Stat(name); err == nil && st.Mode().IsRegular() {
+			found = append(found, name)
+		}
+	}
+	return found
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -180,7 +181,6 @@ func TestInitRefusals(t *testing.T) {
 		want string
 	}{
 		{"a file routed through interlock", []string{"--from", routed, "--out", filepath.Join(dir, "c.yaml")}, 1, "already routes through interlock"},
-		{"no --from", []string{"--out", filepath.Join(dir, "a.yaml")}, 2, "--from is required"},
 		{"an existing --out", []string{"--from", client, "--out", exists}, 1, "exists.yaml exists: give another --out, or --force"},
 		{"no servers", []string{"--from", empty, "--out", filepath.Join(dir, "b.yaml")}, 1, "has no servers"},
 		{"--out is --from", []string{"--from", client, "--out", client, "--force"}, 1, "is the client's own file"},
@@ -198,6 +198,55 @@ func TestInitRefusals(t *testing.T) {
 	if code, _, errText := runCLI(t, "init", "--from", client, "--out", exists, "--force"); code != 0 {
 		t.Errorf("--force: exit %d %q", code, errText)
 	}
+}
+
+// TestInitFindsTheClientFile runs init without --from in a home and a
+// project of the test's own: it reads the one client file it finds where
+// the clients keep theirs, and asks for --from when it finds none or
+// several.
+func TestInitFindsTheClientFile(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	desktop := filepath.Join(home, ".config", "Claude")
+	if err := os.MkdirAll(desktop, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		cmd := command("", append([]string{"init"}, args...)...)
+		cmd.Dir = project
+		cmd.Env = append(cmd.Env, "HOME="+home, "XDG_CONFIG_HOME=", "APPDATA=", "USERPROFILE=")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), stderr.String()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, stderr.String()
+	}
+	t.Run("none", func(t *testing.T) {
+		code, errText := run()
+		if code != 2 || !strings.Contains(errText, "no MCP client's file found") || !strings.Contains(errText, "claude_desktop_config.json") {
+			t.Errorf("exit %d %q", code, errText)
+		}
+	})
+	found := clientFile(t, desktop, "claude_desktop_config.json", "mcpServers")
+	t.Run("one", func(t *testing.T) {
+		code, errText := run("--out", "interlock.yaml")
+		if code != 0 || !strings.Contains(errText, "Reading "+found) {
+			t.Fatalf("exit %d %q", code, errText)
+		}
+		if _, err := os.Stat(filepath.Join(project, "interlock.yaml")); err != nil {
+			t.Error(err)
+		}
+	})
+	clientFile(t, project, ".mcp.json", "mcpServers")
+	t.Run("several", func(t *testing.T) {
+		code, errText := run("--out", "other.yaml")
+		if code != 2 || !strings.Contains(errText, "several MCP clients' files") || !strings.Contains(errText, ".mcp.json") || !strings.Contains(errText, found) {
+			t.Errorf("exit %d %q", code, errText)
+		}
+	})
 }
 
 func TestInitKeepsAServerThatDoesNotStart(t *testing.T) {
