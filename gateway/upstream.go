@@ -139,7 +139,11 @@ func (u *upstream) connectLocked(ctx context.Context) (*mcp.ClientSession, error
 	u.session, u.upSince = cs, time.Now()
 	if u.started || u.reconnecting {
 		// A restarted child may offer other tools than the one before, and
-		// one that was down at start has offered none yet.
+		// one that was down at start has offered none yet. It has not
+		// failed yet either: its breaker starts closed.
+		if u.guard != nil {
+			u.guard.Reset()
+		}
 		go u.onToolsChanged(u, nil)
 		if u.onEvent != nil && u.started {
 			_, what := u.describe()
