@@ -183,7 +183,6 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol s
 		// tells the SDK things through methods only the SDK implements.
 		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: pending}, extras: &u.extras}
 	}
-
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
 	client.AddReceivingMiddleware(u.questions(peer))
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -329,9 +328,10 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 
 // askable returns the capabilities of the client of call when the
 // upstream's questions can be pushed to it during the call: a client of a
-// protocol before 2026-07-28, over stdio or on an HTTP session. nil for any other: a client of
-// 2026-07-28 takes questions only as input requests in a result, which a
-// question pushed by an upstream of an earlier protocol is not.
+// protocol before 2026-07-28, over stdio or on an HTTP session. nil for
+// any other: a client of 2026-07-28 takes questions only as input
+// requests in a result, which a question pushed by an upstream of an
+// earlier protocol is not.
 func askable(call *mcp.CallToolRequest) *mcp.ClientCapabilities {
 	if call == nil || call.Session == nil || interlock.ExchangeOf(call).Native {
 		return nil
