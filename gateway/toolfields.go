@@ -152,7 +152,9 @@ func (t extrasTrip) RoundTrip(r *http.Request) (*http.Response, error) {
 		Method string          `json:"method"`
 	}
 	resp, err := t.next.RoundTrip(r)
-	if err != nil || json.Unmarshal(body, &req) != nil || req.Method != "tools/list" || len(req.ID) == 0 {
+	// Most requests are calls: only a body that names the method is read.
+	if err != nil || !bytes.Contains(body, []byte(`"tools/list"`)) || json.Unmarshal(body, &req) != nil ||
+		req.Method != "tools/list" || len(req.ID) == 0 {
 		return resp, err
 	}
 	resp.Body = &listBody{ReadCloser: resp.Body, id: req.ID, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), extras: t.extras}
