@@ -1,7 +1,8 @@
 # The one command that runs every test: Go unit, golden and integration
 # tests, the TypeScript SDK interop suite and the console's browser suite
 # (both driven from the Go tests), and each fuzz target for a few thousand
-# inputs beyond its seed corpus.
+# inputs beyond its seed corpus. It starts Redis and PostgreSQL first when
+# they are not running (scripts/services).
 .PHONY: test bench fuzz
 
 FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON ./audit:FuzzLink ./audit:FuzzAuditChain ./seal:FuzzCanonical ./seal:FuzzWriteString ./seal:FuzzOpen ./config:FuzzParse
@@ -11,6 +12,7 @@ FUZZ_TARGETS = .:FuzzSplitArgs ./internal/strictjson:FuzzDecodeJSON ./audit:Fuzz
 FUZZTIME ?= 10000x
 
 test:
+	bash scripts/services
 	npm ci --prefix interop --no-audit --no-fund --loglevel=error
 	npm ci --prefix conformance --no-audit --no-fund --loglevel=error
 	npm ci --prefix console/e2e --no-audit --no-fund --loglevel=error
@@ -34,3 +36,20 @@ fuzz:
 bench:
 	go test -run '^$$' -bench . -benchmem -benchtime 100000x . ./seal ./audit
 	go test -run '^$$' -bench . -benchmem -benchtime 5000x ./redis
+
+# Static binaries for every platform interlock supports, with the version
+# from git describe stamped in, into dist/ with their SHA-256 checksums.
+# Not part of make test.
+VERSION ?= $(shell git describe --tags --always --dirty)
+PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+
+.PHONY: release
+release:
+	rm -rf dist && mkdir -p dist
+	@for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+		out=dist/interlock-$(VERSION)-$$os-$$arch$$ext; \
+		echo "build $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $$out ./cmd/interlock || exit 1; \
+	done
+	cd dist && if command -v sha256sum >/dev/null; then sha256sum interlock-* ; else shasum -a 256 interlock-* ; fi > SHA256SUMS

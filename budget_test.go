@@ -15,17 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/budget"
 )
-
-// count returns how many calls key holds.
-func (m *MemoryBudgets) count(key string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if l := m.runs[key]; l != nil {
-		return len(l.times)
-	}
-	return 0
-}
 
 func TestGateBudgets(t *testing.T) {
 	const confirmed = `{"customer_id":"acct_9931","__confirm":true}`
@@ -87,7 +78,7 @@ func TestGateBudgets(t *testing.T) {
 
 // blindPeek sees room in every budget, as a peek does that a concurrent
 // call's take followed: the take, as the call is about to run, refuses.
-type blindPeek struct{ *MemoryBudgets }
+type blindPeek struct{ *budget.Memory }
 
 func (blindPeek) Peek(context.Context, []BudgetTake) (bool, time.Duration, int, error) {
 	return true, 0, 0, nil
@@ -130,7 +121,7 @@ func TestGateBudgetsAllOrNone(t *testing.T) {
 			t.Run(tt.name+"/"+when, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					ctx := context.Background()
-					m := NewMemoryBudgets()
+					m := budget.NewMemory()
 					var store BudgetStore = m
 					if when == "as it runs" {
 						store = blindPeek{m}
@@ -174,7 +165,7 @@ func TestGateBudgetsAllOrNone(t *testing.T) {
 					}
 					for _, bu := range tt.budgets {
 						_, takes := budgetsOf(c, Decision{Budgets: []Budget{bu}})
-						if got, want := m.count(takes[0].Key), tt.counts[bu.Name]; got != want {
+						if got, want := m.Count(takes[0].Key), tt.counts[bu.Name]; got != want {
 							t.Errorf("budget %s holds %d calls, want %d", bu.Name, got, want)
 						}
 					}
@@ -253,45 +244,4 @@ func TestUnreachableBudgetsFailClosed(t *testing.T) {
 	if b, _ := json.Marshal(res); strings.Contains(string(b), errBudgetsDown.Error()) {
 		t.Errorf("the store's error reached the client: %s", b)
 	}
-}
-
-// BenchmarkMemoryBudgets measures takes with room of one budget and of
-// two, and a take of two the second refuses.
-func BenchmarkMemoryBudgets(b *testing.B) {
-	ctx := context.Background()
-	keys := make([]string, 64)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i)
-	}
-	b.Run("Take", func(b *testing.B) {
-		m := NewMemoryBudgets()
-		i := 0
-		for b.Loop() {
-			if ok, _, _, err := m.Take(ctx, []BudgetTake{{keys[i%64], 1_000_000, time.Hour}}); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-			i++
-		}
-	})
-	b.Run("Take two", func(b *testing.B) {
-		m := NewMemoryBudgets()
-		i := 0
-		for b.Loop() {
-			takes := []BudgetTake{{keys[i%64], 1_000_000, time.Hour}, {keys[(i+1)%64], 1_000_000, time.Hour}}
-			if ok, _, _, err := m.Take(ctx, takes); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-			i++
-		}
-	})
-	b.Run("Take two refused", func(b *testing.B) {
-		m := NewMemoryBudgets()
-		m.Take(ctx, []BudgetTake{{"b", 1, time.Hour}})
-		takes := []BudgetTake{{"a", 10, time.Hour}, {"b", 1, time.Hour}}
-		for b.Loop() {
-			if ok, _, _, err := m.Take(ctx, takes); ok || err != nil {
-				b.Fatal(ok, err)
-			}
-		}
-	})
 }

@@ -17,8 +17,10 @@ import (
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/budget"
 	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/seal"
+	"github.com/interlock-mcp/interlock/tracing"
 )
 
 // DefaultMaxArgumentBytes is the largest raw argument object the gate reads
@@ -190,7 +192,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		g.identify = DefaultIdentify
 	}
 	if g.tokens == nil {
-		g.tokens = NewMemoryTokens()
+		g.tokens = seal.NewMemoryTokens()
 	}
 	if g.approvals == nil {
 		g.approvals = approval.NewMemory()
@@ -199,7 +201,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		g.grants = approval.NewMemoryGrants()
 	}
 	if g.budgets == nil {
-		g.budgets = NewMemoryBudgets()
+		g.budgets = budget.NewMemory()
 	}
 	if opts.CompileCondition != nil {
 		g.compileCondition = cachedConditions(opts.CompileCondition)
@@ -464,7 +466,7 @@ func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolReques
 func (g *Gate) CallRequestVia(ctx context.Context, t *Tool, req *mcp.CallToolRequest,
 	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error), run Runner) *mcp.CallToolResult {
 	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req, ask: ask}
-	ctx = TraceFromMeta(ctx, req.Params.Meta)
+	ctx = tracing.FromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }
 

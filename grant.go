@@ -50,7 +50,7 @@ var (
 )
 
 func (k grant) binding(tenant, principal, tool string) string {
-	return k.store + BindingKey(tenant, principal, tool)
+	return k.store + seal.BindingKey(tenant, principal, tool)
 }
 
 // issue seals a grant for c, bound to the arguments the client sent and

@@ -10,6 +10,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/interlock-mcp/interlock/tracing"
 )
 
 // TestTraceContinuesFromMeta: a call whose _meta carries a traceparent gets
@@ -22,14 +24,14 @@ func TestTraceContinuesFromMeta(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	g := newGate(t, fixedPolicy{d: Decision{Mode: ModeAllow}}, &GateOptions{Getenv: env("false"), Logger: quiet, Tracer: GlobalTracer()})
+	g := newGate(t, fixedPolicy{d: Decision{Mode: ModeAllow}}, &GateOptions{Getenv: env("false"), Logger: quiet, Tracer: tracing.GlobalTracer()})
 	tool := testTool(t)
 	var passed map[string]any
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool.Name, Arguments: json.RawMessage(`{"customer_id":"a"}`),
 		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}}}
 	g.CallRequest(context.Background(), tool, req, func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
 		passed = map[string]any{}
-		TraceToMeta(ctx, passed)
+		tracing.ToMeta(ctx, passed)
 		return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 	})
 	spans := rec.Ended()

@@ -33,11 +33,7 @@ type CheckpointStore interface {
 	Checkpoints(ctx context.Context) ([]Checkpoint, error)
 }
 
-// CheckpointColumns are the columns, in order, that [ScanCheckpoints]
-// reads: every table of checkpoints has them.
-const CheckpointColumns = "seq, hash, time, key_id, signature"
-
-// ScanCheckpoints reads rows of [CheckpointColumns], time as RFC 3339
+// ScanCheckpoints reads the rows of [SQL].Checkpoints, time as RFC 3339
 // text, from a checkpoint table of database/sql or pgx.
 func ScanCheckpoints(rows Rows) ([]Checkpoint, error) {
 	var out []Checkpoint

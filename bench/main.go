@@ -5,6 +5,7 @@
 // ratio to the direct call on the same transport.
 //
 //	go run ./bench [-calls 2000] [-rounds 3] [-clients 1,8,32]
+//	go run ./bench -soak 2000000 -clients 8,32 [-only interlock-stdio]
 //
 // Figures: latency (p50, p90, p99) of sequential calls from one client;
 // throughput (calls per second) with N concurrent clients, each with its
@@ -54,6 +55,7 @@ func run(args []string, w io.Writer) error {
 	memory := fs.Bool("memory", false, "instead of the table, measure the gateway's memory: an idle session, and the heap over many calls")
 	idle := fs.Int("idle", 1000, "with -memory, idle sessions to open")
 	memCalls := fs.Int("memory-calls", 1_000_000, "with -memory, calls to make while the heap is watched")
+	soakCalls := fs.Int("soak", 0, "instead of the table, make this many calls per variant (-only; default interlock-stdio and interlock-http) at each -clients count, and count the answers that never came")
 	self := fs.String("self", "", "this program, to run as the echo server (default: the running executable)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -92,6 +94,9 @@ func run(args []string, w io.Writer) error {
 		return measureMemory(context.Background(), env, w, *idle, *memCalls, 8)
 	}
 	variants := env.variants()
+	if *soakCalls > 0 && *only == "" {
+		*only = "interlock-stdio,interlock-http"
+	}
 	if *only != "" {
 		// Each variant's ratios need its direct variant, which runs too.
 		keep := strings.Split(*only, ",")
@@ -102,8 +107,24 @@ func run(args []string, w io.Writer) error {
 		}
 		variants = slices.DeleteFunc(variants, func(v *variant) bool { return !slices.Contains(keep, v.name) })
 	}
-	results := map[string]*figures{}
 	ctx := context.Background()
+	if *soakCalls > 0 {
+		fmt.Fprintf(w, "| variant | clients | calls | lost (no answer in %s) | failed | calls/s | took |\n|---|---|---|---|---|---|---|\n", soakTimeout)
+		for _, v := range variants {
+			if !slices.Contains(strings.Split(*only, ","), v.name) {
+				continue // a direct variant kept for ratios
+			}
+			for _, n := range counts {
+				r, err := soak(ctx, v, *soakCalls, n)
+				if err != nil {
+					return err
+				}
+				reportSoak(w, v.name, n, r)
+			}
+		}
+		return nil
+	}
+	results := map[string]*figures{}
 	for round := 1; round <= *rounds; round++ {
 		fmt.Fprintf(os.Stderr, "round %d of %d\n", round, *rounds)
 		for _, v := range variants {

@@ -147,10 +147,7 @@ func (s *setup) variants() []*variant {
 			return h.served, nil
 		}},
 	}
-	if p := proxyVariant(s); p != nil {
-		vs = append(vs, p)
-	}
-	return vs
+	return append(vs, proxyVariants(s)...)
 }
 
 // beforeEcho starts the echo server on HTTP and, in front of it, what

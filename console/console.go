@@ -15,6 +15,12 @@
 // gateway without either hands its operator a one-time sign-in link
 // instead. Every form carries the session's CSRF token, and cross-origin
 // POSTs are refused as well.
+//
+// Sessions, passkeys and one-time links live in the store the gateways
+// share ([Options.State]), and a change is announced through it
+// ([Options.Signal]), so replicas behind a balancer without affinity
+// answer any request of an approver alike. Without the store the console
+// signs no one in.
 package console
 
 import (
@@ -30,6 +36,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/consolestate"
 )
 
 // Path is where the console is served.
@@ -93,6 +100,23 @@ type Options struct {
 	// Poll is how often the approval store is read for changes while a
 	// page listens for them; one second when zero.
 	Poll time.Duration
+	// State keeps the console's sessions, passkeys and one-time links:
+	// the store every replica shares, so any of them answers any request.
+	// Nil keeps them in this process's memory.
+	State consolestate.Store
+	// Signal carries the word that approvals changed between the
+	// replicas, so a page open on one learns at once of a decision made
+	// on another. Nil: State's, if it is a Signal too, else this
+	// process's own (other replicas' decisions then show at the next
+	// Poll).
+	Signal consolestate.Signal
+	// FlowKeys seal the sign-ins with the identity provider under way
+	// into the browser's cookie: 32 bytes each, the first seals, any
+	// opens. Every replica must have the same, or a sign-in started on
+	// one is refused when the provider sends the browser back to another
+	// ([FlowKeys] derives them from the sealing keys every replica
+	// shares). A random key of this process when empty.
+	FlowKeys [][]byte
 }
 
 // Console serves the approvers' pages.
@@ -106,16 +130,19 @@ type Console struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 
-	sessions *sessions
+	state    consolestate.Store
+	idle     time.Duration
+	endings  endings
 	changes  *watcher
 	passkeys *passkeys
 
 	// signInWith is the identity provider approvers may sign in with;
 	// nil when there is none.
 	signInWith IdentityProvider
-	// flowKey seals the sign-ins under way into the browser's cookie, so
-	// the console keeps nothing for a sign-in that has not come back.
-	flowKey []byte
+	// flowKeys seal the sign-ins under way into the browser's cookie
+	// (the first) and open them (any), so the console keeps nothing for a
+	// sign-in that has not come back.
+	flowKeys [][]byte
 }
 
 // New returns a console. Its watcher of approvals runs until [Console.Close].
@@ -132,9 +159,23 @@ func New(opts Options) *Console {
 	if poll <= 0 {
 		poll = time.Second
 	}
+	state, signal := opts.State, opts.Signal
+	if state == nil {
+		state = consolestate.NewMemory()
+	}
+	if signal == nil {
+		if s, ok := state.(consolestate.Signal); ok {
+			signal = s
+		} else {
+			signal = consolestate.NewMemory()
+		}
+	}
 	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, links: opts.Links, signInWith: opts.SignIn, history: opts.History,
-		log: log, pages: parsePages(), sessions: newSessions(idle), passkeys: newPasskeys(), flowKey: newFlowKey()}
-	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), poll, log)
+		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKeys: opts.FlowKeys}
+	if len(c.flowKeys) == 0 {
+		c.flowKeys = [][]byte{newFlowKey()}
+	}
+	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), signal, poll, log)
 	return c
 }
 
@@ -172,17 +213,25 @@ func (c *Console) refuse(r *http.Request, why string) {
 func (c *Console) Passkeys() interlock.PasskeyVerifier { return c.passkeys }
 
 // Notify tells the console that the approvals changed (a new one, a
-// decision), so listening pages learn it now rather than at the next poll.
-func (c *Console) Notify() { c.changes.poke() }
+// decision), so listening pages, on this replica and through the signal
+// on every other, learn it now rather than at the next poll.
+func (c *Console) Notify() { c.changes.changed() }
 
 // Close ends every event stream and stops watching the approvals, so a
 // server shutting down does not wait for open pages.
 func (c *Console) Close() { c.changes.close() }
 
-// OneTimeLogin returns a token that signs who in once, for a link such as
-// /console/login?once=TOKEN. The session it starts stands on a
-// credential of kind [CredentialLink].
-func (c *Console) OneTimeLogin(who interlock.Identity) string { return c.sessions.oneTime(who) }
+// OneTimeLogin returns a token that signs who in once, within a day, for
+// a link such as /console/login?once=TOKEN, on any replica sharing the
+// console's store. The session it starts stands on a credential of kind
+// [CredentialLink].
+func (c *Console) OneTimeLogin(ctx context.Context, who interlock.Identity) (string, error) {
+	token := randomToken()
+	if err := c.state.AddLink(ctx, consolestate.Key(token), who, time.Now().Add(oneTimeTTL)); err != nil {
+		return "", fmt.Errorf("keeping a one-time console link: %w", err)
+	}
+	return token, nil
+}
 
 // Handler serves the console under [Path].
 func (c *Console) Handler() http.Handler {
@@ -258,7 +307,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	// A page refreshing itself for a live update must not take the flash
 	// meant for the page a form's answer leads to.
 	if p.session != nil && p.Flash == "" && r.Header.Get(refreshHeader) == "" {
-		p.Flash = p.session.takeFlash()
+		p.Flash = c.takeFlash(r.Context(), p.session)
 	}
 	var buf strings.Builder
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {

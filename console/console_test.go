@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/interlock-mcp/interlock"
@@ -327,7 +328,11 @@ func TestDecide(t *testing.T) {
 
 func TestOneTimeLinkSignsInOnce(t *testing.T) {
 	r := newRig(t, false, nil)
-	link := "/console/login?once=" + r.console.OneTimeLogin(interlock.Identity{Principal: "operator", Tenant: "local"})
+	token, err := r.console.OneTimeLogin(context.Background(), interlock.Identity{Principal: "operator", Tenant: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := "/console/login?once=" + token
 	tests := []struct {
 		name    string
 		status  int
@@ -358,15 +363,56 @@ func TestOneTimeLinkSignsInOnce(t *testing.T) {
 	})
 }
 
+// TestSessionIdleExpiry: a session lives for its idle time after the
+// approver's last request, which a page refreshing itself does not
+// count, and not a nanosecond more.
 func TestSessionIdleExpiry(t *testing.T) {
-	ss := newSessions(time.Minute)
-	id, s := ss.start(interlock.Identity{Principal: "bob"}, Credential{Kind: CredentialKey})
-	if ss.get(id, true) != s {
-		t.Fatal("a fresh session is not live")
+	tests := []struct {
+		name string
+		// touches are the requests after the start, each after the
+		// wait given, and whether the approver made it.
+		touches []time.Duration
+		refresh bool
+		// after is how long after the last touch the session is read.
+		after time.Duration
+		live  bool
+	}{
+		{"fresh", nil, false, 0, true},
+		{"at its idle time", nil, false, time.Minute, true},
+		{"a nanosecond past it", nil, false, time.Minute + time.Nanosecond, false},
+		{"a request starts it again", []time.Duration{50 * time.Second}, false, time.Minute, true},
+		{"a refresh does not", []time.Duration{50 * time.Second}, true, time.Minute, false},
 	}
-	s.lastSeen = time.Now().Add(-2 * time.Minute)
-	if ss.get(id, true) != nil || ss.live(s) {
-		t.Error("a session idle for longer than its limit is still live")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Logger: quiet, Getenv: func(string) string { return "" }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := New(Options{Gate: gate, Logger: quiet, SessionIdle: time.Minute})
+				defer c.Close()
+				ctx := context.Background()
+				id, err := c.openSession(ctx, interlock.Identity{Principal: "bob"}, Credential{Kind: CredentialKey})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range tt.touches {
+					time.Sleep(d)
+					if s, err := c.session(ctx, id, !tt.refresh); s == nil || err != nil {
+						t.Fatalf("ended before its time: %v", err)
+					}
+				}
+				time.Sleep(tt.after)
+				s, err := c.session(ctx, id, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (s != nil) != tt.live {
+					t.Errorf("live: %v, want %v", s != nil, tt.live)
+				}
+			})
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/consolestate"
 )
 
 // change is one thing that happened to an approval or a standing grant,
@@ -25,15 +26,19 @@ type change struct {
 // tells them what changed. Reading the stores, rather than hearing each
 // decision, catches every path a decision takes (this console, REST, the
 // command line, another replica), approvals that expire on their own and
-// the calls a grant lets run.
+// the calls a grant lets run. It reads them every poll, and at once when
+// the signal says another replica (or this one) changed something.
 type watcher struct {
 	store  approval.Store
 	grants approval.GrantStore
+	signal consolestate.Signal
 	poll   time.Duration
 	log    *slog.Logger
 	wake   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	// raise asks the raiser to send the signal.
+	raise chan struct{}
+	done  chan struct{}
+	once  sync.Once
 
 	mu   sync.Mutex
 	subs map[chan change]struct{}
@@ -51,11 +56,44 @@ type snapshot struct {
 	grants    map[string]*approval.StandingGrant
 }
 
-func newWatcher(store approval.Store, grants approval.GrantStore, poll time.Duration, log *slog.Logger) *watcher {
-	w := &watcher{store: store, grants: grants, poll: poll, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		subs: map[chan change]struct{}{}}
+func newWatcher(store approval.Store, grants approval.GrantStore, signal consolestate.Signal, poll time.Duration, log *slog.Logger) *watcher {
+	w := &watcher{store: store, grants: grants, signal: signal, poll: poll, log: log, wake: make(chan struct{}, 1),
+		raise: make(chan struct{}, 1), done: make(chan struct{}), subs: map[chan change]struct{}{}}
 	go w.run()
+	go w.raiser()
 	return w
+}
+
+// changed wakes this watcher and, through the signal, every other
+// replica's; it never blocks.
+func (w *watcher) changed() {
+	w.poke()
+	select {
+	case w.raise <- struct{}{}:
+	default:
+	}
+}
+
+// raiseTimeout bounds one raise of the signal: a store that does not
+// answer delays the other replicas' pages until their next poll, never a
+// decision.
+const raiseTimeout = 5 * time.Second
+
+// raiser sends the signal for changed, one raise for any number of
+// changes made while the last was on its way.
+func (w *watcher) raiser() {
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.raise:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), raiseTimeout)
+		if err := w.signal.Raise(ctx, "changed"); err != nil {
+			w.log.Warn("console: telling the other gateways of a change", "error", err)
+		}
+		cancel()
+	}
 }
 
 func (w *watcher) poke() {
@@ -121,6 +159,13 @@ func (w *watcher) run() {
 	defer t.Stop()
 	var known *snapshot
 	var lastHeard time.Time
+	// heard is the signal while pages listen, nil otherwise.
+	var heard <-chan string
+	stopHearing := func() {}
+	// lastTried is when the watcher last tried to listen: a signal that
+	// cannot be reached is tried again every hearRetry, not every poll.
+	var lastTried time.Time
+	defer func() { stopHearing() }()
 	for {
 		select {
 		case <-w.done:
@@ -133,11 +178,23 @@ func (w *watcher) run() {
 			return
 		case <-t.C:
 		case <-w.wake:
+		case _, ok := <-heard:
+			if !ok {
+				// The signal stopped; listen again at the next poll.
+				heard = nil
+				stopHearing()
+			}
 		}
 		if w.listening() {
 			lastHeard = time.Now()
+			if heard == nil && time.Since(lastTried) >= hearRetry {
+				lastTried = time.Now()
+				heard, stopHearing = w.hear()
+			}
 		} else if time.Since(lastHeard) > linger {
 			known = nil
+			stopHearing()
+			heard, stopHearing = nil, func() {}
 			continue
 		}
 		next, changes, err := w.read(context.Background(), known)
@@ -150,6 +207,23 @@ func (w *watcher) run() {
 			w.publish(c)
 		}
 	}
+}
+
+// hearRetry is how long the watcher waits before it tries again to
+// listen to a signal it could not reach.
+const hearRetry = 5 * time.Second
+
+// hear listens to the signal; on failure it returns nil, and the watcher
+// reads the stores every poll until it listens again.
+func (w *watcher) hear() (<-chan string, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := w.signal.Listen(ctx)
+	if err != nil {
+		cancel()
+		w.log.Warn("console: listening for other gateways' changes", "error", err)
+		return nil, func() {}
+	}
+	return ch, cancel
 }
 
 // read compares the stores with what was known and returns what they hold
@@ -296,6 +370,18 @@ func isCaller(a *approval.Approval, who interlock.Identity) bool {
 	return who.Is(interlock.Identity{Tenant: a.Tenant, Principal: a.Principal})
 }
 
+// stillSignedIn reports whether the session of r's cookie is still
+// signed in and stands on its credential: one signed out or idled out on
+// any replica, or a store that is away, ends the stream.
+func (c *Console) stillSignedIn(r *http.Request) bool {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return false
+	}
+	s, err := c.session(r.Context(), ck.Value, false)
+	return err == nil && s != nil && c.stands(r.Context(), s)
+}
+
 // heartbeat keeps idle streams open through proxies and notices sessions
 // that ended.
 const heartbeat = 20 * time.Second
@@ -308,6 +394,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	changes, cancel := c.changes.subscribe()
 	defer cancel()
+	ended, release := c.endings.of(s.key)
+	defer release()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
@@ -323,7 +411,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-s.ended:
+		case <-ended:
 			// Signed out, idled out, or its credential fell: the stream
 			// tells nothing more.
 			return
@@ -334,12 +422,13 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 			if !ch.visibleTo(s.who) {
 				continue
 			}
-			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)
-		case <-beat.C:
-			if !c.sessions.live(s) {
+			// A session signed out on another replica hears nothing more.
+			if !c.stillSignedIn(r) {
 				return
 			}
-			if ck, err := r.Cookie(sessionCookie); err != nil || !c.stands(r.Context(), ck.Value, s) {
+			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", ch.message)
+		case <-beat.C:
+			if !c.stillSignedIn(r) {
 				return
 			}
 			_, err = fmt.Fprint(w, ": still here\n\n")

@@ -83,7 +83,7 @@ func (c *Console) grantScope(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	c.Notify()
-	s.setFlash(fmt.Sprintf("You approved %s's call of %s and granted similar calls: %d uses until %s.",
+	c.setFlash(r.Context(), s, fmt.Sprintf("You approved %s's call of %s and granted similar calls: %d uses until %s.",
 		sg.Principal, sg.Tool, sg.Uses, sg.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")))
 	http.Redirect(w, r, "/console/grants", http.StatusSeeOther)
 }
@@ -126,6 +126,6 @@ func (c *Console) revokeGrant(w http.ResponseWriter, r *http.Request, s *session
 		return
 	}
 	c.Notify()
-	s.setFlash(fmt.Sprintf("You revoked the grant of %s to %s; their next call asks for approval again.", sg.Tool, sg.Principal))
+	c.setFlash(r.Context(), s, fmt.Sprintf("You revoked the grant of %s to %s; their next call asks for approval again.", sg.Tool, sg.Principal))
 	http.Redirect(w, r, "/console/grants", http.StatusSeeOther)
 }

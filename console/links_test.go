@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/interlock-mcp/interlock"
@@ -58,7 +59,10 @@ func TestLinksMadeElsewhere(t *testing.T) {
 	if res, _ := r.browser(t).get("/console/login?once=store-down"); res.StatusCode != http.StatusServiceUnavailable || cookieNamed(res, sessionCookie) != nil {
 		t.Errorf("a link that cannot be checked: status %d", res.StatusCode)
 	}
-	own := c.OneTimeLogin(interlock.Identity{Principal: "operator", Tenant: "local"})
+	own, err := c.OneTimeLogin(context.Background(), interlock.Identity{Principal: "operator", Tenant: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res, _ := r.browser(t).get("/console/login?once=" + own); res.StatusCode != http.StatusSeeOther {
 		t.Errorf("the console's own link: status %d", res.StatusCode)
 	}
@@ -66,5 +70,40 @@ func TestLinksMadeElsewhere(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(asked, " ") != "made-elsewhere made-elsewhere store-down" {
 		t.Errorf("Links was asked %q: the console's own links must not be", asked)
+	}
+}
+
+// TestOneTimeLinkExpires: a link of OneTimeLogin signs in for a day, and
+// not a moment more.
+func TestOneTimeLinkExpires(t *testing.T) {
+	tests := []struct {
+		name   string
+		after  time.Duration
+		status int
+	}{
+		{"a moment before its day is out", oneTimeTTL - time.Nanosecond, http.StatusSeeOther},
+		{"at the end of its day", oneTimeTTL, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Logger: quiet, Getenv: func(string) string { return "" }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := New(Options{Gate: gate, Logger: quiet})
+				defer c.Close()
+				token, err := c.OneTimeLogin(context.Background(), interlock.Identity{Principal: "operator", Tenant: "local"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(tt.after)
+				w := httptest.NewRecorder()
+				c.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/console/login?once="+token, nil))
+				if w.Code != tt.status {
+					t.Errorf("status %d, want %d", w.Code, tt.status)
+				}
+			})
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // within its ten minutes.
 func TestSealedSignInFlows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, other := &Console{flowKey: newFlowKey()}, &Console{flowKey: newFlowKey()}
+		c, other := &Console{flowKeys: [][]byte{newFlowKey()}}, &Console{flowKeys: [][]byte{newFlowKey()}}
 		f := oidcFlow{State: "s", Nonce: "n", Verifier: "v", Next: "/console/grants", Expires: time.Now().Add(flowTTL)}
 		sealed := c.sealFlow(f)
 		if strings.Contains(sealed, "/console/grants") || strings.Contains(sealed, `"v"`) {
@@ -46,6 +47,36 @@ func TestSealedSignInFlows(t *testing.T) {
 	})
 }
 
+// TestFlowsAcrossReplicas: consoles whose flow keys come from the same
+// sealing keys open each other's sign-ins under way, through a rotation
+// (new key first, old key kept); one with other sealing keys does not.
+func TestFlowsAcrossReplicas(t *testing.T) {
+	old, next := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
+	f := oidcFlow{State: "s", Expires: time.Now().Add(flowTTL)}
+	sealedBy := func(keys ...[]byte) string { return (&Console{flowKeys: FlowKeys(keys)}).sealFlow(f) }
+	tests := []struct {
+		name   string
+		sealed string
+		opener [][]byte
+		want   bool
+	}{
+		{"same keys", sealedBy(old), [][]byte{old}, true},
+		{"sealed before a rotation, opened after", sealedBy(old), [][]byte{next, old}, true},
+		{"sealed after a rotation, opened by one not yet rotated", sealedBy(next, old), [][]byte{old}, false},
+		{"other keys", sealedBy(next), [][]byte{old}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, ok := (&Console{flowKeys: FlowKeys(tt.opener)}).openFlow(tt.sealed); ok != tt.want {
+				t.Errorf("opened: %v, want %v", ok, tt.want)
+			}
+		})
+	}
+	if k := FlowKeys([][]byte{old}); len(k[0]) != 32 || bytes.Equal(k[0], old) {
+		t.Errorf("a flow key is the sealing key itself, or not 32 bytes: %x", k[0])
+	}
+}
+
 // TestSessionsEndWithTheirCredential: a session made with the identity
 // provider ends when the sign-in it came from does, and one whose
 // credential the gateway no longer stands by ends at its next request.
@@ -65,26 +96,47 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 			}})
 		defer c.Close()
 		carol := interlock.Identity{Tenant: "acme", Principal: "carol"}
-		provided, s := c.sessions.start(carol, Credential{Kind: CredentialProvider, Ref: "p", Expires: time.Now().Add(time.Hour)})
-		keyed, k := c.sessions.start(carol, Credential{Kind: CredentialKey, Ref: "k"})
+		ctx := context.Background()
+		open := func(cred Credential) (string, *session) {
+			id, err := c.openSession(ctx, carol, cred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.session(ctx, id, false)
+			if err != nil || s == nil {
+				t.Fatalf("a fresh session: %v", err)
+			}
+			return id, s
+		}
+		live := func(id string) bool {
+			s, err := c.session(ctx, id, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s != nil
+		}
+		provided, s := open(Credential{Kind: CredentialProvider, Ref: "p", Expires: time.Now().Add(time.Hour)})
+		keyed, k := open(Credential{Kind: CredentialKey, Ref: "k"})
+		streams, release := c.endings.of(s.key)
+		defer release()
 		time.Sleep(time.Hour - time.Second)
-		if !c.stands(context.Background(), provided, s) || !c.stands(context.Background(), keyed, k) {
+		if !c.stands(ctx, s) || !c.stands(ctx, k) {
 			t.Fatal("a session ended before its credential did")
 		}
 		time.Sleep(time.Second)
-		if c.stands(context.Background(), provided, s) {
+		if c.stands(ctx, s) {
 			t.Error("a session outlived the identity provider's sign-in")
 		}
-		if c.sessions.get(provided, false) != nil {
+		if live(provided) {
 			t.Error("the ended session is still kept")
 		}
 		select {
-		case <-s.ended:
+		case <-streams:
 		default:
 			t.Error("the ended session's streams were not told")
 		}
 		gone["k"] = true
-		if n := c.Recheck(context.Background()); n != 1 || c.sessions.get(keyed, false) != nil {
+		if n := c.Recheck(ctx); n != 1 || live(keyed) {
 			t.Errorf("Recheck ended %d sessions", n)
 		}
 	})

@@ -13,17 +13,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/consolestate"
 )
-
-// owner is whose passkeys an account holds: an approver of one tenant.
-type owner struct{ tenant, principal string }
 
 // registered is a credential with the relying party it was made for: the
 // host the console was opened at.
@@ -36,6 +33,8 @@ type registered struct {
 	// decision's assertion again before its call runs, and that one must
 	// pass although its counter no longer grows.
 	accepted [][sha256.Size]byte
+	// rev is the store's revision of it, which a change must still find.
+	rev int64
 }
 
 // keepAccepted bounds the assertions remembered per credential. An
@@ -73,99 +72,137 @@ func (u *passkeyAccount) forHost(rpID string) [][]byte {
 	return ids
 }
 
-// passkeys are the approvers' registered credentials, kept in memory: a
-// restart forgets them and approvers register again. It verifies the
-// assertions of decisions for the gate.
+// passkeys are the approvers' registered credentials, kept in the
+// console's store, so a passkey registered on one replica signs on every
+// other, and its signature counter is one counter for all of them. It
+// verifies the assertions of decisions for the gate.
 type passkeys struct {
-	mu       sync.Mutex
-	accounts map[owner]*passkeyAccount
+	state consolestate.Store
 }
 
-func newPasskeys() *passkeys { return &passkeys{accounts: map[owner]*passkeyAccount{}} }
-
-// forget drops the registrations of every account whose owner gone says
-// has no credential left, and returns who they were.
-func (p *passkeys) forget(gone func(interlock.Identity) bool) []interlock.Identity {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// forget drops the registrations of every owner gone says has no
+// credential left, and returns who they were.
+func (p *passkeys) forget(ctx context.Context, gone func(interlock.Identity) bool) ([]interlock.Identity, error) {
+	owners, err := p.state.PasskeyOwners(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the approvers with passkeys: %w", err)
+	}
 	var out []interlock.Identity
-	for o, a := range p.accounts {
-		who := interlock.Identity{Tenant: o.tenant, Principal: o.principal}
-		if len(a.credentials) > 0 && gone(who) {
-			delete(p.accounts, o)
-			out = append(out, who)
+	for _, o := range owners {
+		who := interlock.Identity{Tenant: o.Tenant, Principal: o.Principal}
+		if !gone(who) {
+			continue
 		}
+		if err := p.state.ForgetPasskeys(ctx, o); err != nil {
+			return out, fmt.Errorf("forgetting passkeys: %w", err)
+		}
+		out = append(out, who)
 	}
-	return out
+	return out, nil
 }
 
-// account returns a copy of who's account, made on first use.
-func (p *passkeys) account(who interlock.Identity) *passkeyAccount {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	key := owner{who.Tenant, who.Principal}
-	a, ok := p.accounts[key]
-	if !ok {
-		id := make([]byte, 32)
-		if _, err := rand.Read(id); err != nil {
-			panic(err)
+// account returns who's account as the store holds it now, its user
+// handle made on first use.
+func (p *passkeys) account(ctx context.Context, who interlock.Identity) (*passkeyAccount, error) {
+	owner := consolestate.OwnerOf(who)
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		panic(err)
+	}
+	id, err := p.state.PasskeyUser(ctx, owner, fresh)
+	if err != nil {
+		return nil, fmt.Errorf("reading a passkey user: %w", err)
+	}
+	kept, err := p.state.Passkeys(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("reading passkeys: %w", err)
+	}
+	a := &passkeyAccount{id: id, name: who.Principal}
+	for _, k := range kept {
+		r := registered{rpID: k.RPID, origin: k.Origin, accepted: k.Accepted, rev: k.Rev}
+		if err := json.Unmarshal(k.Credential, &r.credential); err != nil {
+			return nil, fmt.Errorf("reading a passkey: %w", err)
 		}
-		a = &passkeyAccount{id: id, name: who.Principal}
-		p.accounts[key] = a
+		a.credentials = append(a.credentials, r)
 	}
-	c := *a
-	c.credentials = append([]registered(nil), a.credentials...)
-	for i := range c.credentials {
-		// Only accept reads them, under the lock.
-		c.credentials[i].accepted = nil
-	}
-	return &c
+	return a, nil
 }
+
+// kept is r as the store keeps it.
+func (r registered) kept() (consolestate.Passkey, error) {
+	b, err := json.Marshal(r.credential)
+	if err != nil {
+		return consolestate.Passkey{}, fmt.Errorf("encoding a passkey: %w", err)
+	}
+	return consolestate.Passkey{ID: r.credential.ID, RPID: r.rpID, Origin: r.origin, Credential: b, Accepted: r.accepted, Rev: r.rev}, nil
+}
+
+// maxSwaps bounds the tries of a counter's move that keeps losing races.
+const maxSwaps = 50
 
 // accept records that a credential of who made an assertion whose signed
 // data has the given digest and signature counter, once its signature is
 // verified. It refuses, wrapping [interlock.ErrPasskeyReplayed], an
 // assertion not accepted before whose counter is not above the one
 // stored, unless both are 0: an authenticator without a counter reports 0
-// always (WebAuthn §6.1.1). The check and the update are one step, so two
-// assertions with one counter never both pass.
-func (p *passkeys) accept(who interlock.Identity, id []byte, signed [sha256.Size]byte, counter uint32) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	a := p.accounts[owner{who.Tenant, who.Principal}]
-	if a == nil {
-		return errors.New("the approver has no passkey")
+// always (WebAuthn §6.1.1). The check and the update are one
+// compare-and-set in the store ([consolestate.Store.SwapPasskey]), tried
+// again on the counter another replica moved first, so two assertions
+// with one counter never both pass, on one replica or on two.
+func (p *passkeys) accept(ctx context.Context, who interlock.Identity, id []byte, signed [sha256.Size]byte, counter uint32) error {
+	for range maxSwaps {
+		a, err := p.account(ctx, who)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(a.credentials, func(r registered) bool { return bytes.Equal(r.credential.ID, id) })
+		if i < 0 {
+			return errors.New("the assertion's credential is not one the approver registered")
+		}
+		r := a.credentials[i]
+		if slices.Contains(r.accepted, signed) {
+			return nil
+		}
+		stored := r.credential.Authenticator
+		updated := stored
+		updated.UpdateCounter(counter)
+		if updated.CloneWarning {
+			// The record names the credential by a prefix of its id: the
+			// audit record's detail is short.
+			return fmt.Errorf("%w: %d after %d, credential %.12s", interlock.ErrPasskeyReplayed,
+				counter, stored.SignCount, base64.RawURLEncoding.EncodeToString(id))
+		}
+		r.credential.Authenticator.SignCount = updated.SignCount
+		r.accepted = slices.Clone(r.accepted)
+		if len(r.accepted) >= keepAccepted {
+			r.accepted = slices.Delete(r.accepted, 0, len(r.accepted)-keepAccepted+1)
+		}
+		r.accepted = append(r.accepted, signed)
+		k, err := r.kept()
+		if err != nil {
+			return err
+		}
+		swapped, err := p.state.SwapPasskey(ctx, consolestate.OwnerOf(who), k)
+		if err != nil {
+			return fmt.Errorf("moving a passkey's counter: %w", err)
+		}
+		if swapped {
+			return nil
+		}
 	}
-	i := slices.IndexFunc(a.credentials, func(r registered) bool { return bytes.Equal(r.credential.ID, id) })
-	if i < 0 {
-		return errors.New("the assertion's credential is not one the approver registered")
-	}
-	r := &a.credentials[i]
-	if slices.Contains(r.accepted, signed) {
-		return nil
-	}
-	stored := r.credential.Authenticator
-	updated := stored
-	updated.UpdateCounter(counter)
-	if updated.CloneWarning {
-		// The record names the credential by a prefix of its id: the
-		// audit record's detail is short.
-		return fmt.Errorf("%w: %d after %d, credential %.12s", interlock.ErrPasskeyReplayed,
-			counter, stored.SignCount, base64.RawURLEncoding.EncodeToString(id))
-	}
-	r.credential.Authenticator.SignCount = updated.SignCount
-	if len(r.accepted) >= keepAccepted {
-		r.accepted = slices.Delete(r.accepted, 0, len(r.accepted)-keepAccepted+1)
-	}
-	r.accepted = append(r.accepted, signed)
-	return nil
+	return fmt.Errorf("a passkey's counter moved concurrently %d times in a row", maxSwaps)
 }
 
-func (p *passkeys) add(who interlock.Identity, r registered) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	a := p.accounts[owner{who.Tenant, who.Principal}]
-	a.credentials = append(a.credentials, r)
+// add keeps a credential who registered.
+func (p *passkeys) add(ctx context.Context, who interlock.Identity, r registered) error {
+	k, err := r.kept()
+	if err != nil {
+		return err
+	}
+	if err := p.state.AddPasskey(ctx, consolestate.OwnerOf(who), k); err != nil {
+		return fmt.Errorf("keeping a passkey: %w", err)
+	}
+	return nil
 }
 
 // relyingParty is the console's WebAuthn relying party for the host the
@@ -195,12 +232,15 @@ func hostOf(r *http.Request) (rpID, origin string) {
 // an assertion, by a credential v's approver registered, over challenge,
 // with the user verified, and with a signature counter above the last one
 // the credential presented, unless it is the assertion accepted before.
-func (p *passkeys) VerifyPasskey(_ context.Context, a *approval.Approval, v approval.Vote, challenge []byte) error {
+func (p *passkeys) VerifyPasskey(ctx context.Context, a *approval.Approval, v approval.Vote, challenge []byte) error {
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(v.Passkey)
 	if err != nil {
 		return fmt.Errorf("parsing the assertion on %s: %w", a.ID, err)
 	}
-	account := p.account(interlock.Identity{Tenant: v.Tenant, Principal: v.Principal})
+	account, err := p.account(ctx, interlock.Identity{Tenant: v.Tenant, Principal: v.Principal})
+	if err != nil {
+		return err
+	}
 	for _, r := range account.credentials {
 		if string(r.credential.ID) != string(parsed.RawID) {
 			continue
@@ -216,7 +256,7 @@ func (p *passkeys) VerifyPasskey(_ context.Context, a *approval.Approval, v appr
 		}
 		// ValidateLogin compared the counter with a copy of the credential;
 		// accept compares it with the stored one, and stores it.
-		return p.accept(interlock.Identity{Tenant: v.Tenant, Principal: v.Principal}, r.credential.ID,
+		return p.accept(ctx, interlock.Identity{Tenant: v.Tenant, Principal: v.Principal}, r.credential.ID,
 			signedData(parsed), parsed.Response.AuthenticatorData.Counter)
 	}
 	return errors.New("the assertion's credential is not one the approver registered")
@@ -254,7 +294,11 @@ func (c *Console) passkeyPage(w http.ResponseWriter, r *http.Request, s *session
 // challenge, kept in the session for the answer.
 func (c *Console) showPasskeys(w http.ResponseWriter, r *http.Request, s *session, status int, problem string) {
 	rpID, origin := hostOf(r)
-	account := c.passkeys.account(s.who)
+	account, err := c.passkeys.account(r.Context(), s.who)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
 	d := passkeyData{Registered: len(account.forHost(rpID)), Host: rpID}
 	if net.ParseIP(rpID) != nil {
 		d.ByAddress = true
@@ -279,7 +323,14 @@ func (c *Console) showPasskeys(w http.ResponseWriter, r *http.Request, s *sessio
 		c.fail(w, r, s, fmt.Errorf("encoding the passkey options: %w", err))
 		return
 	}
-	s.setRegistration(registration)
+	kept, err := json.Marshal(registration)
+	if err == nil {
+		err = c.state.Put(r.Context(), s.key, consolestate.Registration, kept)
+	}
+	if err != nil {
+		c.fail(w, r, s, fmt.Errorf("keeping a passkey registration's challenge: %w", err))
+		return
+	}
 	d.Options = string(options)
 	c.render(w, r, status, "passkey", c.pageFor(s, "Passkey", "passkey", page{Error: problem, Data: d}))
 }
@@ -287,7 +338,19 @@ func (c *Console) showPasskeys(w http.ResponseWriter, r *http.Request, s *sessio
 // registerPasskey verifies a new credential against the registration
 // challenge the passkey page gave this session, and keeps it.
 func (c *Console) registerPasskey(w http.ResponseWriter, r *http.Request, s *session) {
-	registration := s.takeRegistration()
+	kept, err := c.state.Take(r.Context(), s.key, consolestate.Registration)
+	if err != nil {
+		c.fail(w, r, s, fmt.Errorf("reading a passkey registration's challenge: %w", err))
+		return
+	}
+	var registration *webauthn.SessionData
+	if kept != nil {
+		registration = &webauthn.SessionData{}
+		if err := json.Unmarshal(kept, registration); err != nil {
+			c.fail(w, r, s, fmt.Errorf("reading a passkey registration's challenge: %w", err))
+			return
+		}
+	}
 	parsed, err := protocol.ParseCredentialCreationResponseBytes([]byte(r.PostFormValue("credential")))
 	if registration == nil || err != nil {
 		c.showPasskeys(w, r, s, http.StatusBadRequest, "The browser did not create a passkey. Try again.")
@@ -299,15 +362,22 @@ func (c *Console) registerPasskey(w http.ResponseWriter, r *http.Request, s *ses
 		c.fail(w, r, s, err)
 		return
 	}
-	account := c.passkeys.account(s.who)
+	account, err := c.passkeys.account(r.Context(), s.who)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
 	credential, err := wa.CreateCredential(account, *registration, parsed)
 	if err != nil {
 		c.log.InfoContext(r.Context(), "passkey registration refused", "principal", s.who.Principal, "error", err)
 		c.showPasskeys(w, r, s, http.StatusBadRequest, "The passkey could not be verified. Try again.")
 		return
 	}
-	c.passkeys.add(s.who, registered{credential: *credential, rpID: rpID, origin: origin})
-	s.setFlash("Your passkey is registered for " + rpID + ".")
+	if err := c.passkeys.add(r.Context(), s.who, registered{credential: *credential, rpID: rpID, origin: origin}); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.setFlash(r.Context(), s, "Your passkey is registered for "+rpID+".")
 	http.Redirect(w, r, "/console/passkey", http.StatusSeeOther)
 }
 
@@ -326,7 +396,11 @@ type passkeyPrompt struct {
 // promptFor returns the passkey prompt of approval a for who at r's host.
 func (c *Console) promptFor(r *http.Request, a *approval.Approval, who interlock.Identity) (*passkeyPrompt, error) {
 	rpID, _ := hostOf(r)
-	ids := c.passkeys.account(who).forHost(rpID)
+	account, err := c.passkeys.account(r.Context(), who)
+	if err != nil {
+		return nil, err
+	}
+	ids := account.forHost(rpID)
 	p := &passkeyPrompt{Registered: len(ids) > 0, RPID: rpID}
 	encoded := make([]string, len(ids))
 	for i, id := range ids {

@@ -31,6 +31,7 @@ import (
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/config"
+	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/policy"
 )
 
@@ -202,7 +203,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &passkeyRig{keys: newPasskeys(), key: newSoftKey(t), audit: &audit.Memory{}}
+	r := &passkeyRig{keys: &passkeys{state: consolestate.NewMemory()}, key: newSoftKey(t), audit: &audit.Memory{}}
 	r.gate, err = interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition, Logger: quiet, Audit: r.audit,
 		Getenv: func(k string) string {
 			if k == "MCP_DRY_RUN" {
@@ -214,8 +215,9 @@ rules:
 		t.Fatal(err)
 	}
 	r.gate.UsePasskeys(r.keys)
-	r.keys.account(approver)
-	r.keys.add(approver, registered{credential: r.key.credential(t, stored), rpID: keyRPID, origin: keyOrigin})
+	if err := r.keys.add(context.Background(), approver, registered{credential: r.key.credential(t, stored), rpID: keyRPID, origin: keyOrigin}); err != nil {
+		t.Fatal(err)
+	}
 	if r.tool, err = interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -253,14 +255,24 @@ func (r *passkeyRig) approve(t *testing.T, a *approval.Approval, counter uint32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertion := r.key.assert(t, r.keys.account(approver).id, challenge, counter)
+	assertion := r.key.assert(t, r.account(t).id, challenge, counter)
 	_, err = r.gate.DecideWithPasskey(context.Background(), a.ID, approver, approval.Approve, "", assertion)
 	return err
 }
 
+// account is bob's account as the store keeps it.
+func (r *passkeyRig) account(t *testing.T) *passkeyAccount {
+	t.Helper()
+	a, err := r.keys.account(context.Background(), approver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // stored is the counter the verifier keeps for bob's passkey.
-func (r *passkeyRig) stored() uint32 {
-	return r.keys.account(approver).credentials[0].credential.Authenticator.SignCount
+func (r *passkeyRig) stored(t *testing.T) uint32 {
+	return r.account(t).credentials[0].credential.Authenticator.SignCount
 }
 
 // TestPasskeySignatureCounter: an assertion counts only when its
@@ -324,7 +336,7 @@ func TestPasskeySignatureCounter(t *testing.T) {
 						t.Errorf("step %d: the record %+v", i, rec)
 					}
 				}
-				if got := r.stored(); got != want {
+				if got := r.stored(t); got != want {
 					t.Fatalf("step %d: stored counter %d, want %d", i, got, want)
 				}
 			}
@@ -350,7 +362,7 @@ func TestPasskeyCounterRace(t *testing.T) {
 	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), interlock.ErrPasskeyReplayed) {
 		t.Errorf("two assertions with counter 6: %v", errs)
 	}
-	if r.stored() != 6 || len(r.audit.Events("passkey_refused")) != 1 {
-		t.Errorf("stored counter %d, %d refusals recorded", r.stored(), len(r.audit.Events("passkey_refused")))
+	if r.stored(t) != 6 || len(r.audit.Events("passkey_refused")) != 1 {
+		t.Errorf("stored counter %d, %d refusals recorded", r.stored(t), len(r.audit.Events("passkey_refused")))
 	}
 }

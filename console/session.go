@@ -5,8 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,10 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-webauthn/webauthn/webauthn"
-
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/consolestate"
 )
 
 // Cookie names. The session cookie is scoped to the console; the login
@@ -32,16 +31,7 @@ const (
 // session lasts no longer than its credential: when a key is removed or
 // changed, its tenant or groups change, or an identity provider's sign-in
 // reaches its end, every session made from it ends at once.
-type Credential struct {
-	// Kind is how the approver signed in.
-	Kind string
-	// Ref names the credential to the gateway, such as an API key's
-	// SHA-256; never the secret itself.
-	Ref string
-	// Expires, when set, ends the session whatever else holds: the end of
-	// the identity provider's sign-in (its ID token's lifetime).
-	Expires time.Time
-}
+type Credential = consolestate.Credential
 
 // The kinds of credential a session stands on.
 const (
@@ -50,64 +40,15 @@ const (
 	CredentialLink     = "one-time link"
 )
 
-// session is one signed-in approver.
+// session is one signed-in approver, as read from the store for one
+// request.
 type session struct {
+	// key is what the store keeps the session under: the hash of its id,
+	// which only the browser's cookie holds.
+	key  string
 	who  interlock.Identity
 	cred Credential
 	csrf string
-	// ended is closed when the session ends, so its event streams stop
-	// at once.
-	ended chan struct{}
-
-	mu       sync.Mutex
-	lastSeen time.Time
-	flash    string
-	// registration is the challenge of the passkey page last shown.
-	registration *webauthn.SessionData
-}
-
-func (s *session) setRegistration(r *webauthn.SessionData) {
-	s.mu.Lock()
-	s.registration = r
-	s.mu.Unlock()
-}
-
-// takeRegistration returns the registration challenge, once.
-func (s *session) takeRegistration() *webauthn.SessionData {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.registration
-	s.registration = nil
-	return r
-}
-
-// takeFlash returns the message left for the next page, once.
-func (s *session) takeFlash() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f := s.flash
-	s.flash = ""
-	return f
-}
-
-func (s *session) setFlash(msg string) {
-	s.mu.Lock()
-	s.flash = msg
-	s.mu.Unlock()
-}
-
-// sessions are kept in memory: signing in again after a restart is cheap,
-// and nothing a session holds must outlive the process.
-type sessions struct {
-	idle time.Duration
-
-	mu   sync.Mutex
-	byID map[string]*session
-	once map[string]interlock.Identity
-}
-
-func newSessions(idle time.Duration) *sessions {
-	return &sessions{idle: idle, byID: map[string]*session{}, once: map[string]interlock.Identity{}}
 }
 
 // randomToken returns 32 random bytes, URL-safe.
@@ -119,98 +60,112 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// oneTime returns a token that signs who in once.
-func (ss *sessions) oneTime(who interlock.Identity) string {
-	t := randomToken()
-	ss.mu.Lock()
-	ss.once[t] = who
-	ss.mu.Unlock()
-	return t
-}
+// oneTimeTTL is how long a link of [Console.OneTimeLogin] signs in: a day
+// for the one interlock serve prints; interlock console link makes a new
+// one when it is lost or spent.
+const oneTimeTTL = 24 * time.Hour
 
-// spend returns whom a one-time token signs in, and spends it.
-func (ss *sessions) spend(token string) (interlock.Identity, bool) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	who, ok := ss.once[token]
-	delete(ss.once, token)
-	return who, ok
-}
-
-// start opens a session for who, standing on cred, and returns its id.
-func (ss *sessions) start(who interlock.Identity, cred Credential) (string, *session) {
+// openSession starts a session for who, standing on cred, and returns its
+// id, which only the browser keeps.
+func (c *Console) openSession(ctx context.Context, who interlock.Identity, cred Credential) (string, error) {
 	id := randomToken()
-	s := &session{who: who, cred: cred, csrf: randomToken(), lastSeen: time.Now(), ended: make(chan struct{})}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	now := time.Now()
-	for old, o := range ss.byID {
-		if o.idleSince(now) > ss.idle {
-			ss.endLocked(old)
-		}
+	err := c.state.StartSession(ctx, consolestate.Key(id), consolestate.Session{Who: who, Credential: cred, CSRF: randomToken(),
+		Created: now, LastSeen: now}, c.idle)
+	if err != nil {
+		return "", fmt.Errorf("starting a console session: %w", err)
 	}
-	ss.byID[id] = s
-	return id, s
+	return id, nil
 }
 
-// each returns every live session, by id.
-func (ss *sessions) each() map[string]*session {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return maps.Clone(ss.byID)
-}
-
-func (s *session) idleSince(now time.Time) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return now.Sub(s.lastSeen)
-}
-
-// get returns the live session id names. touch counts the request as the
+// session returns the live session id names; nil, and no error, when
+// there is none or it idled out. touch counts the request as the
 // approver's activity; a page refreshing itself does not.
-func (ss *sessions) get(id string, touch bool) *session {
-	ss.mu.Lock()
-	s, ok := ss.byID[id]
-	ss.mu.Unlock()
+func (c *Console) session(ctx context.Context, id string, touch bool) (*session, error) {
+	key := consolestate.Key(id)
+	got, err := c.state.Session(ctx, key, time.Now(), c.idle, touch)
+	if errors.Is(err, consolestate.ErrNoSession) {
+		c.endings.end(key)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading a console session: %w", err)
+	}
+	return &session{key: key, who: got.Who, cred: got.Credential, csrf: got.CSRF}, nil
+}
+
+// endSession ends the session kept under key, on every replica, and the
+// event streams it has open on this one.
+func (c *Console) endSession(ctx context.Context, key string) error {
+	c.endings.end(key)
+	if err := c.state.EndSession(ctx, key); err != nil {
+		return fmt.Errorf("ending a console session: %w", err)
+	}
+	return nil
+}
+
+// setFlash leaves msg for the session's next page. A flash that cannot be
+// kept is only logged: the decision it reports is made.
+func (c *Console) setFlash(ctx context.Context, s *session, msg string) {
+	if err := c.state.Put(ctx, s.key, consolestate.Flash, []byte(msg)); err != nil {
+		c.log.WarnContext(ctx, "console: keeping a flash message", "error", err)
+	}
+}
+
+// takeFlash returns the message left for the session's next page, once.
+func (c *Console) takeFlash(ctx context.Context, s *session) string {
+	v, err := c.state.Take(ctx, s.key, consolestate.Flash)
+	if err != nil {
+		c.log.WarnContext(ctx, "console: reading a flash message", "error", err)
+	}
+	return string(v)
+}
+
+// endings are the event streams open on this replica, by session key, so
+// that a session ended here stops them at once; one ended on another
+// replica stops them at their next event or heartbeat.
+type endings struct {
+	mu sync.Mutex
+	m  map[string]*ending
+}
+
+// ending is what the streams of one session wait on.
+type ending struct {
+	ch chan struct{}
+	// streams counts the streams waiting; the entry goes with the last.
+	streams int
+}
+
+// of returns a channel closed when the session under key ends here, and
+// the function a stream calls when it stops waiting on it.
+func (e *endings) of(key string) (<-chan struct{}, func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[string]*ending{}
+	}
+	en, ok := e.m[key]
 	if !ok {
-		return nil
+		en = &ending{ch: make(chan struct{})}
+		e.m[key] = en
 	}
-	now := time.Now()
-	if s.idleSince(now) > ss.idle {
-		ss.end(id)
-		return nil
-	}
-	if touch {
-		s.mu.Lock()
-		s.lastSeen = now
-		s.mu.Unlock()
-	}
-	return s
-}
-
-func (ss *sessions) end(id string) {
-	ss.mu.Lock()
-	ss.endLocked(id)
-	ss.mu.Unlock()
-}
-
-func (ss *sessions) endLocked(id string) {
-	if s, ok := ss.byID[id]; ok {
-		close(s.ended)
-		delete(ss.byID, id)
-	}
-}
-
-// live reports whether the session s is still signed in.
-func (ss *sessions) live(s *session) bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for _, o := range ss.byID {
-		if o == s {
-			return s.idleSince(time.Now()) <= ss.idle
+	en.streams++
+	return en.ch, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if en.streams--; en.streams == 0 && e.m[key] == en {
+			delete(e.m, key)
 		}
 	}
-	return false
+}
+
+func (e *endings) end(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if en, ok := e.m[key]; ok {
+		close(en.ch)
+		delete(e.m, key)
+	}
 }
 
 // handlerFunc is a console handler for a signed-in approver.
@@ -226,8 +181,13 @@ func (c *Console) signedIn(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var s *session
 		if ck, err := r.Cookie(sessionCookie); err == nil {
-			s = c.sessions.get(ck.Value, r.Header.Get(refreshHeader) == "" && r.URL.Path != "/console/events")
-			if s != nil && !c.stands(r.Context(), ck.Value, s) {
+			s, err = c.session(r.Context(), ck.Value, r.Header.Get(refreshHeader) == "" && r.URL.Path != "/console/events")
+			if err != nil {
+				// Fail closed: without the store no one is signed in.
+				c.unavailable(w, r, err)
+				return
+			}
+			if s != nil && !c.stands(r.Context(), s) {
 				s = nil
 			}
 		}
@@ -277,15 +237,15 @@ type loginData struct {
 // loginPage shows the sign-in form, or spends a one-time link.
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if once := r.URL.Query().Get("once"); once != "" {
-		who, ok := c.sessions.spend(once)
-		if !ok && c.links != nil {
-			var err error
-			if who, ok, err = c.links(r.Context(), once); err != nil {
-				c.log.ErrorContext(r.Context(), "console sign-in link", "error", err)
-				c.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "Unavailable",
-					Message: "The console cannot check this sign-in link right now. Try again in a moment."})
-				return
-			}
+		who, ok, err := c.state.SpendLink(r.Context(), consolestate.Key(once), time.Now())
+		if err == nil && !ok && c.links != nil {
+			who, ok, err = c.links(r.Context(), once)
+		}
+		if err != nil {
+			c.log.ErrorContext(r.Context(), "console sign-in link", "error", err)
+			c.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "Unavailable",
+				Message: "The console cannot check this sign-in link right now. Try again in a moment."})
+			return
 		}
 		if !ok {
 			c.render(w, r, http.StatusForbidden, "message", page{Title: "Link already used",
@@ -335,17 +295,33 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 // signIn starts a session for who and sends the browser on to next.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request, who interlock.Identity, cred Credential, next string) {
-	c.startSession(w, r, who, cred)
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	if c.startSession(w, r, who, cred) {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+	}
 }
 
 // startSession starts a session for who, sets its cookie and records the
-// sign-in.
-func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Identity, cred Credential) {
-	id, _ := c.sessions.start(who, cred)
+// sign-in. When the store cannot keep it, the browser is told so, and
+// false is returned.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who interlock.Identity, cred Credential) bool {
+	id, err := c.openSession(r.Context(), who, cred)
+	if err != nil {
+		c.unavailable(w, r, err)
+		return false
+	}
 	setCookie(w, r, sessionCookie, "/console/", id, 0)
 	c.gate.RecordEvent(r.Context(), &audit.Record{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
 		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, articled(cred.Kind))})
+	return true
+}
+
+// unavailable answers a request the console cannot serve because its
+// store of sessions failed: no page of a signed-in approver, and no
+// error text, reaches the browser.
+func (c *Console) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	c.log.ErrorContext(r.Context(), "console state", "path", r.URL.Path, "error", err)
+	c.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "Unavailable",
+		Message: "The console cannot reach its sessions right now, so it signs no one in. Try again in a moment."})
 }
 
 // articled names a kind of credential in a sentence of the audit log.
@@ -359,14 +335,18 @@ func articled(kind string) string {
 	return "a " + kind
 }
 
-// stands reports whether the session id still stands on its credential,
+// stands reports whether the session still stands on its credential,
 // and ends it (with an audit record) when it does not.
-func (c *Console) stands(ctx context.Context, id string, s *session) bool {
+func (c *Console) stands(ctx context.Context, s *session) bool {
 	why := c.fallen(ctx, s)
 	if why == "" {
 		return true
 	}
-	c.sessions.end(id)
+	if err := c.endSession(ctx, s.key); err != nil {
+		// The session is refused here all the same, and again on the
+		// next request, where its credential falls again.
+		c.log.ErrorContext(ctx, "console", "error", err)
+	}
 	c.gate.RecordEvent(ctx, &audit.Record{Event: "console_session_ended", Tenant: s.who.Tenant, Principal: s.who.Principal,
 		Detail: fmt.Sprintf("the console session made with %s ended: %s", articled(s.cred.Kind), why)})
 	return false
@@ -401,7 +381,11 @@ func sameGroups(a, b []string) bool {
 // counting it as the approver's activity.
 func (c *Console) SignedIn(r *http.Request) bool {
 	ck, err := r.Cookie(sessionCookie)
-	return err == nil && c.sessions.get(ck.Value, false) != nil
+	if err != nil {
+		return false
+	}
+	s, err := c.session(r.Context(), ck.Value, false)
+	return err == nil && s != nil
 }
 
 // ForgetPasskeys drops the passkeys of every approver gone says has no
@@ -409,7 +393,10 @@ func (c *Console) SignedIn(r *http.Request) bool {
 // each: a passkey signs decisions only for an approver who may still sign
 // in. It returns how many approvers' passkeys it dropped.
 func (c *Console) ForgetPasskeys(ctx context.Context, gone func(interlock.Identity) bool) int {
-	forgotten := c.passkeys.forget(gone)
+	forgotten, err := c.passkeys.forget(ctx, gone)
+	if err != nil {
+		c.log.ErrorContext(ctx, "console: forgetting passkeys", "error", err)
+	}
 	for _, who := range forgotten {
 		c.gate.RecordEvent(ctx, &audit.Record{Event: "passkeys_removed", Tenant: who.Tenant, Principal: who.Principal,
 			Detail: "the approver's passkeys were removed: no credential names them any more"})
@@ -422,18 +409,25 @@ func (c *Console) ForgetPasskeys(ctx context.Context, gone func(interlock.Identi
 // ends the sessions made with it before anyone uses them again. It returns
 // how many ended.
 func (c *Console) Recheck(ctx context.Context) int {
+	all, err := c.state.Sessions(ctx)
+	if err != nil {
+		// Each session is checked again at its next request.
+		c.log.ErrorContext(ctx, "console: checking sessions again", "error", err)
+		return 0
+	}
 	n := 0
-	for id, s := range c.sessions.each() {
-		if !c.stands(ctx, id, s) {
+	for key, got := range all {
+		if !c.stands(ctx, &session{key: key, who: got.Who, cred: got.Credential, csrf: got.CSRF}) {
 			n++
 		}
 	}
 	return n
 }
 
-func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		c.sessions.end(ck.Value)
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	if err := c.endSession(r.Context(), s.key); err != nil {
+		c.unavailable(w, r, err)
+		return
 	}
 	setCookie(w, r, sessionCookie, "/console/", "", -1)
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)

@@ -221,7 +221,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	if verdict == approval.Approve {
 		verb = "approved"
 	}
-	s.setFlash(fmt.Sprintf("You %s %s's call of %s.", verb, a.Principal, a.Tool))
+	c.setFlash(r.Context(), s, fmt.Sprintf("You %s %s's call of %s.", verb, a.Principal, a.Tool))
 	http.Redirect(w, r, ApprovalsPath+"/"+id, http.StatusSeeOther)
 }
 

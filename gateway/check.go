@@ -39,15 +39,11 @@ func (g *Gateway) StartEach(ctx context.Context, start func(*config.Upstream) bo
 // as clients see it, its upstream, its hints after the rules' overrides,
 // and the arguments its input schema declares (meta-arguments left out).
 func (g *Gateway) OfferedTools() []policy.OfferedTool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]policy.OfferedTool, 0, len(g.advertised))
-	for name, adv := range g.advertised {
-		t := policy.OfferedTool{Name: name, Upstream: g.owner[name].cfg.Name}
-		if gt, _, ok := g.gate.Tool(name); ok {
-			t.Hints = gt.Hints
-		}
-		if schema, ok := adv.InputSchema.(map[string]any); ok {
+	table := g.table()
+	out := make([]policy.OfferedTool, 0, len(table.byName))
+	for name, m := range table.byName {
+		t := policy.OfferedTool{Name: name, Upstream: m.upstream.cfg.Name, Hints: m.tool.Hints}
+		if schema, ok := m.advertised.InputSchema.(map[string]any); ok {
 			props, _ := schema["properties"].(map[string]any)
 			for arg := range props {
 				if !strings.HasPrefix(arg, seal.MetaPrefix) {

@@ -13,6 +13,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
+	"github.com/interlock-mcp/interlock/consolestate"
 )
 
 // Operator is whom a one-time console link signs in on a gateway without
@@ -20,11 +21,15 @@ import (
 const Operator = "operator"
 
 // newConsole makes the approvers' console over the gateway's gate, its
-// API keys, its OAuth issuer, its audit log and the one-time links made
-// outside it (links, if any; see [Options.OperatorLinks]).
-func (g *Gateway) newConsole(log audit.Log, public string, links func(context.Context, string) (bool, error)) *console.Console {
-	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential,
-		Refused: func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
+// API keys, its OAuth issuer, its audit log, the one-time links made
+// outside it (links, if any; see [Options.OperatorLinks]) and the store
+// and signal its state is shared by (see [Options.ConsoleState]); the
+// sealing keys every replica shares seal its sign-ins under way.
+func (g *Gateway) newConsole(log audit.Log, public string, links func(context.Context, string) (bool, error),
+	state consolestate.Store, signal consolestate.Signal, sealing [][]byte) *console.Console {
+	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential, State: state, Signal: signal,
+		FlowKeys: console.FlowKeys(sealing),
+		Refused:  func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
 	if links != nil {
 		opts.Links = func(ctx context.Context, token string) (interlock.Identity, bool, error) {
 			// Approvers of a gateway that authenticates sign in with their
@@ -59,15 +64,19 @@ func (g *Gateway) newConsole(log audit.Log, public string, links func(context.Co
 func (g *Gateway) Console() *console.Console { return g.console }
 
 // OperatorLoginLink returns a link that signs the local operator in to the
-// console once, under base (such as http://127.0.0.1:8740); empty when API
-// keys or an OAuth issuer are configured, since approvers then sign in
-// with those.
-func (g *Gateway) OperatorLoginLink(base string) string {
+// console once, within a day, under base (such as http://127.0.0.1:8740);
+// empty when API keys or an OAuth issuer are configured, since approvers
+// then sign in with those. The link is kept in the console's store, so any
+// gateway sharing it spends it.
+func (g *Gateway) OperatorLoginLink(ctx context.Context, base string) (string, error) {
 	if g.config().Auth.Configured() {
-		return ""
+		return "", nil
 	}
-	once := g.console.OneTimeLogin(interlock.Identity{Principal: Operator, Tenant: interlock.TenantLocal})
-	return strings.TrimSuffix(base, "/") + "/console/login?once=" + once
+	once, err := g.console.OneTimeLogin(ctx, interlock.Identity{Principal: Operator, Tenant: interlock.TenantLocal})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(base, "/") + "/console/login?once=" + once, nil
 }
 
 // consoleHandler serves the console; without authentication only under a

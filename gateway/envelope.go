@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,15 +88,10 @@ func (m rpcMessage) protocolVersion() string {
 	return v
 }
 
-// messagesKey keys the messages mcpEnvelope read from a POST body in the
-// request's context.
-type messagesKey struct{}
-
 // requestMessages returns the messages of a POST to /mcp, read once by
 // mcpEnvelope; nil for other requests.
 func requestMessages(r *http.Request) []rpcMessage {
-	msgs, _ := r.Context().Value(messagesKey{}).([]rpcMessage)
-	return msgs
+	return stateOf(r.Context()).messages
 }
 
 // checkMessages reads an MCP body (one message or a batch) far enough to
@@ -171,7 +165,7 @@ func mcpEnvelope(limit int64, next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusBadRequest, id, code, msg)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), messagesKey{}, msgs))
+			r = r.WithContext(withState(r.Context(), func(s *requestState) { s.messages = msgs }))
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 		}

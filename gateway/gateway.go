@@ -13,14 +13,10 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sort"
-	"strings"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -32,43 +28,31 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
+	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // Options configure a [Gateway].
 type Options struct {
 	// Version is reported to clients and upstreams.
 	Version string
-	// Logger receives the gateway's records; slog.Default() when nil.
-	Logger *slog.Logger
-	// Getenv reads the operator key and the sealing keys; os.Getenv when
-	// nil.
-	Getenv func(string) string
-	// Tokens keeps live confirm tokens; in memory when nil.
-	Tokens interlock.TokenStore
-	// Audit receives a record of every decision, outcome and event; none
-	// when nil. AuditOptional lets confirmed calls run when it cannot be
-	// written.
-	Audit         audit.Log
-	AuditOptional bool
+	// Gate configures the gate every call goes through: its environment
+	// (the operator key, the sealing keys), logger, tracer, audit log,
+	// stores and OnApproval hook, with the defaults GateOptions documents.
+	// The gateway's own records go to its Logger too. The gateway decides
+	// the rest of the gate's options itself (who calls, the argument
+	// bound, the metrics, approval URLs, conditions, identities), and
+	// what is given for those here is replaced.
+	Gate interlock.GateOptions
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
 	// Tracer, when set, makes spans for every call; see
-	// interlock.GlobalTracer.
+	// tracing.GlobalTracer.
 	Tracer trace.Tracer
-	// Approvals keeps the approvals of mode approval, Grants the standing
-	// grants approvers make; in memory when nil.
-	Approvals approval.Store
-	Grants    approval.GrantStore
-	// Budgets counts the calls of the policy's budgets; in memory when
-	// nil.
-	Budgets interlock.BudgetStore
-	// OnApproval hears every new pending approval (to notify approvers);
-	// it must not block.
-	OnApproval func(context.Context, *approval.Approval)
 	// PublicURL is where approvers reach this gateway over HTTP, such as
 	// http://127.0.0.1:8740: the approval_url of a pending approval points
 	// into its console. Empty leaves approval_url out. With auth.oauth it
@@ -88,6 +72,13 @@ type Options struct {
 	// operator with it, and asks only while the gateway has neither API
 	// keys nor an OAuth issuer.
 	OperatorLinks func(ctx context.Context, token string) (bool, error)
+	// ConsoleState keeps the console's sessions, passkeys and one-time
+	// links, and ConsoleSignal carries the word that approvals changed,
+	// between the gateways sharing them: with both in a shared store, an
+	// approver's requests may land on any gateway. In this process's
+	// memory when nil.
+	ConsoleState  consolestate.Store
+	ConsoleSignal consolestate.Signal
 	// Probes check the stores for /readyz.
 	Probes []Probe
 }
@@ -113,18 +104,14 @@ type Gateway struct {
 	probes   []Probe
 	inFlight inFlight
 
-	mu sync.Mutex
-	// owner maps each mirrored tool name to the upstream it came from.
-	owner map[string]*upstream
-	// advertised holds each mirrored tool as clients see it.
-	advertised map[string]*mcp.Tool
-	// pinned holds the strictest hints each upstream tool has claimed
-	// since the gateway started or last reloaded, so a later listing can
-	// only tighten them.
+	// tools is every mirrored tool (tools.go), swapped whole when an
+	// upstream's tools change.
+	tools atomic.Pointer[toolTable]
+	// mu serializes changes to tools and guards pinned, the strictest
+	// hints each upstream tool has claimed since the gateway started or
+	// last reloaded, so a later listing can only tighten them.
+	mu     sync.Mutex
 	pinned map[upstreamTool]interlock.Hints
-	// handlers holds each mirrored tool's handler by name, for calls
-	// served without the SDK's server (see lane.go).
-	handlers sync.Map
 
 	catalog catalog
 
@@ -138,46 +125,33 @@ type upstreamTool struct{ upstream, tool string }
 // New prepares a gateway for the configuration f. Nothing starts until
 // [Gateway.Start].
 func New(f *config.File, opts Options) (*Gateway, error) {
-	log := opts.Logger
+	log := opts.Gate.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	if f.Log == nil {
 		f.Log = log
 	}
-	g := &Gateway{log: log, owner: map[string]*upstream{}, advertised: map[string]*mcp.Tool{},
+	g := &Gateway{log: log,
 		pinned: map[upstreamTool]interlock.Hints{}, shadowing: shadowRecorder{slots: make(chan struct{}, maxShadowRecords)}}
 	g.running.Store(runningOf(f))
-	gate, err := interlock.NewGate(g.decider(f), &interlock.GateOptions{
-		Getenv:           opts.Getenv,
-		MaxArgumentBytes: f.MaxArgumentBytes,
-		Logger:           log,
-		Identify:         identify,
-		Tokens:           opts.Tokens,
-		Audit:            opts.Audit,
-		AuditOptional:    opts.AuditOptional,
-		Meter:            meterOf(opts.Metrics),
-		Tracer:           opts.Tracer,
-		Approvals:        opts.Approvals,
-		Grants:           opts.Grants,
-		Budgets:          opts.Budgets,
-		ApprovalURL:      approvalURL(opts.PublicURL),
-		FindApprovalURL: func(ctx context.Context) string {
-			if opts.FindConsole == nil {
-				return ""
-			}
-			return approvalURL(opts.FindConsole(ctx))
-		},
-		// Pages that show approvals learn of a new one at once.
-		OnApproval: func(ctx context.Context, a *approval.Approval) {
-			g.console.Notify()
-			if opts.OnApproval != nil {
-				opts.OnApproval(ctx, a)
-			}
-		},
-		CompileCondition: policy.CompileCondition,
-		Identities:       g.currentIdentity,
-	})
+	g.tools.Store(&toolTable{})
+	gateOpts := opts.Gate
+	gateOpts.Logger = log
+	gateOpts.MaxArgumentBytes = f.MaxArgumentBytes
+	gateOpts.Identify = identify
+	gateOpts.Meter = meterOf(opts.Metrics)
+	gateOpts.ApprovalURL = approvalURL(opts.PublicURL)
+	gateOpts.FindApprovalURL = func(ctx context.Context) string {
+		if opts.FindConsole == nil {
+			return ""
+		}
+		return approvalURL(opts.FindConsole(ctx))
+	}
+	gateOpts.OnApproval = g.heardApproval(opts.Gate.OnApproval)
+	gateOpts.CompileCondition = policy.CompileCondition
+	gateOpts.Identities = g.currentIdentity
+	gate, err := interlock.NewGate(g.decider(f), &gateOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +159,13 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	g.console = g.newConsole(opts.Audit, opts.PublicURL, opts.OperatorLinks)
+	// The console seals sign-ins under way with keys of the gate's.
+	getenv := opts.Gate.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
+	g.console = g.newConsole(opts.Gate.Audit, opts.PublicURL, opts.OperatorLinks, opts.ConsoleState, opts.ConsoleSignal, sealing)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
@@ -227,24 +207,16 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// mirrored is a mirrored tool as the lane serves it.
-type mirrored struct {
-	handler mcp.ToolHandler
-	// headerBound says the tool's schema binds arguments to HTTP headers,
-	// which the SDK checks for clients of 2026-07-28.
-	headerBound bool
-}
-
-// toolHandler returns the handler of the mirrored tool name, as the
-// server runs it; nil when there is none.
-func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
-	return g.mirroredTool(name).handler
-}
-
-func (g *Gateway) mirroredTool(name string) mirrored {
-	m, _ := g.handlers.Load(name)
-	t, _ := m.(mirrored)
-	return t
+// heardApproval is the gate's OnApproval: the console's pages, which show
+// pending approvals, learn of a new one at once, and then also hears it.
+// The console is made in New after the gate, before any call can be made.
+func (g *Gateway) heardApproval(also func(context.Context, *approval.Approval)) func(context.Context, *approval.Approval) {
+	return func(ctx context.Context, a *approval.Approval) {
+		g.console.Notify()
+		if also != nil {
+			also(ctx, a)
+		}
+	}
 }
 
 // guardConfig is an upstream's resilience configuration.
@@ -284,6 +256,9 @@ func (g *Gateway) event(ctx context.Context, name string, rec *audit.Record) {
 // over HTTP with keys, "anonymous" over HTTP without them, and the
 // operating-system user on stdio.
 func identify(ctx context.Context, req *mcp.CallToolRequest) interlock.Identity {
+	if s := stateOf(ctx); s.identified {
+		return s.who
+	}
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		// keyVerifier puts the session owner in UserID; the principal
 		// alone is in Extra.
@@ -327,196 +302,6 @@ func (g *Gateway) Start(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ToolCounts returns, for each upstream by name, how many tools it mirrors.
-func (g *Gateway) ToolCounts() map[string]int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	counts := make(map[string]int, len(g.upstreams))
-	for _, u := range g.upstreams {
-		counts[u.cfg.Name] = 0
-	}
-	for _, u := range g.owner {
-		counts[u.cfg.Name]++
-	}
-	return counts
-}
-
-func (g *Gateway) refreshLogged(u *upstream, via *mcp.ClientSession) {
-	if err := g.refresh(context.Background(), u, via, false); err != nil {
-		g.log.Error("refreshing tools", "upstream", u.cfg.Name, "error", err)
-	}
-}
-
-// refresh mirrors the upstream's current tools: new ones are added, changed
-// ones replaced, vanished ones removed. At start a name collision is an
-// error; later it is logged and the newcomer skipped, so a misbehaving
-// upstream cannot take over another's tool.
-func (g *Gateway) refresh(ctx context.Context, u *upstream, via *mcp.ClientSession, starting bool) error {
-	tools, err := u.tools(ctx, via)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	seen := map[string]bool{}
-	var errs []error
-	for _, t := range tools {
-		name := u.cfg.Prefix + t.Name
-		if other, taken := g.owner[name]; taken && other != u {
-			err := fmt.Errorf("tool %q is offered by upstreams %q and %q: give one of them a prefix (%s)", name, other.cfg.Name, u.cfg.Name, u.where())
-			if starting {
-				errs = append(errs, err)
-			} else {
-				g.log.Error("skipping colliding tool", "error", err)
-			}
-			continue
-		}
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		if err := g.mirror(u, name, t); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		g.owner[name] = u
-	}
-	var gone []string
-	for name, owner := range g.owner {
-		if owner == u && !seen[name] {
-			gone = append(gone, name)
-			delete(g.owner, name)
-		}
-	}
-	sort.Strings(gone)
-	if len(gone) > 0 {
-		g.server.RemoveTools(gone...)
-		for _, name := range gone {
-			g.handlers.Delete(name)
-			g.gate.Forget(name)
-			delete(g.advertised, name)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// mirror registers one upstream tool under name behind the gate.
-func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool) error {
-	claimed := interlock.HintsOf(nil)
-	if u.cfg.TrustsHints() {
-		claimed = g.pin(u, t.Name, interlock.HintsOf(t.Annotations))
-	}
-	hints := g.config().Hints(name, u.cfg.Name, claimed)
-	gt, err := interlock.NewTool(name, u.cfg.Name, hints, t.InputSchema)
-	if err != nil {
-		// The upstream still validates its own input; the gate cannot.
-		g.log.Warn("input schema not usable for validation", "upstream", u.cfg.Name, "tool", name, "error", err)
-		gt, _ = interlock.NewTool(name, u.cfg.Name, hints, nil)
-	}
-	view := *t
-	view.Name = name
-	adv, err := g.gate.Advertise(&view, u.cfg.Name, hints)
-	if err != nil {
-		return fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
-	}
-	// A confirmation binds the tool as clients were shown it, so a tool
-	// re-announced between ask and redeem cannot inherit the answer.
-	gt.Definition = interlock.DefinitionDigest(adv)
-	if old, ok := g.advertised[name]; ok && g.owner[name] == u && interlock.DefinitionDigest(old) == gt.Definition {
-		// Shown as before, so decided as before: clients are not told of a
-		// change, and confirmations given for it stay good.
-		return nil
-	}
-	upstreamName := t.Name
-	// Only a call that may be made twice is retried: a read-only or
-	// idempotent tool, as the gate sees its hints.
-	repeatable := gt.Hints.ReadOnly || gt.Hints.Idempotent
-	g.gate.Register(gt, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-		return u.call(ctx, upstreamName, args, nil, repeatable)
-	})
-	g.advertised[name] = adv
-	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if !g.inFlight.enter() {
-			return interlock.Result(errDraining), nil
-		}
-		defer g.inFlight.leave()
-		run := func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-			return u.call(ctx, upstreamName, args, req, repeatable)
-		}
-		// A call the lane serves carries its questions on its own stream.
-		if st := laneStreamOf(ctx); st != nil {
-			return g.gate.CallRequestVia(ctx, gt, req, st.elicit, run), nil
-		}
-		return g.gate.CallRequest(ctx, gt, req, run), nil
-	}
-	g.server.AddTool(adv, handler)
-	schema, _ := json.Marshal(adv.InputSchema)
-	g.handlers.Store(name, mirrored{handler: handler, headerBound: bytes.Contains(schema, []byte(`"x-mcp-header"`))})
-	return nil
-}
-
-// pin returns the hints an upstream claims for its tool, less anything
-// they loosen since the tool was first listed: an upstream must not be able
-// to turn a gated tool into one that runs without a key by re-announcing
-// it (a rug pull). Tightening is taken at once and kept. Pins last until
-// the gateway restarts or reloads. The caller holds g.mu.
-func (g *Gateway) pin(u *upstream, tool string, claimed interlock.Hints) interlock.Hints {
-	key := upstreamTool{u.cfg.Name, tool}
-	first, seen := g.pinned[key]
-	if !seen {
-		g.pinned[key] = claimed
-		return claimed
-	}
-	strict := interlock.Hints{
-		ReadOnly:    first.ReadOnly && claimed.ReadOnly,
-		Destructive: first.Destructive || claimed.Destructive,
-		Idempotent:  first.Idempotent && claimed.Idempotent,
-		OpenWorld:   first.OpenWorld || claimed.OpenWorld,
-	}
-	if loosened := loosenedHints(strict, claimed); len(loosened) > 0 {
-		g.log.Warn("upstream loosened a tool's hints; the stricter ones stay until the gateway restarts or reloads",
-			"upstream", u.cfg.Name, "tool", tool, "hints", strings.Join(loosened, ","))
-		g.event(context.Background(), "hints_loosened", &audit.Record{Upstream: u.cfg.Name, Tool: tool,
-			Detail: "kept the stricter value of " + strings.Join(loosened, ", ")})
-	}
-	g.pinned[key] = strict
-	return strict
-}
-
-// loosenedHints names the hints in which claimed is looser than strict.
-func loosenedHints(strict, claimed interlock.Hints) []string {
-	var names []string
-	if claimed.ReadOnly && !strict.ReadOnly {
-		names = append(names, "readOnlyHint")
-	}
-	if !claimed.Destructive && strict.Destructive {
-		names = append(names, "destructiveHint")
-	}
-	if claimed.Idempotent && !strict.Idempotent {
-		names = append(names, "idempotentHint")
-	}
-	if !claimed.OpenWorld && strict.OpenWorld {
-		names = append(names, "openWorldHint")
-	}
-	return names
-}
-
-// advertisedTools returns the mirrored tools as clients see them, by name.
-func (g *Gateway) advertisedTools() []*mcp.Tool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	names := make([]string, 0, len(g.advertised))
-	for n := range g.advertised {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	tools := make([]*mcp.Tool, len(names))
-	for i, n := range names {
-		tools[i] = g.advertised[n]
-	}
-	return tools
 }
 
 // Close stops every upstream and the console's event streams.

@@ -63,7 +63,7 @@ func newGrantRig(t *testing.T) *grantRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	gw := newGateway(t, testConfig(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
+	gw := newGateway(t, testConfig(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

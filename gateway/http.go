@@ -15,20 +15,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
+	"github.com/interlock-mcp/interlock/tracing"
 )
-
-// connKey is the context key of the connection a request came on.
-type connKey struct{}
 
 // ConnContext is an [http.Server]'s ConnContext: it keeps the connection
 // in the context of its requests, so that a request that authenticates can
 // tell a connection that implements [Prover].
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
+	return withState(ctx, func(s *requestState) { s.conn = c })
 }
 
 // Prover is a connection that can be told it carried an authenticated
@@ -39,7 +36,7 @@ type Prover interface{ Prove() }
 // proveConn tells the request's connection that it carried an
 // authenticated request, if it listens.
 func proveConn(ctx context.Context) {
-	if p, ok := ctx.Value(connKey{}).(Prover); ok {
+	if p, ok := stateOf(ctx).conn.(Prover); ok {
 		p.Prove()
 	}
 }
@@ -224,7 +221,7 @@ const protocolVersionHeader = sdkrules.ProtocolVersionHeader
 func withTraceContext(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("traceparent") != "" {
-			r = r.WithContext(interlock.TraceFromHeaders(r.Context(), propagation.HeaderCarrier(r.Header)))
+			r = r.WithContext(tracing.FromHeaders(r.Context(), propagation.HeaderCarrier(r.Header)))
 		}
 		h.ServeHTTP(w, r)
 	})

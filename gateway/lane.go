@@ -165,7 +165,7 @@ func (l *lane) wrapStateless(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && sdkrules.POSTAccepted(r) {
 			if msgs := requestMessages(r); len(msgs) == 1 && msgs[0].Method == "tools/call" {
 				if s := l.stateless(); s != nil {
-					if p, ok := l.takes(s, msgs[0]); ok && p.latest && sdkrules.ToolCallHeaders(r.Header, p.Name) && !l.g.mirroredTool(p.Name).headerBound {
+					if p, ok := l.takes(s, msgs[0]); ok && p.latest && sdkrules.ToolCallHeaders(r.Header, p.Name) && !headerBound(l.g.table().find(p.Name)) {
 						extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
 						if l.run(r.Context(), s, msgs[0], p, extra, &httpOut{w: w}) {
 							return
@@ -397,7 +397,7 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		st.answer(m.ID, nil, errTaskCall)
 		return
 	}
-	ctx = context.WithValue(ctx, laneKey{}, st)
+	ctx = withState(ctx, func(s *requestState) { s.lane = st })
 	req := &mcp.CallToolRequest{
 		Session: s.ss,
 		Params:  &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments, Meta: p.Meta},
@@ -408,7 +408,7 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		// The result is completed below from its JSON in any case, so a
 		// link of the same protocol can hand over its bytes.
 		v = &verbatim{latest: true}
-		ctx = context.WithValue(ctx, verbatimKey{}, v)
+		ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
 	}
 	res, err := l.chain(ctx, "tools/call", req)
 	if p.latest {
@@ -475,13 +475,9 @@ func (s *laneSession) answer(m rpcMessage) bool {
 	return true
 }
 
-// laneKey keys a lane call's stream in its context.
-type laneKey struct{}
-
 // laneStreamOf returns the stream of the lane call ctx belongs to, if any.
 func laneStreamOf(ctx context.Context) *laneStream {
-	st, _ := ctx.Value(laneKey{}).(*laneStream)
-	return st
+	return stateOf(ctx).lane
 }
 
 // laneStream carries one lane call's messages to its client.

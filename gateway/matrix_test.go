@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -71,7 +72,7 @@ func TestWhoMaySeeAndDecide(t *testing.T) {
 	for _, k := range []string{"acme-alice", "acme-bob", "acme-carol", "acme-fin", "other-alice", "other-bob", "local-operator"} {
 		hashes = append(hashes, HashKey(k))
 	}
-	gw := newGateway(t, testConfig(t, fmt.Sprintf(matrixConfig, hashes...), "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
+	gw := newGateway(t, testConfig(t, fmt.Sprintf(matrixConfig, hashes...), "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(ctx); err != nil {
 		t.Fatal(err)

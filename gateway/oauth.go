@@ -127,11 +127,6 @@ func bearerCredential(r *http.Request) (string, bool) {
 	return strings.TrimSpace(credential), true
 }
 
-// verifiedKey carries a request's verified TokenInfo to the SDK's
-// middleware, which puts it where the MCP server and the REST face read
-// it.
-type verifiedKey struct{}
-
 // requireAuth lets through requests whose bearer credential verifies and
 // answers the others 401 (403 for a token without a required scope) with
 // a WWW-Authenticate challenge: with OAuth it points at the protected
@@ -143,7 +138,9 @@ type verifiedKey struct{}
 func (g *Gateway) requireAuth(h http.Handler) http.Handler {
 	skew := oauth.DefaultLeeway
 	inner := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
-		if ti, ok := ctx.Value(verifiedKey{}).(*auth.TokenInfo); ok {
+		// The credential was verified below; the SDK's middleware puts it
+		// where the MCP server and the REST face read it.
+		if ti := stateOf(ctx).token; ti != nil {
 			return ti, nil
 		}
 		return nil, auth.ErrInvalidToken
@@ -160,7 +157,7 @@ func (g *Gateway) requireAuth(h http.Handler) http.Handler {
 			return
 		}
 		proveConn(r.Context())
-		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey{}, ti)))
+		inner.ServeHTTP(w, r.WithContext(withState(r.Context(), func(s *requestState) { s.token = ti })))
 	})
 }
 

@@ -68,7 +68,7 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { log.Close() })
-			gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
+			gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
 			t.Cleanup(func() { gw.Close() })
 			if err := gw.Start(context.Background()); err != nil {
 				t.Fatal(err)
@@ -302,7 +302,7 @@ func TestConsoleRefusalsAreFolded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
+	gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

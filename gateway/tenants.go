@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 
-	"github.com/interlock-mcp/interlock/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/config"
 )
 
-// tenantView hides from each caller what their tenant may not use (the
+// tenantView identifies the caller once per request, for itself and the
+// gate (see [identify]), and hides from each caller what their tenant may not use (the
 // tenants section of the config), on every protocol generation: there is
 // one server, so a tools/list is filtered as it leaves, and the upstreams
 // the tenant may use go into the context of every other request, for the
@@ -18,22 +20,23 @@ import (
 func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		cfg := g.config()
-		if len(cfg.Tenants) == 0 {
-			return next(ctx, method, req)
-		}
-		tenant := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()}).Tenant
-		if names, limited := cfg.TenantUpstreams(tenant); limited {
-			ctx = context.WithValue(ctx, upstreamsKey{}, names)
-		}
+		who := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()})
+		names, limited := cfg.TenantUpstreams(who.Tenant)
+		ctx = withState(ctx, func(s *requestState) {
+			s.who, s.identified = who, true
+			if limited {
+				s.limits = &tenantUpstreams{names}
+			}
+		})
 		res, err := next(ctx, method, req)
-		if method != "tools/list" || err != nil {
+		if len(cfg.Tenants) == 0 || method != "tools/list" || err != nil {
 			return res, err
 		}
 		list, ok := res.(*mcp.ListToolsResult)
 		if !ok {
 			return res, err
 		}
-		list.Tools = g.allowed(cfg, tenant, list.Tools)
+		list.Tools = g.allowed(cfg, who.Tenant, list.Tools)
 		return list, nil
 	}
 }
@@ -42,12 +45,11 @@ func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 // see and call under cfg.
 func (g *Gateway) allowed(cfg *config.File, tenant string, tools []*mcp.Tool) []*mcp.Tool {
 	visible := make([]*mcp.Tool, 0, len(tools))
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	table := g.table()
 	for _, t := range tools {
 		upstream := ""
-		if u := g.owner[t.Name]; u != nil {
-			upstream = u.cfg.Name
+		if m := table.find(t.Name); m != nil {
+			upstream = m.upstream.cfg.Name
 		}
 		if cfg.ToolAllowed(tenant, t.Name, upstream) {
 			visible = append(visible, t)
@@ -61,14 +63,10 @@ func (g *Gateway) visibleTools(tenant string) []*mcp.Tool {
 	return g.allowed(g.config(), tenant, g.advertisedTools())
 }
 
-// upstreamsKey keys, in a request's context, the names of the upstreams
-// the caller's tenant may use, when it is limited to some.
-type upstreamsKey struct{}
-
 // mayUse reports whether the caller of the request in ctx may use the
 // resources and prompts of u: a tenant limited to some upstreams sees
 // nothing of the others.
 func mayUse(ctx context.Context, u *upstream) bool {
-	names, limited := ctx.Value(upstreamsKey{}).([]string)
-	return !limited || slices.Contains(names, u.cfg.Name)
+	limits := stateOf(ctx).limits
+	return limits == nil || slices.Contains(limits.names, u.cfg.Name)
 }

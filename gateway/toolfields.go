@@ -266,15 +266,15 @@ func (g *Gateway) toolFields(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		extras := map[string]map[string]json.RawMessage{}
-		g.mu.Lock()
+		table := g.table()
 		for _, t := range list.Tools {
-			if u := g.owner[t.Name]; u != nil {
+			if m := table.find(t.Name); m != nil {
+				u := m.upstream
 				if x := u.extras.of(strings.TrimPrefix(t.Name, u.cfg.Prefix)); x != nil {
 					extras[t.Name] = x
 				}
 			}
 		}
-		g.mu.Unlock()
 		if len(extras) == 0 {
 			return res, nil
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/resilience"
+	"github.com/interlock-mcp/interlock/tracing"
 )
 
 // connectTimeout bounds starting a child and the MCP handshake with it. A
@@ -303,7 +304,7 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 		if traced {
-			interlock.TraceToHeaders(r.Context(), propagation.HeaderCarrier(r.Header))
+			tracing.ToHeaders(r.Context(), propagation.HeaderCarrier(r.Header))
 		}
 	}
 	return h.next.RoundTrip(r)
@@ -434,7 +435,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	params := &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{}}
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		// The upstream continues the caller's trace.
-		interlock.TraceToMeta(ctx, params.Meta)
+		tracing.ToMeta(ctx, params.Meta)
 	}
 	token, untrack := u.trackProgress(ctx, req)
 	defer untrack()
@@ -456,7 +457,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	callCtx := ctx
 	if v != nil {
 		v.begin()
-		callCtx = context.WithValue(ctx, wireKey{}, v)
+		callCtx = withState(ctx, func(s *requestState) { s.wire = v })
 	}
 	res, err := cs.CallTool(callCtx, params)
 	if v != nil {

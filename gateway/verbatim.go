@@ -37,14 +37,6 @@ import (
 // receiving middleware, or the lane, swaps the stand-in for the upstream's
 // bytes.
 
-// verbatimKey keys, in a tools/call handler's context, the *verbatim that
-// may carry the call's result; wireKey keys it on the upstream leg, where
-// the link can carry it.
-type (
-	verbatimKey struct{}
-	wireKey     struct{}
-)
-
 // verbatim is one call whose result may travel as the upstream wrote it.
 type verbatim struct {
 	// latest says the client speaks 2026-07-28 and the lane completes the
@@ -106,7 +98,7 @@ func (v *verbatim) end() json.RawMessage {
 // verbatimFor returns the *verbatim a call may use on link: the one in
 // ctx, when the link speaks a protocol before 2026-07-28; nil otherwise.
 func verbatimFor(ctx context.Context, link *mcp.ClientSession) *verbatim {
-	v, _ := ctx.Value(verbatimKey{}).(*verbatim)
+	v := stateOf(ctx).verbatim
 	if v == nil {
 		return nil
 	}
@@ -199,7 +191,7 @@ func (g *Gateway) verbatimResults(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		v := new(verbatim)
-		res, err := next(context.WithValue(ctx, verbatimKey{}, v), method, req)
+		res, err := next(withState(ctx, func(s *requestState) { s.verbatim = v }), method, req)
 		return v.result(res, err)
 	}
 }
@@ -267,7 +259,7 @@ type childConn struct {
 }
 
 func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if v, _ := ctx.Value(wireKey{}).(*verbatim); v != nil {
+	if v := stateOf(ctx).wire; v != nil {
 		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && r.Method == "tools/call" {
 			// Waiting before writing: the answer may be read before Write
 			// returns.

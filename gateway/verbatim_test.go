@@ -89,7 +89,7 @@ func TestChildConnTakesVerbatimAnswers(t *testing.T) {
 			v.begin()
 			ctx := context.Background()
 			if tt.verbatim {
-				ctx = context.WithValue(ctx, wireKey{}, v)
+				ctx = withState(ctx, func(s *requestState) { s.wire = v })
 			}
 			if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/call"}); err != nil {
 				t.Fatal(err)

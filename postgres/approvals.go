@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS grants (
 type Approvals struct {
 	pool  *pgxpool.Pool
 	where string
+	// channel carries the console's signal (see [Approvals.Console]).
+	channel string
 }
 
 var (
@@ -44,7 +46,7 @@ var (
 )
 
 // OpenApprovals connects to the database at url and creates the tables it
-// needs.
+// needs, the console's ([Approvals.Console]) among them.
 func OpenApprovals(ctx context.Context, url string) (*Approvals, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -59,14 +61,18 @@ func OpenApprovals(ctx context.Context, url string) (*Approvals, error) {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7140415)"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, approvalsSchema)
+		_, err := tx.Exec(ctx, approvalsSchema+";"+consoleSchema)
 		return err
 	})
+	var schema string
+	if err == nil {
+		err = pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("approval store %s: creating tables: %w", where, err)
 	}
-	return &Approvals{pool: pool, where: where}, nil
+	return &Approvals{pool: pool, where: where, channel: channelOf(schema)}, nil
 }
 
 func (s *Approvals) fail(err error) error { return fmt.Errorf("approval store %s: %w", s.where, err) }

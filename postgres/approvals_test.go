@@ -2,10 +2,14 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
+	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
 )
 
 // twoGateways opens two handles on one fresh schema, as two gateways
@@ -60,4 +64,102 @@ func TestHelperProcess(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s
 	})
+}
+
+func TestConsoleConformance(t *testing.T) {
+	consolestatetest.Run(t, func(t *testing.T) (consolestate.Store, consolestate.Store) {
+		s, other := twoGateways(t)
+		return s.Console(), other.Console()
+	})
+}
+
+func TestConsoleSignal(t *testing.T) {
+	consolestatetest.RunSignal(t, func(t *testing.T) (consolestate.Signal, consolestate.Signal) {
+		s, other := twoGateways(t)
+		return s.Console(), other.Console()
+	})
+}
+
+// TestConsoleSignalStaysInItsSchema: NOTIFY channels are the database's,
+// yet two schemas are two stores; a word raised in one is not heard in
+// the other.
+func TestConsoleSignalStaysInItsSchema(t *testing.T) {
+	here, _ := twoGateways(t)
+	there, _ := twoGateways(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := there.Console().Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := here.Console().Raise(ctx, "apr_elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if err := there.Console().Raise(ctx, "apr_here"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-ch; got != "apr_here" {
+		t.Errorf("heard %q first", got)
+	}
+}
+
+// TestConsoleAcrossProcesses: two processes on one database race for a
+// link, a challenge and a counter; one wins each time.
+func TestConsoleAcrossProcesses(t *testing.T) {
+	url, _ := schemaURL(t)
+	s, err := OpenApprovals(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	consolestatetest.AcrossProcesses(t, s.Console(), url)
+}
+
+// TestConsoleHelperProcess is a gateway process of
+// TestConsoleAcrossProcesses, on the schema its URL names; run as a test
+// it does nothing.
+func TestConsoleHelperProcess(t *testing.T) {
+	consolestatetest.HelperProcess(t, func(t *testing.T, url string) consolestate.Store {
+		s, err := OpenApprovals(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s.Console()
+	})
+}
+
+// TestConsoleSignalAfterItsConnectionDrops: when the server ends the
+// listener's connection, the listener connects again, says it may have
+// missed words, and hears the next ones.
+func TestConsoleSignalAfterItsConnectionDrops(t *testing.T) {
+	s, _ := twoGateways(t)
+	c := s.Console()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	heard, err := c.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, testURL, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "%s"'`, c.channel))
+	gap := false
+	for {
+		if gap {
+			if err := c.Raise(ctx, "after"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case w, ok := <-heard:
+			switch {
+			case !ok:
+				t.Fatalf("the listener stopped (gap reported: %v)", gap)
+			case w == "":
+				gap = true
+			case w == "after":
+				return
+			}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,25 +24,19 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 )
 
-const schema = `
-CREATE TABLE IF NOT EXISTS audit (
-	seq    bigint PRIMARY KEY,
-	hash   text NOT NULL,
-	record text NOT NULL
-);
+// auditSQL is the audit log's SQL, as package audit writes it for every
+// relational store.
+var auditSQL = audit.SQLOf(audit.PostgreSQL)
+
+// headSchema keeps the chain's head in a row of its own, which every
+// batch locks (see the package doc).
+const headSchema = `
 CREATE TABLE IF NOT EXISTS audit_head (
 	id   int PRIMARY KEY CHECK (id = 1),
 	seq  bigint NOT NULL,
 	hash text NOT NULL
 );
-INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, '') ON CONFLICT DO NOTHING;
-CREATE TABLE IF NOT EXISTS audit_checkpoints (
-	seq       bigint PRIMARY KEY,
-	hash      text NOT NULL,
-	time      text NOT NULL,
-	key_id    text NOT NULL,
-	signature text NOT NULL
-);`
+INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, '') ON CONFLICT DO NOTHING;`
 
 // Audit is an audit log in a PostgreSQL database.
 type Audit struct {
@@ -76,7 +69,10 @@ func OpenAudit(ctx context.Context, url string) (*Audit, error) {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7140414)"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, schema)
+		if _, err := tx.Exec(ctx, auditSQL.Schema); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, headSchema)
 		return err
 	})
 	if err != nil {
@@ -107,7 +103,7 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) 
 			if err != nil {
 				return err
 			}
-			batch.Queue("INSERT INTO audit (seq, hash, record) VALUES ($1, $2, $3)", r.Seq, r.Hash, string(b))
+			batch.Queue(auditSQL.Append, r.Seq, r.Hash, string(b))
 			prev = r.Hash
 		}
 		batch.Queue("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1", seq, prev)
@@ -124,7 +120,7 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) 
 func (a *Audit) Head(ctx context.Context) (int64, string, error) {
 	var seq int64
 	var hash string
-	err := a.pool.QueryRow(ctx, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").Scan(&seq, &hash)
+	err := a.pool.QueryRow(ctx, auditSQL.Head).Scan(&seq, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, "", nil
 	}
@@ -137,7 +133,7 @@ func (a *Audit) Head(ctx context.Context) (int64, string, error) {
 // Records implements [audit.Reader].
 func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*audit.Record, error] {
 	return func(yield func(*audit.Record, error) bool) {
-		rows, err := a.pool.Query(ctx, "SELECT record FROM audit WHERE seq >= $1 ORDER BY seq", from)
+		rows, err := a.pool.Query(ctx, auditSQL.From, from)
 		if err != nil {
 			yield(nil, fmt.Errorf("audit log %s: %w", a.where, err))
 			return
@@ -149,8 +145,7 @@ func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*audit.Record
 
 // AppendCheckpoint implements [audit.CheckpointStore].
 func (a *Audit) AppendCheckpoint(ctx context.Context, cp audit.Checkpoint) error {
-	_, err := a.pool.Exec(ctx, "INSERT INTO audit_checkpoints (seq, hash, time, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
-		cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
+	_, err := a.pool.Exec(ctx, auditSQL.AppendCheckpoint, audit.CheckpointArgs(cp)...)
 	if err != nil {
 		return fmt.Errorf("audit log %s: %w", a.where, err)
 	}
@@ -159,7 +154,7 @@ func (a *Audit) AppendCheckpoint(ctx context.Context, cp audit.Checkpoint) error
 
 // Checkpoints implements [audit.CheckpointStore].
 func (a *Audit) Checkpoints(ctx context.Context) ([]audit.Checkpoint, error) {
-	rows, err := a.pool.Query(ctx, "SELECT "+audit.CheckpointColumns+" FROM audit_checkpoints ORDER BY seq")
+	rows, err := a.pool.Query(ctx, auditSQL.Checkpoints)
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", a.where, err)
 	}

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/budget"
 )
 
 // budgetRoom keeps, under each of KEYS, a sorted set of the calls counted
@@ -68,7 +69,7 @@ func (b *Budgets) key(key string) string { return b.prefix + "budget:" + key }
 
 // room runs the script; take counts the call when every key has room.
 func (b *Budgets) room(ctx context.Context, takes []interlock.BudgetTake, take bool) (bool, time.Duration, int, error) {
-	if err := interlock.CheckBudgetTakes(takes); err != nil {
+	if err := budget.CheckTakes(takes); err != nil {
 		return false, 0, 0, fmt.Errorf("redis store: %w", err)
 	}
 	if len(takes) == 0 {

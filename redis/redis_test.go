@@ -13,7 +13,10 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
+	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
 	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/seal"
 	"github.com/interlock-mcp/interlock/storetest"
 )
 
@@ -115,7 +118,7 @@ func TestOpenUnreachable(t *testing.T) {
 // and in memory.
 func BenchmarkConsume(b *testing.B) {
 	ctx := context.Background()
-	stores := map[string]interlock.TokenStore{"memory": interlock.NewMemoryTokens(), "redis": store(b)}
+	stores := map[string]interlock.TokenStore{"memory": seal.NewMemoryTokens(), "redis": store(b)}
 	for _, name := range []string{"memory", "redis"} {
 		s := stores[name]
 		b.Run(name, func(b *testing.B) {
@@ -139,7 +142,7 @@ func BenchmarkConsume(b *testing.B) {
 // once, as a busy gateway consumes.
 func BenchmarkConsumeParallel(b *testing.B) {
 	ctx := context.Background()
-	stores := map[string]interlock.TokenStore{"memory": interlock.NewMemoryTokens(), "redis": store(b)}
+	stores := map[string]interlock.TokenStore{"memory": seal.NewMemoryTokens(), "redis": store(b)}
 	for _, name := range []string{"memory", "redis"} {
 		s := stores[name]
 		b.Run(name, func(b *testing.B) {
@@ -254,5 +257,40 @@ func TestStoreHelperProcess(t *testing.T) {
 		}
 		t.Cleanup(func() { s.Close() })
 		return s, s.Budgets()
+	})
+}
+
+func TestConsoleConformance(t *testing.T) {
+	consolestatetest.Run(t, func(t *testing.T) (consolestate.Store, consolestate.Store) {
+		s, other := twoHandles(t)
+		return s.Console(), other.Console()
+	})
+}
+
+func TestConsoleSignal(t *testing.T) {
+	consolestatetest.RunSignal(t, func(t *testing.T) (consolestate.Signal, consolestate.Signal) {
+		s, other := twoHandles(t)
+		return s.Console(), other.Console()
+	})
+}
+
+// TestConsoleAcrossProcesses: two processes on one Redis race for a
+// link, a challenge and a counter; one wins each time.
+func TestConsoleAcrossProcesses(t *testing.T) {
+	s := store(t)
+	consolestatetest.AcrossProcesses(t, s.Console(), s.Prefix())
+}
+
+// TestConsoleHelperProcess is a gateway process of
+// TestConsoleAcrossProcesses, on the keys of the prefix it is given; run
+// as a test it does nothing.
+func TestConsoleHelperProcess(t *testing.T) {
+	consolestatetest.HelperProcess(t, func(t *testing.T, prefix string) consolestate.Store {
+		s, err := redis.Open(context.Background(), redisURL, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s.Console()
 	})
 }

@@ -68,7 +68,8 @@ func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
 }
 
 // State is the state file of a data directory as one process holds it:
-// approvals and grants, confirm tokens and budgets on one handle, whose
+// approvals and grants, confirm tokens, budgets and the console's state
+// on one handle, whose
 // changes take turns on its one connection for changes. On handles of
 // their own they would wait for each other's lock in SQLite's busy
 // handler, which cut the takes one process made at once to a third.
@@ -77,15 +78,16 @@ type State struct {
 	approvals *Approvals
 	tokens    *Tokens
 	budgets   *Budgets
+	console   *Console
 }
 
 // OpenState opens (creating when needed) the state file at path.
 func OpenState(ctx context.Context, path string) (*State, error) {
-	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema+gatewaysSchema+consoleLinksSchema)
+	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema+gatewaysSchema+consoleLinksSchema+consoleSchema)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite state %s: %w", path, err)
 	}
-	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}, budgets: &Budgets{handle: h}}, nil
+	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}, budgets: &Budgets{handle: h}, console: &Console{handle: h}}, nil
 }
 
 // Approvals returns the approvals and grants of s.

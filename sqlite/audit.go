@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
@@ -42,19 +41,9 @@ import (
 
 const dsnParams = "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
-const schema = `
-CREATE TABLE IF NOT EXISTS audit (
-	seq    INTEGER PRIMARY KEY,
-	hash   TEXT NOT NULL,
-	record TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit_checkpoints (
-	seq       INTEGER PRIMARY KEY,
-	hash      TEXT NOT NULL,
-	time      TEXT NOT NULL,
-	key_id    TEXT NOT NULL,
-	signature TEXT NOT NULL
-);`
+// auditSQL is the audit log's SQL, as package audit writes it for
+// every relational store.
+var auditSQL = audit.SQLOf(audit.SQLite)
 
 // Audit is an audit log in one SQLite file.
 type Audit struct {
@@ -80,7 +69,7 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", path, err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, auditSQL.Schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("audit log %s: creating tables: %w", path, err)
 	}
@@ -93,7 +82,7 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 	for _, st := range []struct {
 		stmt  **sql.Stmt
 		query string
-	}{{&a.begin, "BEGIN IMMEDIATE"}, {&a.head, headQuery}, {&a.insert, "INSERT INTO audit (seq, hash, record) VALUES (?, ?, ?)"}, {&a.end, "COMMIT"}} {
+	}{{&a.begin, "BEGIN IMMEDIATE"}, {&a.head, auditSQL.Head}, {&a.insert, auditSQL.Append}, {&a.end, "COMMIT"}} {
 		if *st.stmt, err = writer.PrepareContext(ctx, st.query); err != nil {
 			break
 		}
@@ -153,8 +142,6 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) 
 	return nil
 }
 
-const headQuery = "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
-
 func scanHead(row *sql.Row) (int64, string, error) {
 	var seq int64
 	var hash string
@@ -168,13 +155,13 @@ func scanHead(row *sql.Row) (int64, string, error) {
 // Head returns the sequence number and hash of the last record; 0 and ""
 // for an empty log.
 func (a *Audit) Head(ctx context.Context) (int64, string, error) {
-	return scanHead(a.db.QueryRowContext(ctx, headQuery))
+	return scanHead(a.db.QueryRowContext(ctx, auditSQL.Head))
 }
 
 // Records implements [audit.Reader].
 func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*audit.Record, error] {
 	return func(yield func(*audit.Record, error) bool) {
-		rows, err := a.db.QueryContext(ctx, "SELECT record FROM audit WHERE seq >= ? ORDER BY seq", from)
+		rows, err := a.db.QueryContext(ctx, auditSQL.From, from)
 		if err != nil {
 			yield(nil, fmt.Errorf("audit log %s: %w", a.path, err))
 			return
@@ -186,8 +173,7 @@ func (a *Audit) Records(ctx context.Context, from int64) iter.Seq2[*audit.Record
 
 // AppendCheckpoint implements [audit.CheckpointStore].
 func (a *Audit) AppendCheckpoint(ctx context.Context, cp audit.Checkpoint) error {
-	_, err := a.db.ExecContext(ctx, "INSERT INTO audit_checkpoints (seq, hash, time, key_id, signature) VALUES (?, ?, ?, ?, ?)",
-		cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
+	_, err := a.db.ExecContext(ctx, auditSQL.AppendCheckpoint, audit.CheckpointArgs(cp)...)
 	if err != nil {
 		return fmt.Errorf("audit log %s: %w", a.path, err)
 	}
@@ -196,7 +182,7 @@ func (a *Audit) AppendCheckpoint(ctx context.Context, cp audit.Checkpoint) error
 
 // Checkpoints implements [audit.CheckpointStore].
 func (a *Audit) Checkpoints(ctx context.Context) ([]audit.Checkpoint, error) {
-	rows, err := a.db.QueryContext(ctx, "SELECT "+audit.CheckpointColumns+" FROM audit_checkpoints ORDER BY seq")
+	rows, err := a.db.QueryContext(ctx, auditSQL.Checkpoints)
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", a.path, err)
 	}

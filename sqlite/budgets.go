@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/budget"
 )
 
 const budgetsSchema = `
@@ -85,7 +86,7 @@ func longest(ctx context.Context, q rowQuerier, takes []interlock.BudgetTake, no
 
 // Peek implements [interlock.BudgetStore].
 func (b *Budgets) Peek(ctx context.Context, takes []interlock.BudgetTake) (bool, time.Duration, int, error) {
-	if err := interlock.CheckBudgetTakes(takes); err != nil {
+	if err := budget.CheckTakes(takes); err != nil {
 		return false, 0, 0, b.fail(err)
 	}
 	wait, spent, err := longest(ctx, b.db, takes, time.Now())
@@ -97,7 +98,7 @@ func (b *Budgets) Peek(ctx context.Context, takes []interlock.BudgetTake) (bool,
 
 // Take implements [interlock.BudgetStore].
 func (b *Budgets) Take(ctx context.Context, takes []interlock.BudgetTake) (bool, time.Duration, int, error) {
-	if err := interlock.CheckBudgetTakes(takes); err != nil {
+	if err := budget.CheckTakes(takes); err != nil {
 		return false, 0, 0, b.fail(err)
 	}
 	if len(takes) == 0 {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/budget"
 )
 
 // OpenTokens returns two handles on one fresh, empty token store (two
@@ -308,7 +309,7 @@ func RunBudgets(t *testing.T, open OpenBudgets, o Options) {
 			t.Run(tt.name, func(t *testing.T) {
 				b, other := open(t)
 				takes := takesOf(tt.takes, time.Hour)
-				if err := interlock.CheckBudgetTakes(takes); err == nil {
+				if err := budget.CheckTakes(takes); err == nil {
 					t.Error("CheckBudgetTakes = nil, want an error")
 				}
 				if ok, _, _, err := other.Peek(ctx, takes); ok || err == nil {

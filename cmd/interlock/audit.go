@@ -165,9 +165,9 @@ func tableSink(ctx context.Context, url, table string) (func(audit.Checkpoint) e
 		pool.Close()
 		return nil, nil, fmt.Errorf("checkpoint table %s: %w", table, err)
 	}
+	appendStmt, _ := audit.PostgreSQL.CheckpointsIn(table)
 	return func(cp audit.Checkpoint) error {
-		_, err := pool.Exec(context.Background(), "INSERT INTO "+table+" (seq, hash, time, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
-			cp.Seq, cp.Hash, cp.Time.UTC().Format(time.RFC3339Nano), cp.KeyID, cp.Signature)
+		_, err := pool.Exec(context.Background(), appendStmt, audit.CheckpointArgs(cp)...)
 		return err
 	}, pool.Close, nil
 }
@@ -179,7 +179,8 @@ func readTableSink(ctx context.Context, url, table string) ([]audit.Checkpoint, 
 		return nil, err
 	}
 	defer pool.Close()
-	rows, err := pool.Query(ctx, "SELECT "+audit.CheckpointColumns+" FROM "+table+" ORDER BY seq")
+	_, read := audit.PostgreSQL.CheckpointsIn(table)
+	rows, err := pool.Query(ctx, read)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint table %s: %w", table, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
 )
@@ -26,7 +27,7 @@ func serveConfig(t *testing.T, yaml string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(f, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	gw, err := gateway.New(f, gateway.Options{Gate: interlock.GateOptions{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,10 @@ import (
 	"syscall"
 )
 
-// version is reported to clients and upstreams.
-const version = "0.1.0"
+// version is reported to clients and upstreams, and by interlock version.
+// make release stamps the release's git describe into it with
+// -ldflags "-X main.version=…"; a plain build reports this default.
+var version = "0.1.0"
 
 const usage = `interlock makes destructive MCP tool calls impossible without the confirmation policy demands.
 

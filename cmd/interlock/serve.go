@@ -40,6 +40,7 @@ import (
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/sqlite"
+	"github.com/interlock-mcp/interlock/tracing"
 )
 
 //go:embed builtin.yaml
@@ -159,22 +160,22 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 	}
-	stopTracing, tracing, err := startTracing(ctx)
+	stopTracing, traced, err := startTracing(ctx)
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	opts := gateway.Options{Version: version, Logger: log, Getenv: func(name string) string {
+	opts := gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: log, Getenv: func(name string) string {
 		if name == interlock.SecretEnv {
 			return secret
 		}
 		return os.Getenv(name)
-	}}
+	}}}
 	if !*stdio {
 		opts.Metrics = metrics.New()
 	}
-	if tracing {
-		opts.Tracer = interlock.GlobalTracer()
+	if traced {
+		opts.Gate.Tracer = tracing.GlobalTracer()
 	}
 	store := ""
 	// shared is the data directory's state when no store is configured.
@@ -191,12 +192,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer st.Close()
 		approvals := st.Approvals()
 		shared = approvals
-		opts.Tokens, opts.Budgets = st.Tokens(), st.Budgets()
-		opts.Approvals, opts.Grants = approvals, approvals
+		opts.Gate.Tokens, opts.Gate.Budgets = st.Tokens(), st.Budgets()
+		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
 		// Links made by interlock console link sign the operator in to
 		// this gateway's console too.
 		opts.OperatorLinks = approvals.SpendConsoleLink
-		store = "tokens, budgets, approvals and grants in sqlite " + state + " (shared by every gateway on this data directory)"
+		opts.ConsoleState, opts.ConsoleSignal = st.Console(), st.Console()
+		store = "tokens, budgets, approvals, grants and console sessions in sqlite " + state + " (shared by every gateway on this data directory)"
 	}
 	if f.Store.Redis != "" {
 		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)
@@ -204,7 +206,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer tokens.Close()
-		opts.Tokens, opts.Approvals, opts.Grants, opts.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
+		opts.Gate.Tokens, opts.Gate.Approvals, opts.Gate.Grants, opts.Gate.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
+		opts.ConsoleState, opts.ConsoleSignal = tokens.Console(), tokens.Console()
 		// A binding no token is issued under: a round trip that changes nothing.
 		opts.Probes = append(opts.Probes, gateway.Probe{Name: "token store", Check: func(ctx context.Context) error {
 			_, err := tokens.Consume(ctx, "readiness-probe", "")
@@ -218,18 +221,20 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return err
 		}
 		defer approvals.Close()
-		opts.Approvals, opts.Grants = approvals, approvals
+		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
+		// The console's state follows the approvals it shows.
+		opts.ConsoleState, opts.ConsoleSignal = approvals.Console(), approvals.Console()
 		if store == "" {
 			store = "tokens in memory (this process only)"
 		}
-		store += "; approvals and grants in postgres " + redactURL(f.Store.Postgres)
+		store += "; approvals, grants and console sessions in postgres " + redactURL(f.Store.Postgres)
 	}
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
 	if err != nil {
 		return err
 	}
 	defer auditLog.Close()
-	opts.Audit, opts.AuditOptional = auditLog, !f.Audit.IsRequired()
+	opts.Gate.Audit, opts.Gate.AuditOptional = auditLog, !f.Audit.IsRequired()
 	opts.Probes = append(opts.Probes, gateway.Probe{Name: "audit log", Check: func(ctx context.Context) error {
 		_, _, err := auditLog.Head(ctx)
 		return err
@@ -288,7 +293,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	nctx, stopNotify := context.WithCancel(ctx)
 	defer stopNotify()
 	go notifier.Run(nctx)
-	opts.OnApproval = notifier.Pending
+	opts.Gate.OnApproval = notifier.Pending
 	gw, err := gateway.New(f, opts)
 	if err != nil {
 		return err
@@ -332,8 +337,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			signIn = "the identity provider, redirect URI " + strings.TrimSuffix(opts.PublicURL, "/") + console.CallbackPath
 		}
 		consoleAt = strings.TrimSuffix(opts.PublicURL, "/") + "/console/ (approvers sign in with " + signIn + ")"
-		if link := gw.OperatorLoginLink(opts.PublicURL); link != "" {
-			consoleAt = link + " (signs in the operator, once; interlock console link makes another)"
+		link, err := gw.OperatorLoginLink(ctx, opts.PublicURL)
+		if err != nil {
+			return err
+		}
+		if link != "" {
+			consoleAt = link + " (signs in the operator, once, within a day; interlock console link makes another)"
 		}
 	}
 	if shared != nil {
@@ -540,19 +549,24 @@ const consoleSeen = 2 * time.Minute
 func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, reloaded <-chan string, log *slog.Logger) func() {
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	// The first announcement is made before the banner says the gateway
+	// serves: a stdio gateway asked for a console from then on finds it.
+	if err := state.Announce(actx, g); err != nil {
+		log.Warn("cannot announce this gateway in the data directory", "error", err)
+	}
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(consoleSeen / 4)
 		defer tick.Stop()
 		for {
-			if err := state.Announce(actx, g); err != nil && actx.Err() == nil {
-				log.Warn("cannot announce this gateway in the data directory", "error", err)
-			}
 			select {
 			case <-actx.Done():
 				return
 			case <-tick.C:
 			case g.ConfigDigest = <-reloaded:
+			}
+			if err := state.Announce(actx, g); err != nil && actx.Err() == nil {
+				log.Warn("cannot announce this gateway in the data directory", "error", err)
 			}
 		}
 	}()

@@ -1,0 +1,118 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/postgres"
+	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/sqlite"
+)
+
+// BenchmarkSignedInPage is the cost of one signed-in console page (the
+// pending list, two approvals on it, kept in memory) on each store of the
+// console's state: the session read and touched, the flash taken.
+func BenchmarkSignedInPage(b *testing.B) {
+	ctx := context.Background()
+	stores := []struct {
+		name string
+		open func(b *testing.B) consolestate.Store
+	}{
+		{"memory", func(*testing.B) consolestate.Store { return consolestate.NewMemory() }},
+		{"sqlite", func(b *testing.B) consolestate.Store {
+			st, err := sqlite.OpenState(ctx, filepath.Join(b.TempDir(), "state.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			return st.Console()
+		}},
+		{"redis", func(b *testing.B) consolestate.Store {
+			s, err := redis.Open(ctx, "redis://127.0.0.1:6379/0", fmt.Sprintf("interlock-bench:%d:", time.Now().UnixNano()))
+			if err != nil {
+				b.Fatalf("Redis must be running at 127.0.0.1:6379: %v", err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s.Console()
+		}},
+		{"postgres", func(b *testing.B) consolestate.Store {
+			const base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+			name := make([]byte, 6)
+			rand.Read(name)
+			schema := "interlock_bench_" + hex.EncodeToString(name)
+			conn, err := pgx.Connect(ctx, base)
+			if err != nil {
+				b.Fatalf("PostgreSQL must be running at 127.0.0.1:5432: %v", err)
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				if c, err := pgx.Connect(ctx, base); err == nil {
+					c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+					c.Close(ctx)
+				}
+			})
+			s, err := postgres.OpenApprovals(ctx, base+"&search_path="+schema)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(s.Close)
+			return s.Console()
+		}},
+	}
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			approvals := approval.NewMemory()
+			for _, id := range []string{"apr_1", "apr_2"} {
+				if _, err := approvals.Request(ctx, refund(id, 1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: approvals, Logger: quiet,
+				CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := New(Options{Gate: gate, Logger: quiet, State: st.open(b),
+				Authenticate: func(_ context.Context, key string) (interlock.Identity, Credential, error) {
+					if who, ok := keys[key]; ok {
+						return who, Credential{Kind: CredentialKey, Ref: key}, nil
+					}
+					return interlock.Identity{}, Credential{}, errors.New("unknown key")
+				}})
+			b.Cleanup(c.Close)
+			id, err := c.openSession(ctx, keys["key-bob"], Credential{Kind: CredentialKey, Ref: "key-bob"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := c.Handler()
+			b.ResetTimer()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodGet, "/console/", nil)
+				req.AddCookie(&http.Cookie{Name: sessionCookie, Value: id})
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "apr_2") {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+}
