@@ -293,7 +293,15 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			case "elicitation/create":
 				return u.elicit(ctx, req.(*mcp.ElicitRequest))
 			case "roots/list":
-				c := u.callOn(req.GetSession().(*mcp.ClientSession))
+				link := req.GetSession().(*mcp.ClientSession)
+				c := u.callOn(link)
+				for wait := 0; c == nil && peer != nil && wait < 50; wait++ {
+					// A server may ask as soon as a client's own link is
+					// made, before the call that made it is on it: wait
+					// for that call, whose stream can carry the question.
+					time.Sleep(20 * time.Millisecond)
+					c = u.callOn(link)
+				}
 				if peer == nil {
 					// The shared link asks the client of the call in
 					// flight; outside a call nobody's roots may be given.

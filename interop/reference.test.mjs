@@ -399,11 +399,17 @@ const FILESYSTEM_FEATURES = [
   {
     name: 'roots',
     run: async (c) => {
-      // The server replaces its allowed directories with the client's roots.
-      const res = ranOk(await call(c, { name: 'list_allowed_directories', arguments: {} }));
-      const text = res.content.map((x) => x.text).join('\n');
-      assert.ok(text.includes(c.rootDir), text);
-      return true;
+      // The server replaces its allowed directories with the client's roots,
+      // once the roots/list it sends after the handshake is answered.
+      let text = '';
+      const end = Date.now() + 3_000;
+      do {
+        const res = ranOk(await call(c, { name: 'list_allowed_directories', arguments: {} }));
+        text = res.content.map((x) => x.text).join('\n');
+        if (text.includes(c.rootDir)) return true;
+        await new Promise((r) => setTimeout(r, 100));
+      } while (Date.now() < end);
+      assert.fail(text);
     },
   },
 ];
