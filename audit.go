@@ -178,7 +178,9 @@ func (g *Gate) recordOutcome(ctx context.Context, t *Tool, id Identity, ex Excha
 			rec.Summary = form.Message
 		}
 	}
-	if err := g.audit.Append(ctx, false, rec); err != nil {
+	// A call its client cancelled is still recorded: the cancellation ends
+	// the call, not the record of how it ended.
+	if err := g.audit.Append(context.WithoutCancel(ctx), false, rec); err != nil {
 		g.log.ErrorContext(ctx, "audit log cannot be written", "tool", t.Name, "error", clip(err.Error()))
 	}
 }

@@ -22,13 +22,19 @@ type memoryAudit struct {
 	durable []bool
 	prev    string
 	fail    error
+	// honorsCtx makes Append fail on a context that is done, as a store
+	// over the network does.
+	honorsCtx bool
 }
 
-func (m *memoryAudit) Append(_ context.Context, durable bool, recs ...*audit.Record) error {
+func (m *memoryAudit) Append(ctx context.Context, durable bool, recs ...*audit.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail != nil {
 		return m.fail
+	}
+	if m.honorsCtx && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	for _, r := range recs {
 		b, err := r.Link(int64(len(m.stored)+1), m.prev)
@@ -208,6 +214,35 @@ func TestACallNoRuleMatchedNamesTheDefaultRule(t *testing.T) {
 			r, err := audit.Decode(log.stored[0])
 			if err != nil || r.Rule != tt.want || !strings.Contains(string(r.Raw), `"rule":"`+tt.want+`"`) {
 				t.Errorf("record %s (%v), want rule %q", r.Raw, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestACancelledCallIsRecorded: a call its client cancels while it runs
+// still leaves the record of its outcome; the client's cancellation ends
+// the call, not what the gate writes of it.
+func TestACancelledCallIsRecorded(t *testing.T) {
+	for _, mode := range []Mode{ModeAllow, ModeFlag} {
+		t.Run(string(mode), func(t *testing.T) {
+			log := &memoryAudit{honorsCtx: true}
+			g := newGate(t, fixedPolicy{d: Decision{Mode: mode}}, &GateOptions{Getenv: env("false"), Logger: quiet, Audit: log})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			run := func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
+				cancel()
+				<-ctx.Done()
+				return nil, &Error{Code: CodeCancelled, Message: "The call was cancelled.", Hint: "Check.", Err: ctx.Err()}
+			}
+			g.Call(ctx, testTool(t), alice, json.RawMessage(`{"customer_id":"a","__confirm":true}`), run)
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			if len(log.stored) == 0 {
+				t.Fatal("no record of the cancelled call")
+			}
+			last, err := audit.Decode(log.stored[len(log.stored)-1])
+			if err != nil || last.Outcome != string(CodeCancelled) {
+				t.Errorf("last record %s (%v), want the outcome CANCELLED", last.Raw, err)
 			}
 		})
 	}

@@ -88,6 +88,7 @@ func BenchmarkSessionChildren(b *testing.B) {
 			f := testConfig(b, "", "fx")
 			name, value, _ := strings.Cut(mark, "=")
 			f.Upstreams[0].Env[name] = value
+			f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
 			f.Upstreams[0].PerClient = perClient
 			gw, err := New(f, Options{Version: "bench", Gate: interlock.GateOptions{Logger: quiet, Getenv: testEnv("false")}})
 			if err != nil {
@@ -147,25 +148,31 @@ func settles(want int, count func() int) int {
 }
 
 // TestChildrenDoNotGrowWithSessions opens 12 HTTP sessions of clients of
-// 2025-11-25, each calling a tool of one stdio upstream: by default they
-// share one child; with per_client each has its own, as well as the
-// shared one the gateway lists tools on, and a session's child ends with
-// the session.
+// 2025-11-25, each calling a tool of one stdio upstream. By default they
+// share one child; an upstream of 2026-07-28 has a second one for them,
+// of the earlier protocol, beside the one the gateway lists tools on. With
+// per_client each session has its own, as well as the shared one, and a
+// session's child ends with the session.
 func TestChildrenDoNotGrowWithSessions(t *testing.T) {
 	const sessions = 12
 	for _, tc := range []struct {
 		name          string
+		legacy        bool // the upstream speaks only 2025-11-25
 		perClient     bool
 		while, closed int // children while the sessions are open, and after they close
 	}{
-		{"shared by default", false, 1, 1},
-		{"per_client", true, sessions + 1, 1},
+		{"shared by default", true, false, 1, 1},
+		{"shared, an upstream of 2026-07-28", false, false, 2, 2},
+		{"per_client", true, true, sessions + 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mark := fmt.Sprintf("INTERLOCK_CHILD_MARK=%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 			f := testConfig(t, "", "fx")
 			name, value, _ := strings.Cut(mark, "=")
 			f.Upstreams[0].Env[name] = value
+			if tc.legacy {
+				f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
+			}
 			f.Upstreams[0].PerClient = tc.perClient
 			gw := start(t, f, "false")
 			srv := httptest.NewServer(gw.Handler(false))

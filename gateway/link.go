@@ -50,12 +50,78 @@ type peerLink struct {
 	started bool // a link was made before
 }
 
-// linkFor returns the upstream session that serves ss: its own one, made
-// on first use, or the shared one.
+// linkFor returns the upstream session that serves ss: its own one where
+// the upstream is per_client, else a shared one. An upstream that speaks
+// 2026-07-28 asks its questions in results, which a client of an earlier
+// protocol on a session would rather be asked during the call: such
+// clients share a second link, of pushProtocol (see pushLink), so there
+// are at most two, one per generation; for an upstream of an earlier
+// protocol, one serves all.
 func (u *upstream) linkFor(ctx context.Context, ss *mcp.ServerSession) (*mcp.ClientSession, error) {
-	if !u.perClient(ss) {
-		return u.connect(ctx)
+	if u.perClient(ss) {
+		return u.ownLink(ctx, ss)
 	}
+	shared, err := u.connect(ctx)
+	if err != nil || !ownsLink(ss) || shared.InitializeResult().ProtocolVersion < protocolNew {
+		return shared, err
+	}
+	return u.pushLink(ctx)
+}
+
+// pushLink returns the link shared by the clients of protocols before
+// 2026-07-28 on sessions, made on first use and again after it broke.
+func (u *upstream) pushLink(ctx context.Context) (*mcp.ClientSession, error) {
+	u.linksMu.Lock()
+	if u.push == nil {
+		u.push = &peerLink{}
+	}
+	pl := u.push
+	u.linksMu.Unlock()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.cs != nil {
+		return pl.cs, nil
+	}
+	cs, err := u.dial(ctx, nil, pushProtocol)
+	if err != nil {
+		return nil, err
+	}
+	if pl.started && u.onEvent != nil {
+		_, what := u.describe()
+		u.onEvent("upstream_restarted", "reconnected the link of clients before "+protocolNew+" to "+what)
+	}
+	pl.cs, pl.started = cs, true
+	go func() {
+		_ = cs.Wait()
+		pl.mu.Lock()
+		if pl.cs == cs {
+			pl.cs = nil
+		}
+		pl.mu.Unlock()
+	}()
+	return cs, nil
+}
+
+// closePush closes the push link, if one is open.
+func (u *upstream) closePush() {
+	u.linksMu.Lock()
+	pl := u.push
+	u.linksMu.Unlock()
+	if pl == nil {
+		return
+	}
+	pl.mu.Lock()
+	cs := pl.cs
+	pl.cs = nil
+	pl.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
+	}
+}
+
+// ownLink returns the link of ss alone, made on first use; it closes with
+// the session.
+func (u *upstream) ownLink(ctx context.Context, ss *mcp.ServerSession) (*mcp.ClientSession, error) {
 	u.linksMu.Lock()
 	if u.links == nil {
 		u.links = map[*mcp.ServerSession]*peerLink{}
@@ -85,7 +151,7 @@ func (u *upstream) linkFor(ctx context.Context, ss *mcp.ServerSession) (*mcp.Cli
 	if pl.cs != nil {
 		return pl.cs, nil
 	}
-	cs, err := u.dial(ctx, ss)
+	cs, err := u.dial(ctx, ss, pushProtocol)
 	if err != nil {
 		return nil, err
 	}
@@ -106,9 +172,10 @@ func (u *upstream) linkFor(ctx context.Context, ss *mcp.ServerSession) (*mcp.Cli
 }
 
 // dial opens an upstream session. peer is the downstream session it
-// serves alone, or nil for the shared link; the link declares to the
-// upstream what the client behind it can answer.
-func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession) (*mcp.ClientSession, error) {
+// serves alone, or nil for a shared link; the link declares to the
+// upstream what the clients behind it can answer. protocol is the
+// version it asks for, "" for the latest.
+func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol string) (*mcp.ClientSession, error) {
 	transport, what := u.transport()
 	pending := new(atomic.Int64)
 	if child, _ := u.describe(); child {
@@ -116,14 +183,13 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession) (*mcp.Clie
 		// tells the SDK things through methods only the SDK implements.
 		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: pending}, extras: &u.extras}
 	}
-
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
 	client.AddReceivingMiddleware(u.questions(peer))
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	var sopts *mcp.ClientSessionOptions
-	if peer != nil {
-		sopts = &mcp.ClientSessionOptions{ProtocolVersion: pushProtocol}
+	if protocol != "" {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: protocol}
 	}
 	cs, err := client.Connect(cctx, transport, sopts)
 	if err != nil {
@@ -227,7 +293,15 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			case "elicitation/create":
 				return u.elicit(ctx, req.(*mcp.ElicitRequest))
 			case "roots/list":
-				c := u.callOn(req.GetSession().(*mcp.ClientSession))
+				link := req.GetSession().(*mcp.ClientSession)
+				c := u.callOn(link)
+				for wait := 0; c == nil && peer != nil && wait < 50; wait++ {
+					// A server may ask as soon as a client's own link is
+					// made, before the call that made it is on it: wait
+					// for that call, whose stream can carry the question.
+					time.Sleep(20 * time.Millisecond)
+					c = u.callOn(link)
+				}
 				if peer == nil {
 					// The shared link asks the client of the call in
 					// flight; outside a call nobody's roots may be given.
@@ -262,9 +336,10 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 
 // askable returns the capabilities of the client of call when the
 // upstream's questions can be pushed to it during the call: a client of a
-// protocol before 2026-07-28, over stdio or on an HTTP session. nil for any other: a client of
-// 2026-07-28 takes questions only as input requests in a result, which a
-// question pushed by an upstream of an earlier protocol is not.
+// protocol before 2026-07-28, over stdio or on an HTTP session. nil for
+// any other: a client of 2026-07-28 takes questions only as input
+// requests in a result, which a question pushed by an upstream of an
+// earlier protocol is not.
 func askable(call *mcp.CallToolRequest) *mcp.ClientCapabilities {
 	if call == nil || call.Session == nil || interlock.ExchangeOf(call).Native {
 		return nil

@@ -136,23 +136,28 @@ type extrasTrip struct {
 }
 
 func (t extrasTrip) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodPost || r.Body == nil || r.ContentLength > maxListBody {
+	// The request is read from a copy of its body (GetBody), so what is
+	// sent is never touched; a body without one is not looked at.
+	if r.Method != http.MethodPost || r.GetBody == nil || r.ContentLength < 0 || r.ContentLength > maxListBody {
 		return t.next.RoundTrip(r)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxListBody+1))
-	_ = r.Body.Close()
+	copied, err := r.GetBody()
 	if err != nil {
-		return nil, err
+		return t.next.RoundTrip(r)
 	}
-	r = r.Clone(r.Context())
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	body, err := io.ReadAll(io.LimitReader(copied, maxListBody))
+	_ = copied.Close()
+	if err != nil {
+		return t.next.RoundTrip(r)
+	}
 	var req struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 	}
 	resp, err := t.next.RoundTrip(r)
-	if err != nil || json.Unmarshal(body, &req) != nil || req.Method != "tools/list" || len(req.ID) == 0 {
+	// Most requests are calls: only a body that names the method is read.
+	if err != nil || !bytes.Contains(body, []byte(`"tools/list"`)) || json.Unmarshal(body, &req) != nil ||
+		req.Method != "tools/list" || len(req.ID) == 0 {
 		return resp, err
 	}
 	resp.Body = &listBody{ReadCloser: resp.Body, id: req.ID, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), extras: t.extras}

@@ -74,8 +74,11 @@ type upstream struct {
 
 	// links are the upstream sessions of client sessions that own one
 	// (see ownsLink); levels the log level each of them chose.
-	linksMu  sync.Mutex
-	links    map[*mcp.ServerSession]*peerLink
+	linksMu sync.Mutex
+	links   map[*mcp.ServerSession]*peerLink
+	// push is the link shared by clients of protocols before 2026-07-28
+	// on sessions, for an upstream of 2026-07-28 (see linkFor).
+	push     *peerLink
 	levelsMu sync.Mutex
 	levels   map[*mcp.ServerSession]mcp.LoggingLevel
 
@@ -133,14 +136,18 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 
 // connectLocked makes the shared link. The caller holds u.mu.
 func (u *upstream) connectLocked(ctx context.Context) (*mcp.ClientSession, error) {
-	cs, err := u.dial(ctx, nil)
+	cs, err := u.dial(ctx, nil, "")
 	if err != nil {
 		return nil, unreachable{err}
 	}
 	u.session, u.upSince = cs, time.Now()
 	if u.started || u.reconnecting {
 		// A restarted child may offer other tools than the one before, and
-		// one that was down at start has offered none yet.
+		// one that was down at start has offered none yet. It has not
+		// failed yet either: its breaker starts closed.
+		if u.guard != nil {
+			u.guard.Reset()
+		}
 		go u.onToolsChanged(u, nil)
 		if u.onEvent != nil && u.started {
 			_, what := u.describe()
@@ -590,6 +597,7 @@ func (u *upstream) forget(cs *mcp.ClientSession) {
 }
 
 func (u *upstream) close() error {
+	u.closePush()
 	u.mu.Lock()
 	cs := u.session
 	u.session, u.closed = nil, true

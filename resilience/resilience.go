@@ -209,6 +209,14 @@ func (g *Guard) Do(ctx context.Context, repeatable bool, fn func(ctx context.Con
 	return err
 }
 
+// Reset closes the circuit: a server that was started again has not
+// failed yet, and its first calls must reach it.
+func (g *Guard) Reset() {
+	if !g.breaker.IsClosed() {
+		g.breaker.Close()
+	}
+}
+
 // State returns the circuit's state: "closed", "open" or "half-open".
 func (g *Guard) State() string {
 	switch {

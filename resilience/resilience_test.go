@@ -172,3 +172,34 @@ func TestRateLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestResetClosesTheCircuit: a server started again gets its calls at
+// once, whatever the state its predecessor left the circuit in.
+func TestResetClosesTheCircuit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures int
+		before   string
+	}{
+		{"open", 10, "open"},
+		{"closed", 3, "closed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(Config{Retries: -1}, transient, nil)
+			for range tc.failures {
+				g.Do(context.Background(), false, func(context.Context) error { return errDown })
+			}
+			if g.State() != tc.before {
+				t.Fatalf("state %s before the reset, want %s", g.State(), tc.before)
+			}
+			g.Reset()
+			ran := false
+			if err := g.Do(context.Background(), false, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+				t.Errorf("after the reset: err %v, ran %v", err, ran)
+			}
+			if g.State() != "closed" {
+				t.Errorf("state %s after the reset", g.State())
+			}
+		})
+	}
+}

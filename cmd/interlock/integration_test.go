@@ -384,7 +384,9 @@ func runNodeSuite(t *testing.T, dir, module string, env ...string) {
 	if _, err := os.Stat(filepath.Join(abs, "node_modules", module)); err != nil {
 		t.Fatalf("%s is not installed: run `npm ci --prefix %s` first (%v)", module, dir, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The reference servers' test waits out their 5 s timers a few times
+	// for each client and transport.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1")
 	cmd.Dir = abs
