@@ -295,12 +295,11 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			case "roots/list":
 				link := req.GetSession().(*mcp.ClientSession)
 				c := u.callOn(link)
-				for wait := 0; c == nil && peer != nil && wait < 50; wait++ {
+				if c == nil && peer != nil {
 					// A server may ask as soon as a client's own link is
-					// made, before the call that made it is on it: wait
-					// for that call, whose stream can carry the question.
-					time.Sleep(20 * time.Millisecond)
-					c = u.callOn(link)
+					// made, before the call that made it is on it: that
+					// call's stream can carry the question.
+					c = u.callOpening(peer)
 				}
 				if peer == nil {
 					// The shared link asks the client of the call in
@@ -375,6 +374,9 @@ func (u *upstream) forwardLevel(ctx context.Context, cs *mcp.ClientSession, peer
 // they all came from one client session (a per-client link), since the
 // push can then reach no other client. Otherwise nil.
 func (u *upstream) callOn(link *mcp.ClientSession) *inflight {
+	if link == nil {
+		return nil
+	}
 	u.callsMu.Lock()
 	defer u.callsMu.Unlock()
 	var found *inflight
@@ -386,6 +388,20 @@ func (u *upstream) callOn(link *mcp.ClientSession) *inflight {
 			return nil
 		}
 		if found == nil || c.seq > found.seq {
+			found = c
+		}
+	}
+	return found
+}
+
+// callOpening returns the newest call of peer's that waits for its link
+// to open; nil when there is none.
+func (u *upstream) callOpening(peer *mcp.ServerSession) *inflight {
+	u.callsMu.Lock()
+	defer u.callsMu.Unlock()
+	var found *inflight
+	for c := range u.calls {
+		if c.link == nil && c.req != nil && c.req.Session == peer && (found == nil || c.seq > found.seq) {
 			found = c
 		}
 	}

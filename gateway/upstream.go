@@ -422,8 +422,14 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	if req != nil {
 		downstream = req.Session
 	}
+	// The call is in flight before its link is: a per_client link opens
+	// on its client's first call, and a question the upstream asks as it
+	// opens (server-filesystem asks for roots at once) belongs to that
+	// call, on whose stream the client surely listens (see callOpening).
+	fl, done := u.track(ctx, req, nil)
 	cs, err := u.linkFor(ctx, downstream)
 	if err != nil {
+		done()
 		u.log().Warn("upstream not reachable", "upstream", u.cfg.Name, "tool", name, "error", logText(err.Error()))
 		return nil, &interlock.Error{
 			Code:    interlock.CodeUpstreamUnavailable,
@@ -448,7 +454,9 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	if r, ok := interlock.RetryOf(ctx); ok {
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
-	fl, done := u.track(ctx, req, cs)
+	u.callsMu.Lock()
+	fl.link = cs
+	u.callsMu.Unlock()
 	var v *verbatim
 	if req != nil {
 		// The client's own call; a preview's result is read by the gate.
