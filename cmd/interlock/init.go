@@ -671,10 +671,14 @@ func argsOf(tools []policy.OfferedTool, name string) []string {
 // a call of t: it takes only arguments t requires, so they are there on
 // every call, and either takes exactly t's arguments as the only such tool
 // or shares a word of its name with t's (get_file_info for delete_file).
-// It returns "" when none fits.
+// It returns "" when none fits, and for a tool that makes what it names
+// (see creates).
 func previewFor(t policy.OfferedTool, own []policy.OfferedTool, listed map[string]*mcp.Tool) string {
 	required := requiredOf(listed[t.Name])
 	words := nameWords(t.Name)
+	if creates(words) {
+		return ""
+	}
 	type candidate struct {
 		name   string
 		shared int
@@ -786,4 +790,15 @@ func clientFiles(getenv func(string) string, goos string) []string {
 		}
 	}
 	return found
+}
+
+// makingVerbs begin the names of tools that may make what they name.
+var makingVerbs = []string{"write", "create", "add", "new", "make", "put", "upload", "insert", "post", "save", "mkdir"}
+
+// creates reports whether a tool named by words may make what it names
+// (write_file, create_directory): a preview that reads the thing would
+// fail for a new one, and a failing preview refuses the call, so such a
+// tool gets none.
+func creates(words []string) bool {
+	return len(words) > 0 && slices.Contains(makingVerbs, words[0])
 }

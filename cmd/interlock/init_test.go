@@ -328,9 +328,11 @@ func TestInitReasonsAndPreviews(t *testing.T) {
 		required []string
 		want     string
 	}{
-		{"delete_file", []string{"path"}, []string{"path"}, "get_file_info"},                      // a shared word wins
-		{"write_file", []string{"content", "path"}, []string{"content", "path"}, "get_file_info"}, // fewer arguments, but named alike
-		{"delete_file", []string{"path"}, nil, ""},                                                // path may be absent
+		{"delete_file", []string{"path"}, []string{"path"}, "get_file_info"},                     // a shared word wins
+		{"edit_file", []string{"content", "path"}, []string{"content", "path"}, "get_file_info"}, // fewer arguments, but named alike
+		{"write_file", []string{"content", "path"}, []string{"content", "path"}, ""},             // it may make the file the preview would read
+		{"create_directory", []string{"path"}, []string{"path"}, ""},
+		{"delete_file", []string{"path"}, nil, ""}, // path may be absent
 		{"move_directory", []string{"path"}, []string{"path"}, "list_directory"},
 		{"cancel_item", []string{"id"}, []string{"id"}, ""}, // two read-only tools take id, neither named alike
 	} {
