@@ -50,6 +50,54 @@ type peerLink struct {
 	started bool // a link was made before
 }
 
+// open returns pl's link, made by dial when there is none (at first, or
+// after the last one broke); restarted hears every remaking.
+func (pl *peerLink) open(dial func() (*mcp.ClientSession, error), restarted func()) (*mcp.ClientSession, error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.cs != nil {
+		return pl.cs, nil
+	}
+	cs, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	if pl.started {
+		restarted()
+	}
+	pl.cs, pl.started = cs, true
+	go func() {
+		_ = cs.Wait()
+		pl.mu.Lock()
+		if pl.cs == cs {
+			pl.cs = nil
+		}
+		pl.mu.Unlock()
+	}()
+	return cs, nil
+}
+
+// close closes pl's link, if one is open.
+func (pl *peerLink) close() {
+	pl.mu.Lock()
+	cs := pl.cs
+	pl.cs = nil
+	pl.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
+	}
+}
+
+// restarted records that a link of u was made again, as what says.
+func (u *upstream) restarted(what string) func() {
+	return func() {
+		if u.onEvent != nil {
+			_, upstream := u.describe()
+			u.onEvent("upstream_restarted", "reconnected "+what+" to "+upstream)
+		}
+	}
+}
+
 // linkFor returns the upstream session that serves ss: its own one where
 // the upstream is per_client, else a shared one. An upstream that speaks
 // 2026-07-28 asks its questions in results, which a client of an earlier
@@ -77,29 +125,8 @@ func (u *upstream) pushLink(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	pl := u.push
 	u.linksMu.Unlock()
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.cs != nil {
-		return pl.cs, nil
-	}
-	cs, err := u.dial(ctx, nil, pushProtocol)
-	if err != nil {
-		return nil, err
-	}
-	if pl.started && u.onEvent != nil {
-		_, what := u.describe()
-		u.onEvent("upstream_restarted", "reconnected the link of clients before "+protocolNew+" to "+what)
-	}
-	pl.cs, pl.started = cs, true
-	go func() {
-		_ = cs.Wait()
-		pl.mu.Lock()
-		if pl.cs == cs {
-			pl.cs = nil
-		}
-		pl.mu.Unlock()
-	}()
-	return cs, nil
+	return pl.open(func() (*mcp.ClientSession, error) { return u.dial(ctx, nil, pushProtocol) },
+		u.restarted("the link of clients before "+protocolNew))
 }
 
 // closePush closes the push link, if one is open.
@@ -107,15 +134,8 @@ func (u *upstream) closePush() {
 	u.linksMu.Lock()
 	pl := u.push
 	u.linksMu.Unlock()
-	if pl == nil {
-		return
-	}
-	pl.mu.Lock()
-	cs := pl.cs
-	pl.cs = nil
-	pl.mu.Unlock()
-	if cs != nil {
-		_ = cs.Close()
+	if pl != nil {
+		pl.close()
 	}
 }
 
@@ -136,39 +156,12 @@ func (u *upstream) ownLink(ctx context.Context, ss *mcp.ServerSession) (*mcp.Cli
 			u.linksMu.Lock()
 			delete(u.links, ss)
 			u.linksMu.Unlock()
-			pl.mu.Lock()
-			cs := pl.cs
-			pl.cs = nil
-			pl.mu.Unlock()
-			if cs != nil {
-				_ = cs.Close()
-			}
+			pl.close()
 		}()
 	}
 	u.linksMu.Unlock()
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.cs != nil {
-		return pl.cs, nil
-	}
-	cs, err := u.dial(ctx, ss, pushProtocol)
-	if err != nil {
-		return nil, err
-	}
-	if pl.started && u.onEvent != nil {
-		_, what := u.describe()
-		u.onEvent("upstream_restarted", "reconnected a client's link to "+what)
-	}
-	pl.cs, pl.started = cs, true
-	go func() {
-		_ = cs.Wait()
-		pl.mu.Lock()
-		if pl.cs == cs {
-			pl.cs = nil
-		}
-		pl.mu.Unlock()
-	}()
-	return cs, nil
+	return pl.open(func() (*mcp.ClientSession, error) { return u.dial(ctx, ss, pushProtocol) },
+		u.restarted("a client's link"))
 }
 
 // dial opens an upstream session. peer is the downstream session it
