@@ -178,11 +178,18 @@ func (g *Gate) recordOutcome(ctx context.Context, t *Tool, id Identity, ex Excha
 			rec.Summary = form.Message
 		}
 	}
+	failed := func(err error) {
+		if err != nil {
+			g.log.ErrorContext(ctx, "audit log cannot be written", "tool", t.Name, "error", clip(err.Error()))
+		}
+	}
+	if g.queue != nil && rec.Decision == audit.DecisionAllowed {
+		failed(g.queue.Queue(failed, rec))
+		return
+	}
 	// A call its client cancelled is still recorded: the cancellation ends
 	// the call, not the record of how it ended.
-	if err := g.audit.Append(context.WithoutCancel(ctx), false, rec); err != nil {
-		g.log.ErrorContext(ctx, "audit log cannot be written", "tool", t.Name, "error", clip(err.Error()))
-	}
+	failed(g.audit.Append(context.WithoutCancel(ctx), false, rec))
 }
 
 // RecordEvent appends a record of something that happened around the gate

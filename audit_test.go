@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -244,6 +245,62 @@ func TestACancelledCallIsRecorded(t *testing.T) {
 			if err != nil || last.Outcome != string(CodeCancelled) {
 				t.Errorf("last record %s (%v), want the outcome CANCELLED", last.Raw, err)
 			}
+		})
+	}
+}
+
+// TestQueueAllowedAnswersBeforeTheCommit: with QueueAllowed, an allowed
+// call answers while the commit of its record is held, and its record is
+// written once the commit goes on; every other call's answer still waits
+// for its record, as it does without the option.
+func TestQueueAllowedAnswersBeforeTheCommit(t *testing.T) {
+	tests := []struct {
+		name    string
+		queue   bool
+		mode    Mode
+		args    string
+		answers bool // before the commit
+		want    string
+	}{
+		{"allowed, queued", true, ModeAllow, `{"customer_id":"a"}`, true, "allowed/ok"},
+		{"allowed, committed", false, ModeAllow, `{"customer_id":"a"}`, false, "allowed/ok"},
+		{"denied, queued", true, ModeDeny, `{"customer_id":"a"}`, false, "denied/TOOL_NOT_ALLOWED"},
+		{"confirmed, queued", true, ModeFlag, `{"customer_id":"a","__confirm":true}`, false, "confirmed/ by flag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &memoryAudit{}
+				held := make(chan struct{})
+				store := audit.NewGroupCommit(func(ctx context.Context, durable bool, recs []*audit.Record) error {
+					<-held
+					return log.Append(ctx, durable, recs...)
+				})
+				g := newGate(t, fixedPolicy{d: Decision{Mode: tt.mode}}, &GateOptions{Getenv: env("false"), Logger: quiet, Audit: store, QueueAllowed: tt.queue})
+				var rec recorder
+				answered := make(chan struct{})
+				go func() {
+					g.Call(context.Background(), testTool(t), alice, json.RawMessage(tt.args), rec.run)
+					close(answered)
+				}()
+				synctest.Wait()
+				select {
+				case <-answered:
+					if !tt.answers {
+						t.Error("the call answered before its record was committed")
+					}
+				default:
+					if tt.answers {
+						t.Error("the allowed call waited for the commit of its record")
+					}
+				}
+				close(held)
+				<-answered
+				store.Close()
+				if got := log.trailOf(t); len(got) == 0 || got[0] != tt.want {
+					t.Errorf("trail = %q, want %q first", got, tt.want)
+				}
+			})
 		})
 	}
 }

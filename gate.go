@@ -68,6 +68,12 @@ type GateOptions struct {
 	// written is logged and the call runs anyway.
 	Audit         audit.Log
 	AuditOptional bool
+	// QueueAllowed lets the answer to an allowed call (one no key had to
+	// confirm) go out once its record is queued, not committed, when
+	// Audit is an [audit.Queuer]: the append leaves the call's path, and a
+	// crash of the process loses the records still queued. The records of
+	// every other call are committed before their answers, as without it.
+	QueueAllowed bool
 
 	// Approvals keeps the approvals of mode approval; in memory when nil.
 	Approvals approval.Store
@@ -113,8 +119,11 @@ type Gate struct {
 
 	audit         audit.Log
 	auditOptional bool
-	meter         Meter
-	tracer        trace.Tracer
+	// queue is the audit log, when the records of allowed calls are only
+	// queued (Options.QueueAllowed).
+	queue  audit.Queuer
+	meter  Meter
+	tracer trace.Tracer
 
 	approvals    approval.Store
 	approvalBase string
@@ -187,6 +196,9 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 	g.SetPolicy(p, opts.MaxArgumentBytes)
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	if q, ok := opts.Audit.(audit.Queuer); ok && opts.QueueAllowed {
+		g.queue = q
 	}
 	if g.identify == nil {
 		g.identify = DefaultIdentify

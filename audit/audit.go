@@ -174,6 +174,17 @@ type Log interface {
 	Append(ctx context.Context, durable bool, recs ...*Record) error
 }
 
+// Queuer is a [Log] that can take records without their writer waiting
+// for the commit: the records are chained and committed in the order they
+// were queued, among appended ones, and a crash of the process loses those
+// still queued. Closing the log commits what is queued.
+type Queuer interface {
+	// Queue adds records to the end of the queue and returns once they
+	// are on it, waiting while it is full; done hears the commit's
+	// result, on the committing goroutine, and must not block.
+	Queue(done func(error), recs ...*Record) error
+}
+
 // Reader reads an audit log back, in chain order.
 type Reader interface {
 	// Records yields every record with a sequence number of at least from.

@@ -22,7 +22,10 @@ type GroupCommit struct {
 type commitRequest struct {
 	recs    []*Record
 	durable bool
-	result  chan error
+	// result hears the commit of an appended request; done, of a queued
+	// one.
+	result chan error
+	done   func(error)
 }
 
 // maxBatch bounds the records of one transaction.
@@ -46,6 +49,27 @@ func (g *GroupCommit) Append(ctx context.Context, durable bool, recs ...*Record)
 		return nil
 	}
 	req := &commitRequest{recs: recs, durable: durable, result: make(chan error, 1)}
+	if err := g.enqueue(ctx, req); err != nil {
+		return err
+	}
+	// Once queued, the records are written whatever the caller's context
+	// says: a call must not run on a confirmation whose record may or may
+	// not exist.
+	return <-req.result
+}
+
+// Queue implements [Queuer].
+func (g *GroupCommit) Queue(done func(error), recs ...*Record) error {
+	if len(recs) == 0 {
+		done(nil)
+		return nil
+	}
+	return g.enqueue(context.Background(), &commitRequest{recs: recs, done: done})
+}
+
+// enqueue hands req to the committing goroutine, waiting while the queue
+// is full.
+func (g *GroupCommit) enqueue(ctx context.Context, req *commitRequest) error {
 	g.mu.RLock()
 	if g.closed {
 		g.mu.RUnlock()
@@ -58,10 +82,7 @@ func (g *GroupCommit) Append(ctx context.Context, durable bool, recs ...*Record)
 		g.mu.RUnlock()
 		return ctx.Err()
 	}
-	// Once queued, the records are written whatever the caller's context
-	// says: a call must not run on a confirmation whose record may or may
-	// not exist.
-	return <-req.result
+	return nil
 }
 
 func (g *GroupCommit) loop() {
@@ -95,7 +116,11 @@ func (g *GroupCommit) loop() {
 		}
 		err := g.commit(context.Background(), durable, recs)
 		for _, r := range batch {
-			r.result <- err
+			if r.done != nil {
+				r.done(err)
+			} else {
+				r.result <- err
+			}
 		}
 	}
 }

@@ -26,6 +26,8 @@ type setup struct {
 	// pprof, when set, is passed to every gateway as --pprof, to profile
 	// one variant (run it alone with -only) while it is measured.
 	pprof string
+	// allowedCalls, when set, is every gateway's audit.allowed_calls.
+	allowedCalls string
 }
 
 // variant is one way of reaching the echo tool.
@@ -88,7 +90,11 @@ rules:
 
 func (s *setup) config(upstream string) string {
 	path := filepath.Join(s.dir, fmt.Sprintf("config-%d.yaml", time.Now().UnixNano()))
-	check(os.WriteFile(path, []byte(fmt.Sprintf(policy, upstream)), 0o600))
+	cfg := fmt.Sprintf(policy, upstream)
+	if s.allowedCalls != "" {
+		cfg += "audit:\n  allowed_calls: " + s.allowedCalls + "\n"
+	}
+	check(os.WriteFile(path, []byte(cfg), 0o600))
 	return path
 }
 

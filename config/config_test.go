@@ -80,6 +80,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a duration", "http:\n  read_timeout: soon\n", []string{`policy.yaml:2: http.read_timeout "soon" must be a duration`}},
 		{"no connections", "http:\n  max_connections: 0\n", []string{"policy.yaml:2: http.max_connections must be between 1 and 1000000"}},
 		{"negative session cap", "http:\n  max_sessions_per_principal: -1\n", []string{"policy.yaml:2: http.max_sessions_per_principal must be between 1"}},
+		{"unknown audit.allowed_calls", "audit:\n  allowed_calls: later\n", []string{`policy.yaml:2: audit.allowed_calls "later" must be committed (the default) or queued`}},
 		{"several problems at once", "rules:\n  - name: a\n    mode: maybe\n  - name: b\n    mode: deny\n    when: '('\n", []string{`policy.yaml:3: rule "a"`, `policy.yaml:6: rule "b"`}},
 	}
 	for _, tt := range tests {
@@ -223,6 +224,28 @@ http:
 			got.durations, got.lines, got.line = nil, nil, 0
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("http = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAuditAllowedCalls(t *testing.T) {
+	tests := []struct {
+		src    string
+		queued bool
+	}{
+		{"", false},
+		{"audit: {allowed_calls: committed}\n", false},
+		{"audit: {allowed_calls: queued}\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			f, err := Parse("p.yaml", []byte(tt.src), noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Audit.QueuesAllowed(); got != tt.queued {
+				t.Errorf("QueuesAllowed() = %v, want %v", got, tt.queued)
 			}
 		})
 	}

@@ -310,6 +310,13 @@ type Audit struct {
 	// Required makes a confirmed call fail closed when its record cannot be
 	// written; true when absent.
 	Required *bool `yaml:"required"`
+	// AllowedCalls says when the answer to an allowed call (one no key had
+	// to confirm) goes out: once its record is committed
+	// (AllowedCallsCommitted, the default), or once it is queued for the
+	// next commit (AllowedCallsQueued), which takes the append off the
+	// call's path and lets a crash of the process lose the records still
+	// queued.
+	AllowedCalls string `yaml:"allowed_calls"`
 	// SQLite is the database file; a relative path is taken from the
 	// gateway's data directory.
 	SQLite string `yaml:"sqlite"`
@@ -332,6 +339,16 @@ type Webhook struct {
 
 // IsRequired reports whether confirmed calls fail closed without a record.
 func (a Audit) IsRequired() bool { return a.Required == nil || *a.Required }
+
+// The values of audit.allowed_calls.
+const (
+	AllowedCallsCommitted = "committed"
+	AllowedCallsQueued    = "queued"
+)
+
+// QueuesAllowed reports whether the answer to an allowed call goes out once
+// its record is queued, not committed.
+func (a Audit) QueuesAllowed() bool { return a.AllowedCalls == AllowedCallsQueued }
 
 // Checkpoint configures signed checkpoints of the audit chain's head.
 type Checkpoint struct {
@@ -864,6 +881,9 @@ func checkAudit(f *File, keyLine lines, expand expander, add func(int, string, .
 		if a.SQLite != "" {
 			add(keyLine.At("audit.sqlite", 0), "audit: give sqlite or postgres, not both")
 		}
+	}
+	if v := a.AllowedCalls; v != "" && v != AllowedCallsCommitted && v != AllowedCallsQueued {
+		add(keyLine.At("audit.allowed_calls", 0), "audit.allowed_calls %q must be %s (the default) or %s", v, AllowedCallsCommitted, AllowedCallsQueued)
 	}
 	cp := a.Checkpoint
 	if cp == nil {

@@ -49,6 +49,7 @@ type Audit struct {
 var (
 	_ audit.Log    = (*Audit)(nil)
 	_ audit.Reader = (*Audit)(nil)
+	_ audit.Queuer = (*Audit)(nil)
 )
 
 // OpenAudit connects to the database at url (postgres://…; a search_path

@@ -61,6 +61,7 @@ type Audit struct {
 var (
 	_ audit.Log    = (*Audit)(nil)
 	_ audit.Reader = (*Audit)(nil)
+	_ audit.Queuer = (*Audit)(nil)
 )
 
 // OpenAudit opens (creating when needed) the audit log at path.

@@ -143,88 +143,128 @@ func TestAuditThroughServe(t *testing.T) {
 func TestAuditSurvivesKill9(t *testing.T) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
-			data := t.TempDir()
-			config := filepath.Join(data, "config.yaml")
 			section := ""
 			if backend == "postgres" {
 				section = "audit:\n  postgres: " + pgSchema(t) + "\n"
 			}
-			cfg := strings.Replace(string(builtinConfig), "rules:", section+"rules:", 1)
-			cfg = strings.Replace(cfg, "command: [interlock, demo]", fmt.Sprintf("command: [%s, demo, --db, %s]", binary, filepath.Join(data, "demo.db")), 1)
-			if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cmd := command("false", "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", config)
-			url, exited := launch(t, cmd)
-
-			var allowed, confirmed atomic.Int64
-			var wg sync.WaitGroup
-			stop := make(chan struct{})
-			for range 4 {
-				wg.Go(func() {
-					cs, err := mcp.NewClient(&mcp.Implementation{Name: "crash"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
-					if err != nil {
-						return
-					}
-					defer cs.Close()
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						name, args, counter := "get_customer", map[string]any{"id": "acct_9931"}, &allowed
-						if i%2 == 1 {
-							name, args, counter = "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true}, &confirmed
-						}
-						res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-						if err != nil {
-							return
-						}
-						if !res.IsError {
-							counter.Add(1)
-						}
-					}
-				})
-			}
-			time.Sleep(1500 * time.Millisecond)
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-exited
-			close(stop)
-			wg.Wait()
-			if allowed.Load() == 0 || confirmed.Load() == 0 {
-				t.Fatalf("no calls succeeded before the kill (%d, %d)", allowed.Load(), confirmed.Load())
-			}
-
-			code, out, errText := runCLI(t, "audit", "verify", "--data", data, "--config", config)
-			if code != 0 {
-				t.Fatalf("verify after kill -9: %d %q %q", code, out, errText)
-			}
-			_, jsonl, _ := runCLI(t, "audit", "export", "--data", data, "--config", config)
-			var okAllowed, okConfirmed, confirmations int64
-			sc := bufio.NewScanner(strings.NewReader(jsonl))
-			sc.Buffer(nil, 1<<20)
-			for sc.Scan() {
-				var r audit.Record
-				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-					t.Fatal(err)
-				}
-				switch {
-				case r.Tool == "get_customer" && r.Outcome == "ok":
-					okAllowed++
-				case r.Tool == "send_reminder" && r.Decision == "confirmed" && r.Outcome == "":
-					confirmations++
-				case r.Tool == "send_reminder" && r.Outcome == "ok":
-					okConfirmed++
-				}
-			}
+			k := killDuringCalls(t, section)
 			t.Logf("%s: clients saw %d allowed and %d confirmed calls succeed; the log has %d, %d (and %d confirmations)",
-				backend, allowed.Load(), confirmed.Load(), okAllowed, okConfirmed, confirmations)
-			if okAllowed < allowed.Load() || okConfirmed < confirmed.Load() || confirmations < okConfirmed {
+				backend, k.allowed, k.confirmed, k.okAllowed, k.okConfirmed, k.confirmations)
+			if k.okAllowed < k.allowed || k.okConfirmed < k.confirmed || k.confirmations < k.okConfirmed {
 				t.Errorf("records missing for calls that succeeded")
 			}
 		})
 	}
+}
+
+// TestQueuedAllowedCallsSurviveKill9 kills a gateway whose allowed calls
+// answer once their record is queued (audit.allowed_calls: queued): the
+// chain still verifies and no confirmed call lacks its record; the records
+// of allowed calls still queued at the kill are lost, and counted.
+func TestQueuedAllowedCallsSurviveKill9(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			section := "audit:\n  allowed_calls: queued\n"
+			if backend == "postgres" {
+				section += "  postgres: " + pgSchema(t) + "\n"
+			}
+			k := killDuringCalls(t, section)
+			t.Logf("%s: clients saw %d allowed and %d confirmed calls succeed; the log has %d, %d (and %d confirmations): %d allowed calls' records lost",
+				backend, k.allowed, k.confirmed, k.okAllowed, k.okConfirmed, k.confirmations, max(0, k.allowed-k.okAllowed))
+			if k.confirmations < k.confirmed {
+				t.Errorf("%d confirmed calls succeeded, and only %d confirmations are on record", k.confirmed, k.confirmations)
+			}
+			if k.okAllowed == 0 {
+				t.Error("no allowed call's record was written")
+			}
+		})
+	}
+}
+
+// killed is what clients saw succeed before a gateway was killed, and what
+// its audit log holds afterwards.
+type killed struct {
+	allowed, confirmed                    int64
+	okAllowed, okConfirmed, confirmations int64
+}
+
+// killDuringCalls serves the demo with the audit section given, has four
+// clients call an allowed and a confirmed tool in turn, kills the gateway
+// with SIGKILL, and checks that the audit chain verifies.
+func killDuringCalls(t *testing.T, section string) killed {
+	t.Helper()
+	data := t.TempDir()
+	config := filepath.Join(data, "config.yaml")
+	cfg := strings.Replace(string(builtinConfig), "rules:", section+"rules:", 1)
+	cfg = strings.Replace(cfg, "command: [interlock, demo]", fmt.Sprintf("command: [%s, demo, --db, %s]", binary, filepath.Join(data, "demo.db")), 1)
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := command("false", "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", config)
+	url, exited := launch(t, cmd)
+
+	var allowed, confirmed atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "crash"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+			if err != nil {
+				return
+			}
+			defer cs.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name, args, counter := "get_customer", map[string]any{"id": "acct_9931"}, &allowed
+				if i%2 == 1 {
+					name, args, counter = "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true}, &confirmed
+				}
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+				if err != nil {
+					return
+				}
+				if !res.IsError {
+					counter.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	close(stop)
+	wg.Wait()
+	k := killed{allowed: allowed.Load(), confirmed: confirmed.Load()}
+	if k.allowed == 0 || k.confirmed == 0 {
+		t.Fatalf("no calls succeeded before the kill (%d, %d)", k.allowed, k.confirmed)
+	}
+
+	code, out, errText := runCLI(t, "audit", "verify", "--data", data, "--config", config)
+	if code != 0 {
+		t.Fatalf("verify after kill -9: %d %q %q", code, out, errText)
+	}
+	_, jsonl, _ := runCLI(t, "audit", "export", "--data", data, "--config", config)
+	sc := bufio.NewScanner(strings.NewReader(jsonl))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Tool == "get_customer" && r.Outcome == "ok":
+			k.okAllowed++
+		case r.Tool == "send_reminder" && r.Decision == "confirmed" && r.Outcome == "":
+			k.confirmations++
+		case r.Tool == "send_reminder" && r.Outcome == "ok":
+			k.okConfirmed++
+		}
+	}
+	return k
 }
 
 // pgSchema makes a fresh schema on the test PostgreSQL server and returns

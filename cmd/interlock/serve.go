@@ -234,7 +234,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return err
 	}
 	defer auditLog.Close()
-	opts.Gate.Audit, opts.Gate.AuditOptional = auditLog, !f.Audit.IsRequired()
+	opts.Gate.Audit, opts.Gate.AuditOptional, opts.Gate.QueueAllowed = auditLog, !f.Audit.IsRequired(), f.Audit.QueuesAllowed()
 	opts.Probes = append(opts.Probes, gateway.Probe{Name: "audit log", Check: func(ctx context.Context) error {
 		_, _, err := auditLog.Head(ctx)
 		return err
