@@ -3,6 +3,8 @@ package interlock
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,6 +54,23 @@ func BenchmarkGate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			g.CallRequest(ctx, tool, req, run)
+		}
+	})
+	// The same read-only call with the gateway's logger at info, writing
+	// to a file as interlock serve writes to standard error.
+	b.Run("allow/logged", func(b *testing.B) {
+		devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer devNull.Close()
+		logger := slog.New(slog.NewTextHandler(devNull, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		g := newGate(b, ByAnnotations{}, &GateOptions{Getenv: env(""), Logger: logger})
+		raw := json.RawMessage(`{"id":"acct_9931"}`)
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			g.Call(ctx, tool, id, raw, run)
 		}
 	})
 	for _, bb := range benches {

@@ -511,9 +511,15 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),
 			Decision: decision, Outcome: outcome, ConfirmedBy: confirmedBy, Budget: tr.budget, Took: took, Ran: tr.ranFor})
 	}
+	// An allowed call that went well is on record in the audit log (and in
+	// the metrics): its line is for debugging. Every other call, a
+	// refusal, a confirmation or a failure, is a line an operator reads.
 	level := slog.LevelInfo
-	if ErrorCode(err) == CodeInternal {
+	switch {
+	case ErrorCode(err) == CodeInternal:
 		level = slog.LevelError
+	case decision == audit.DecisionAllowed && outcome == audit.OutcomeOK:
+		level = slog.LevelDebug
 	}
 	if g.log.Enabled(ctx, level) {
 		attrs := []slog.Attr{

@@ -363,3 +363,43 @@ func TestSetPolicyDuringACall(t *testing.T) {
 		t.Errorf("preview = %v, want note redacted as the starting policy says", b.Preview)
 	}
 }
+
+// TestCallLogLevels: an allowed call that went well is logged at debug,
+// the audit log being its record; a refusal, a confirmed call and a
+// failing tool are logged at info, where an operator reads them.
+func TestCallLogLevels(t *testing.T) {
+	failing := func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "boom"}}}, nil
+	}
+	var rec recorder
+	tests := []struct {
+		name string
+		mode Mode
+		args string
+		run  Runner
+		want string
+	}{
+		{"allowed", ModeAllow, `{"customer_id":"a"}`, rec.run, "level=DEBUG"},
+		{"allowed, the tool fails", ModeAllow, `{"customer_id":"a"}`, failing, "level=INFO"},
+		{"denied", ModeDeny, `{"customer_id":"a"}`, rec.run, "level=INFO"},
+		{"confirmed", ModeFlag, `{"customer_id":"a","__confirm":true}`, rec.run, "level=INFO"},
+		{"invalid", ModeAllow, `{"customer_id":1}`, rec.run, "level=INFO"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			g := newGate(t, fixedPolicy{d: Decision{Mode: tt.mode}}, &GateOptions{Getenv: env("false"), Logger: logger})
+			g.Call(context.Background(), testTool(t), alice, json.RawMessage(tt.args), tt.run)
+			var line string
+			for l := range strings.Lines(out.String()) {
+				if strings.Contains(l, `msg="tool call"`) {
+					line = l
+				}
+			}
+			if !strings.Contains(line, " "+tt.want+" ") {
+				t.Errorf("the call's line %q, want %s", line, tt.want)
+			}
+		})
+	}
+}

@@ -260,4 +260,31 @@ func BenchmarkAppend(b *testing.B, open func(b *testing.B) audit.Log) {
 			})
 		}
 	}
+	// Queued: eight writers that do not wait for the commit of their
+	// records (audit.allowed_calls: queued), the whole queue committed.
+	b.Run("queued/writers=8", func(b *testing.B) {
+		q, ok := open(b).(audit.Queuer)
+		if !ok {
+			b.Skip("the store cannot queue records")
+		}
+		var committed sync.WaitGroup
+		done := func(err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			committed.Done()
+		}
+		b.SetParallelism(max(8/runtime.GOMAXPROCS(0), 1))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				r := &audit.Record{Time: time.Now(), Event: "call", Tool: "get_customer", Decision: "allowed", Outcome: "ok",
+					Args: map[string]any{"id": "acct_9931"}}
+				committed.Add(1)
+				if err := q.Queue(done, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		committed.Wait()
+	})
 }
