@@ -167,15 +167,16 @@ func (g *Gateway) handleGrantScope(w http.ResponseWriter, r *http.Request, who i
 	dec.DisallowUnknownFields()
 	bad := func(msg string) {
 		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Message: msg,
-			Hint: `Send {"when": "num(args.amount) <= 100", "ttl": "2h", "uses": 10, "reason": "…"}: ttl at most 24h, uses 1 to 10000, when optional.`})
+			Hint: fmt.Sprintf(`Send {"when": "num(args.amount) <= 100", "ttl": "2h", "uses": 10, "reason": "…"}: ttl at most %gh, uses 1 to %d, when optional.`,
+				approval.MaxGrantLifetime.Hours(), approval.MaxGrantUses)})
 	}
 	if err := dec.Decode(&body); err != nil {
 		bad("The request body is not a grant.")
 		return
 	}
-	ttl, err := time.ParseDuration(body.TTL)
+	ttl, err := approval.ParseLifetime(body.TTL)
 	if err != nil {
-		bad(fmt.Sprintf("ttl %q is not a duration such as 2h.", body.TTL))
+		bad("ttl: " + err.Error() + ".")
 		return
 	}
 	sg, err := g.gate.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})
