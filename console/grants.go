@@ -73,7 +73,7 @@ func (c *Console) grantScope(w http.ResponseWriter, r *http.Request, s *session)
 	id := r.PathValue("id")
 	sg, err := c.gate.GrantScope(r.Context(), id, s.who, interlock.GrantRequest{When: form.When, TTL: ttl, Uses: uses, Reason: form.Reason})
 	if err != nil {
-		status, problem := refusal(err)
+		status, problem := refused(err)
 		if status == 0 {
 			c.fail(w, r, s, fmt.Errorf("granting a scope: %w", err))
 			return
@@ -116,7 +116,7 @@ func (c *Console) grantsPage(w http.ResponseWriter, r *http.Request, s *session)
 func (c *Console) revokeGrant(w http.ResponseWriter, r *http.Request, s *session) {
 	sg, err := c.gate.RevokeGrant(r.Context(), r.PathValue("id"), s.who)
 	if err != nil {
-		status, problem := refusal(err)
+		status, problem := refused(err)
 		if status == 0 {
 			c.fail(w, r, s, fmt.Errorf("revoking a grant: %w", err))
 			return

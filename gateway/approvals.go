@@ -38,7 +38,7 @@ func (g *Gateway) view(a *approval.Approval) approvalView {
 // The approver is the API key's (or token's) identity; without keys there
 // is nobody to tell from the caller, so the face refuses. Who may see or
 // decide what is package approval's to say, and a refusal's code and
-// words interlock.Refusal's.
+// words refusal.Of's.
 func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 	for _, route := range []struct {
 		pattern string
