@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,7 @@ func soak(ctx context.Context, v *variant, calls, clients int) (soakResult, erro
 			sum += residentSet(pid)
 		}
 		res.rss = append(res.rss, sum)
+		fmt.Fprintf(os.Stderr, "%s: %d calls made, resident set %s\n", v.name, min(next.Load(), int64(calls)), mib(sum))
 	}
 	sample()
 	sampled := make(chan struct{})
