@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,8 +187,14 @@ func TestOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		// As a child is given its stdin: Fd puts the pipe in blocking
-		// mode, and a file made from it is not polled.
-		b := os.NewFile(r.Fd(), "stdin")
+		// mode, and a file made from a copy of the descriptor is not
+		// polled.
+		fd, err := syscall.Dup(int(r.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		b := os.NewFile(uintptr(fd), "stdin")
 		t.Cleanup(func() { b.Close(); w.Close() })
 		return b, w
 	}
