@@ -4,12 +4,21 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/internal/pollable"
 )
+
+// nopCloser leaves standard output open when the session closes, as the
+// SDK's StdioTransport does.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 type echoArgs struct {
 	Text string `json:"text"`
@@ -37,7 +46,13 @@ func serveEcho(args []string) {
 	fs.Parse(args)
 	s := echoServer()
 	if *httpAddr == "" {
-		check(s.Run(context.Background(), &mcp.StdioTransport{}))
+		// Through the poller, as interlock reads its own stdin: the SDK's
+		// StdioTransport reads os.Stdin in blocking mode, and the runtime
+		// would now and then stall this server until the next request
+		// (see internal/pollable), which the soak would count as a lost
+		// answer of the variant measured.
+		in := pollable.Open(os.Stdin)
+		check(s.Run(context.Background(), &mcp.IOTransport{Reader: in, Writer: nopCloser{os.Stdout}}))
 		return
 	}
 	ln, err := net.Listen("tcp", *httpAddr)

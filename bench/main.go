@@ -110,7 +110,7 @@ func run(args []string, w io.Writer) error {
 	}
 	ctx := context.Background()
 	if *soakCalls > 0 {
-		fmt.Fprintf(w, "| variant | clients | calls | lost (no answer in %s) | failed | calls/s | took |\n|---|---|---|---|---|---|---|\n", soakTimeout)
+		fmt.Fprintf(w, "| variant | clients | calls | lost (no answer in %s) | failed | calls/s | took | RSS at start | RSS at end | RSS peak |\n|---|---|---|---|---|---|---|---|---|---|\n", soakTimeout)
 		for _, v := range variants {
 			if !slices.Contains(strings.Split(*only, ","), v.name) {
 				continue // a direct variant kept for ratios

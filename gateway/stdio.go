@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/internal/pollable"
 )
 
 // ServeStdio serves one client over a newline-delimited stream, as
@@ -15,7 +18,17 @@ import (
 // client closes in or ctx ends. Its tools/call requests take the lane (see
 // lane.go) as a session's do over HTTP; every other line goes to the SDK's
 // server, as it would without the lane.
+//
+// A pipe in is read again through the runtime's poller (see
+// internal/pollable): read as it is given, in blocking mode, the gateway
+// could stall, every goroutine with it, until the client wrote again.
 func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	if f, ok := in.(*os.File); ok {
+		if p := pollable.Open(f); p != f {
+			defer p.Close()
+			in = p
+		}
+	}
 	w := &lineWriter{w: out}
 	pr, pw := io.Pipe()
 	ss, err := g.server.Connect(ctx, &mcp.IOTransport{Reader: pr, Writer: w}, nil)

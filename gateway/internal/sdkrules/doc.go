@@ -21,6 +21,16 @@
 // servePOST and ephemeralConnectOpts read in place of the body, the gateway
 // could hand every request to the SDK, and the lane, with every rule here,
 // could go.
+//
+// One thing of the SDK's the gateway does not copy but avoids: its
+// StdioTransport reads os.Stdin as the process was given it, a pipe in
+// blocking mode, so the goroutine that waits for the client's next line
+// sleeps in read(2), where the Go 1.26 runtime can stall the whole process
+// (internal/pollable says how). ServeStdio reads through the runtime's
+// poller instead. StdioTransport would be rid of the stall by doing the
+// same: reading a pipe it finds in blocking mode from a new, non-blocking
+// open of it, as pollable.Open does, or taking the reader from its caller
+// as IOTransport does.
 package sdkrules
 
 // SDKVersion is the go-sdk version every entry of Mirrors was checked
