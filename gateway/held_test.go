@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -191,5 +194,38 @@ func TestHeldCallExpires(t *testing.T) {
 	b := body(t, late)
 	if b.Code != interlock.CodeCancelled || !strings.Contains(b.Message, "no longer waiting") || !strings.Contains(b.RecoveryHint, "again") {
 		t.Errorf("late retry = %+v", b)
+	}
+}
+
+// TestTaskCallRefusedWithoutSession: a task-augmented call that comes
+// without a session, which the lane does not take, is refused as on a
+// session, never run as a plain call.
+func TestTaskCallRefusedWithoutSession(t *testing.T) {
+	gw := start(t, testConfig(t, "", "fx"), "false")
+	srv := httptest.NewServer(gw.Handler(true))
+	defer srv.Close()
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{},"task":{"ttl":60000}}}`
+	req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got struct {
+		ID     int             `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != 7 || got.Result != nil || got.Error.Code != -32602 || !strings.Contains(got.Error.Message, "task-augmented") {
+		t.Errorf("answer = %+v", got)
 	}
 }
