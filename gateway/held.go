@@ -77,7 +77,18 @@ type heldOutcome struct {
 // speaks 2026-07-28 and the link an earlier protocol, whose upstream asks
 // its questions in the middle of the call.
 func holds(req *mcp.CallToolRequest, link *mcp.ClientSession) bool {
-	if req == nil || !interlock.ExchangeOf(req).Native {
+	if req == nil {
+		return false
+	}
+	// Named in each request of 2026-07-28; an earlier client's session
+	// says its own.
+	v, _ := req.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	if v == "" && req.Session != nil {
+		if ip := req.Session.InitializeParams(); ip != nil {
+			v = ip.ProtocolVersion
+		}
+	}
+	if v < protocolNew {
 		return false
 	}
 	ir := link.InitializeResult()
@@ -162,7 +173,7 @@ func (u *upstream) park(h *heldCall, q *heldQuestion) *mcp.CallToolResult {
 		u.held = map[string]*heldCall{}
 	}
 	u.held[id] = h
-	u.heldMu.Unlock()
+	// Set under the lock, so that whoever takes h finds its timer.
 	h.timer = time.AfterFunc(heldTimeout, func() {
 		if u.takeHeld(id) != nil {
 			u.log().Warn("a held call's client did not answer the upstream's question in time; cancelling the call",
@@ -170,6 +181,7 @@ func (u *upstream) park(h *heldCall, q *heldQuestion) *mcp.CallToolResult {
 			h.stop()
 		}
 	})
+	u.heldMu.Unlock()
 	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{q.id: q.request}, RequestState: heldPrefix + id}
 }
 
