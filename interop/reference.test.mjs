@@ -446,7 +446,12 @@ async function startEverythingHttp() {
   });
   let err = '';
   await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server-everything did not listen: ${err}`)), 15_000);
+    // A loaded machine may take a while; one that did not listen in time
+    // is stopped, or it would keep the test process alive.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server-everything did not listen within 30 s: ${err}`));
+    }, 30_000);
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (d) => {
       err += d;
@@ -593,19 +598,19 @@ function assertSame(features, direct, through, label, sdk) {
 // What a client of 2025-11-25 cannot have through `interlock serve
 // --stateless`, and the clear failure it gets instead. Directly, the
 // reference servers have sessions, and that is what "works directly"
-// means here too: the same server, the same client. Without a session the
-// gateway cannot send the client a request (sampling, roots, a form) nor
-// anything outside a call's own stream (list_changed, resources/updated),
-// and keeps no log level set by an earlier request. What a call streams
-// back itself (progress, log messages at the level named in its _meta,
-// the result) is carried.
+// means here too: the same server, the same client, and interlock without
+// sessions must match it feature by feature but for these. Without a
+// session the gateway cannot send such a client a request (sampling,
+// roots, a form: the upstream is refused, a form answered cancel) nor
+// anything outside a call's own response stream (list_changed,
+// resources/updated). What a call streams back itself (progress, log
+// messages, its result) is carried.
 const STATELESS_GAPS = {
   'subscribe + updated': /no notifications\/resources\/updated/,
   list_changed: /no notifications\/resources\/list_changed/,
-  logging: /no log message within the call/,
-  sampling: /does not offer sampling|no client can answer|Sampling not supported|tool failed/,
-  roots: /no roots are currently configured|Allowed directories|tool failed/,
-  elicitation: /CANCELLED|tool failed/,
+  sampling: /no client can answer|does not offer sampling/,
+  roots: /no roots are currently configured|Allowed directories/,
+  elicitation: /cancelled the elicitation|CANCELLED/,
 };
 
 // gapsFor is what a connection (a column of the table) may lack.
