@@ -430,7 +430,7 @@ func ExchangeOf(req *mcp.CallToolRequest) Exchange {
 	ex.Native = protocolVersion(req) >= protocolMRTR
 	// A stateless HTTP request has no session the server could send an
 	// elicitation on; only a client that retries with answers can be asked.
-	stateless := req.Extra != nil && req.Extra.Header != nil && req.Session != nil && req.Session.ID() == ""
+	stateless := statelessHTTP(req)
 	ex.Form = form && req.Session != nil && (ex.Native || !stateless)
 	if ex.Form && !ex.Native {
 		ex.Ask = req.Session.Elicit
@@ -439,6 +439,12 @@ func ExchangeOf(req *mcp.CallToolRequest) Exchange {
 		ex.ShowURL = req.Session.Elicit
 	}
 	return ex
+}
+
+// statelessHTTP reports whether req came over HTTP without a session, on
+// which a server cannot send the client a request.
+func statelessHTTP(req *mcp.CallToolRequest) bool {
+	return req.Extra != nil && req.Extra.Header != nil && req.Session != nil && req.Session.ID() == ""
 }
 
 // protocolMRTR is the first protocol version with multi round-trip requests.
@@ -596,9 +602,10 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			}
 			c.raw = args
 			c.confirmedBy = ConfirmedByRelay
-			if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
-				return nil, d, err
-			}
+			// The decision was made, and recorded, when the call was first
+			// let through; the continuation leaves one record, with its
+			// outcome.
+			tr.ran, tr.decision = true, audit.DecisionConfirmed
 			ran := time.Now()
 			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
 			tr.ranFor = time.Since(ran)

@@ -165,6 +165,12 @@ func mcpEnvelope(limit int64, next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusBadRequest, id, code, msg)
 				return
 			}
+			if m := msgs[0]; len(msgs) == 1 && m.Method == "tools/call" && len(m.ID) > 0 && asksTask(m.Params) {
+				// Refused before the SDK, which has no tasks and would run
+				// it as a plain call, whether or not the lane takes it.
+				writeRPCError(w, http.StatusOK, m.ID, errTaskCall.Code, errTaskCall.Message)
+				return
+			}
 			r = r.WithContext(withState(r.Context(), func(s *requestState) { s.messages = msgs }))
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,8 @@ func TestMain(m *testing.M) {
 //     request and answers with what came back;
 //   - ask_push (read-only): asks the same by sending elicitation/create in
 //     the middle of the call, which only clients of earlier protocols allow;
+//     with {"ask": ["elicit", "sample", "roots"]} it pushes each of those
+//     questions in turn within one run and answers what came back;
 //   - slow (read-only): answers after {"ms": n} milliseconds;
 //   - getenv (read-only): answers the value of the environment variable
 //     {"name": …}, or "unset";
@@ -142,11 +145,50 @@ func serveFixture() {
 		})
 	s.AddTool(&mcp.Tool{Name: "ask_push", InputSchema: object, Annotations: readOnly},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			r, err := req.Session.Elicit(ctx, colorForm)
-			if err != nil {
-				return text("push failed: " + err.Error()), nil
+			var args struct{ Ask []string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			if len(args.Ask) == 0 {
+				r, err := req.Session.Elicit(ctx, colorForm)
+				if err != nil {
+					return text("push failed: " + err.Error()), nil
+				}
+				return answer("pushed=", r), nil
 			}
-			return answer("pushed=", r), nil
+			// Each question in turn, within the one run of the tool.
+			var got []string
+			for _, q := range args.Ask {
+				switch q {
+				case "elicit":
+					r, err := req.Session.Elicit(ctx, colorForm)
+					if err != nil {
+						return text("push failed: " + err.Error()), nil
+					}
+					color, _ := r.Content["color"].(string)
+					got = append(got, "elicit:"+r.Action+":"+color)
+				case "sample":
+					r, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5,
+						Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "ping"}}}})
+					if err != nil {
+						return text("push failed: " + err.Error()), nil
+					}
+					said, _ := r.Content.(*mcp.TextContent)
+					if said == nil {
+						return text("sampled no text"), nil
+					}
+					got = append(got, "sample:"+said.Text)
+				case "roots":
+					r, err := req.Session.ListRoots(ctx, nil)
+					if err != nil {
+						return text("push failed: " + err.Error()), nil
+					}
+					var uris []string
+					for _, root := range r.Roots {
+						uris = append(uris, root.URI)
+					}
+					got = append(got, "roots:"+strings.Join(uris, ","))
+				}
+			}
+			return text("pushed=" + strings.Join(got, ";")), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: object, Annotations: readOnly},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -172,8 +172,14 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
 		// The SDK reports every session at info level; the gateway's own
 		// records are the ones an operator reads.
-		Logger:             slog.New(quieter{log.Handler()}),
-		HasTools:           true,
+		Logger:   slog.New(quieter{log.Handler()}),
+		HasTools: true,
+		// The lists are the upstreams' and offered tells clients which
+		// there are; the SDK must still know that there may be prompts and
+		// resources, or it refuses a client of 2026-07-28 the
+		// subscriptions/listen stream that carries their changes.
+		HasPrompts:         true,
+		HasResources:       true,
 		CompletionHandler:  g.complete,
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,

@@ -288,6 +288,17 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			case "roots/list":
 				link := req.GetSession().(*mcp.ClientSession)
 				c := u.callOn(link)
+				if h := u.heldOf(c); h != nil {
+					// A client of 2026-07-28 is asked in its call's result.
+					if !declaresRoots(c.req.ClientCapabilities()) {
+						return nil, noAnswer("roots", false)
+					}
+					a, err := h.ask(ctx, &mcp.ListRootsParams{})
+					if res, ok := a.(*mcp.ListRootsResult); ok && err == nil {
+						return res, nil
+					}
+					return nil, noAnswer("roots", true)
+				}
 				if c == nil && peer != nil {
 					// A server may ask as soon as a client's own link is
 					// made, before the call that made it is on it: that
@@ -407,6 +418,17 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 	c := u.callOn(req.Session)
 	if c == nil || c.req == nil || c.req.Session == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
+	}
+	if h := u.heldOf(c); h != nil {
+		// A client of 2026-07-28 is asked in its call's result.
+		if caps := c.req.ClientCapabilities(); caps == nil || caps.Sampling == nil {
+			return nil, noAnswer("sampling", false)
+		}
+		a, err := h.ask(ctx, req.Params)
+		if res, ok := a.(*mcp.CreateMessageWithToolsResult); ok && err == nil {
+			return res, nil
+		}
+		return nil, noAnswer("sampling", true)
 	}
 	if caps := askable(c.req); caps == nil || caps.Sampling == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client of this call does not offer sampling"}
@@ -536,6 +558,14 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 		u.log().Warn("upstream asked a question that cannot be matched to one client's call; answering cancel", "upstream", u.cfg.Name)
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
+	if h := u.heldOf(c); h != nil && heldCanShow(c.req, req.Params) {
+		// A client of 2026-07-28 is asked in its call's result.
+		a, err := h.ask(ctx, req.Params)
+		if res, ok := a.(*mcp.ElicitResult); ok && err == nil {
+			return res, nil
+		}
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}
 	if c.req != nil && c.req.Session != nil && canCarry(c.req, req.Params) {
 		if st := laneStreamOf(c.ctx); st != nil {
 			return st.elicit(c.ctx, req.Params)
@@ -561,6 +591,19 @@ func canCarry(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
 		return ownsLink(call.Session) && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 	}
 	return ex.Form
+}
+
+// heldCanShow reports whether the client of a held call declared the mode
+// of elicitation q asks for.
+func heldCanShow(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
+	caps := call.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	if q.Mode == "url" {
+		return caps.Elicitation.URL != nil
+	}
+	return interlock.ExchangeOf(call).Form
 }
 
 // maxNotificationWait bounds how long a finished call waits for the

@@ -33,7 +33,7 @@ func TestUpstreamQuestions(t *testing.T) {
 		{"input request, earlier client", false, "2025-11-25", true, "ask", "asked=accept:blue", ""},
 		{"input request, client without elicitation", false, "2026-07-28", false, "ask", "", interlock.CodeCancelled},
 		{"pushed question, earlier client", true, "2025-11-25", true, "ask_push", "pushed=accept:blue", ""},
-		{"pushed question, MRTR client cannot carry it", true, "2026-07-28", true, "ask_push", "", interlock.CodeCancelled},
+		{"pushed question, MRTR client answers it on its retry", true, "2026-07-28", true, "ask_push", "pushed=accept:blue", ""},
 		{"legacy upstream turns input requests into pushes", true, "2025-11-25", true, "ask", "asked=accept:blue", ""},
 	}
 	for _, tt := range tests {

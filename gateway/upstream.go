@@ -90,6 +90,10 @@ type upstream struct {
 	// yet passed on (see childTransport).
 	pending map[*mcp.ClientSession]*atomic.Int64
 
+	// heldCalls are the calls of clients of 2026-07-28 parked at a
+	// question of an upstream of an earlier protocol (see held.go).
+	heldCalls
+
 	// hooks hear what the shared link announces for every client.
 	hooks upstreamHooks
 	// extras are the fields of the upstream's tools the SDK does not model.
@@ -110,6 +114,9 @@ type inflight struct {
 	// cancelled records that a question of the upstream could not be
 	// carried and was answered with cancel.
 	cancelled bool
+	// held is set when the call is held across its client's requests
+	// (see held.go): the upstream's questions go to it.
+	held *heldCall
 }
 
 // where names the upstream's definition for messages to the operator.
@@ -418,6 +425,19 @@ func transient(err error) bool {
 
 // attempt makes one attempt of a call.
 func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	r, retried := interlock.RetryOf(ctx)
+	if retried && strings.HasPrefix(r.State, heldPrefix) {
+		// The client answers the question of a call this gateway holds.
+		h, err := u.resume(ctx, name, req, r)
+		if err != nil {
+			return nil, err
+		}
+		res, parked, err := u.wait(ctx, h)
+		if parked {
+			return res, nil
+		}
+		return u.outcome(ctx, h.fl.link, name, h.fl, res, err)
+	}
 	var downstream *mcp.ServerSession
 	if req != nil {
 		downstream = req.Session
@@ -444,19 +464,33 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 		tracing.ToMeta(ctx, params.Meta)
 	}
 	token, untrack := u.trackProgress(ctx, req)
-	defer untrack()
 	if token != "" {
 		params.Meta["progressToken"] = token
 	}
 	if level := requestLevel(cs, req); level != "" {
 		params.Meta[mcp.MetaKeyLogLevel] = level
 	}
-	if r, ok := interlock.RetryOf(ctx); ok {
+	if retried {
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
 	u.callsMu.Lock()
 	fl.link = cs
 	u.callsMu.Unlock()
+	if holds(req, cs) {
+		h := u.hold(ctx, fl, func(hctx context.Context) (*mcp.CallToolResult, error) {
+			res, err := cs.CallTool(hctx, params)
+			if err == nil {
+				u.settle(cs)
+			}
+			return res, err
+		}, func() { done(); untrack() })
+		res, parked, err := u.wait(ctx, h)
+		if parked {
+			return res, nil
+		}
+		return u.outcome(ctx, cs, name, fl, res, err)
+	}
+	defer untrack()
 	var v *verbatim
 	if req != nil {
 		// The client's own call; a preview's result is read by the gate.
@@ -473,15 +507,25 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 			res, err = plainResult(raw, v.latest || v.older)
 		}
 	}
-	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	if err == nil {
 		u.settle(cs)
 	}
 	done()
+	return u.outcome(ctx, cs, name, fl, res, err)
+}
+
+// outcome is what the client gets of a call on link that the upstream
+// answered with res or err; fl is the call, when its questions may have
+// been answered for it.
+func (u *upstream) outcome(ctx context.Context, link *mcp.ClientSession, name string, fl *inflight, res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	if err == nil {
-		u.callsMu.Lock()
-		cancelled := fl.cancelled
-		u.callsMu.Unlock()
+		cancelled := false
+		if fl != nil {
+			u.callsMu.Lock()
+			cancelled = fl.cancelled
+			u.callsMu.Unlock()
+		}
 		if cancelled {
 			return nil, &interlock.Error{
 				Code: interlock.CodeCancelled,
@@ -502,7 +546,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 			Err:     err,
 		}
 	}
-	failure := u.failure(cs, name, err, timedOut)
+	failure := u.failure(link, name, err, timedOut)
 	// The upstream's own words (a JSON-RPC message, a transport error) can
 	// carry paths, stack frames or secrets: they go to the operator's log,
 	// never to the client, who gets interlock's message for the code.

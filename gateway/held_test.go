@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/sqlite"
+)
+
+// newClient connects a client of protocol to the gateway's server in
+// memory.
+func newClient(t *testing.T, gw *Gateway, protocol string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := gw.Server().Connect(context.Background(), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts)
+	c.AddRoots(&mcp.Root{URI: "file:///held-root", Name: "held"})
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// answering is a client that answers every question: blue for a form,
+// "sampled" for a model's completion.
+func answering(asked *[]string) *mcp.ClientOptions {
+	return &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			*asked = append(*asked, "elicit")
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "blue"}}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			*asked = append(*asked, "sample")
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
+		},
+	}
+}
+
+// TestHeldCallCarriesPushedQuestions: an upstream of 2025-11-25 that asks
+// its questions in the middle of a call (a form, a model's completion, the
+// client's roots) is answered by a client of 2026-07-28, which takes each
+// as an input request and calls again; the one run of the tool gets every
+// answer, and the gate decided the call once.
+func TestHeldCallCarriesPushedQuestions(t *testing.T) {
+	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	f := testConfig(t, "", "fx")
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
+	gw := newGateway(t, f, Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		ask     []string
+		sampler bool // the client declares sampling
+		want    string
+	}{
+		{"a form", []string{"elicit"}, true, "pushed=elicit:accept:blue"},
+		{"every kind, in turn", []string{"elicit", "sample", "roots", "elicit"}, true,
+			"pushed=elicit:accept:blue;sample:sampled;roots:file:///held-root;elicit:accept:blue"},
+		{"sampling the client does not offer", []string{"sample"}, false, "push failed: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked []string
+			opts := answering(&asked)
+			if !tt.sampler {
+				opts.CreateMessageHandler = nil
+			}
+			cs := newClient(t, gw, "2026-07-28", opts)
+			res := call(t, cs, "ask_push", map[string]any{"ask": tt.ask})
+			if res.IsError {
+				t.Fatalf("result = %+v", body(t, res))
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(got, tt.want) {
+				t.Errorf("upstream answered %q, want %q", got, tt.want)
+			}
+			if tt.sampler && strings.Join(asked, ",") != strings.Join(without(tt.ask, "roots"), ",") {
+				t.Errorf("the client was asked %q, want %q", asked, tt.ask)
+			}
+		})
+	}
+
+	// The gate's records of the call that asked four questions: one
+	// decision, then one record of each continuation of the call it let
+	// through, with its outcome.
+	var recs []*audit.Record
+	for rec, err := range log.Records(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Event == "call" && rec.Tool == "ask_push" && strings.Contains(fmt.Sprint(rec.Args["ask"]), "roots") {
+			recs = append(recs, rec)
+		}
+	}
+	decided, continued, ok := 0, 0, 0
+	for _, rec := range recs {
+		switch {
+		case rec.ConfirmedBy == "" && rec.Decision == audit.DecisionAllowed:
+			decided++
+		case rec.ConfirmedBy == interlock.ConfirmedByRelay && rec.Outcome != "":
+			continued++
+		default:
+			t.Errorf("unexpected record %+v", rec)
+		}
+		t.Logf("record: decision %s, confirmed by %q, outcome %s", rec.Decision, rec.ConfirmedBy, rec.Outcome)
+		if rec.Outcome == audit.OutcomeOK {
+			ok++
+		}
+	}
+	if decided != 1 || continued == 0 || ok != 1 {
+		t.Errorf("records: %d decided, %d continued, %d ok; want 1, some, 1", decided, continued, ok)
+	}
+}
+
+func without(list []string, drop string) []string {
+	var out []string
+	for _, s := range list {
+		if s != drop {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestHeldCallExpires: a held call whose client never calls again is
+// cancelled upstream and forgotten after heldTimeout, and the late retry
+// is told to call again.
+func TestHeldCallExpires(t *testing.T) {
+	was := heldTimeout
+	heldTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { heldTimeout = was })
+	f := testConfig(t, "", "fx")
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
+	gw := start(t, f, "false")
+	var asked []string
+	opts := answering(&asked)
+	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
+	cs := newClient(t, gw, "2026-07-28", opts)
+
+	ctx := context.Background()
+	first, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_push", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, ok := first.InputRequests["upstream_question_1"].(*mcp.ElicitParams)
+	if !ok || q.Message != "Pick a color" || first.RequestState == "" || strings.Contains(first.RequestState, heldPrefix) {
+		t.Fatalf("first answer = %+v; want the upstream's question, under a sealed state", first)
+	}
+	u := gw.upstreams[0]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		u.heldMu.Lock()
+		held := len(u.held)
+		u.heldMu.Unlock()
+		u.callsMu.Lock()
+		calls := len(u.calls)
+		u.callsMu.Unlock()
+		if held == 0 && calls == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after expiry %d calls held, %d in flight", held, calls)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	late, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_push", Arguments: map[string]any{},
+		InputResponses: mcp.InputResponseMap{"upstream_question_1": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "red"}}},
+		RequestState:   first.RequestState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := body(t, late)
+	if b.Code != interlock.CodeCancelled || !strings.Contains(b.Message, "no longer waiting") || !strings.Contains(b.RecoveryHint, "again") {
+		t.Errorf("late retry = %+v", b)
+	}
+}
+
+// TestTaskCallRefusedWithoutSession: a task-augmented call that comes
+// without a session, which the lane does not take, is refused as on a
+// session, never run as a plain call.
+func TestTaskCallRefusedWithoutSession(t *testing.T) {
+	gw := start(t, testConfig(t, "", "fx"), "false")
+	srv := httptest.NewServer(gw.Handler(true))
+	defer srv.Close()
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{},"task":{"ttl":60000}}}`
+	req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got struct {
+		ID     int             `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != 7 || got.Result != nil || got.Error.Code != -32602 || !strings.Contains(got.Error.Message, "task-augmented") {
+		t.Errorf("answer = %+v", got)
+	}
+}
