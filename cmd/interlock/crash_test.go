@@ -106,6 +106,25 @@ func votersOf(t *testing.T, base, id string) (string, []string) {
 	return body["state"].(string), voters
 }
 
+// keyedDemoConfig writes a configuration of the demo, its database in
+// dir, with the store section given, the API keys of agent, bob and carol
+// (agent-key, bob-key, carol-key) and the rules given, and returns its
+// path.
+func keyedDemoConfig(t *testing.T, dir, store, rules string) string {
+	t.Helper()
+	return writeFile(t, dir, "interlock.yaml", fmt.Sprintf(`
+upstreams:
+  - name: demo
+    command: [%q, demo, --db, %q]
+%s
+auth:
+  keys:
+    - {sha256: %s, principal: agent}
+    - {sha256: %s, principal: bob}
+    - {sha256: %s, principal: carol}
+rules:%s`, binary, filepath.Join(dir, "demo.db"), store, gateway.HashKey("agent-key"), gateway.HashKey("bob-key"), gateway.HashKey("carol-key"), rules))
+}
+
 // grantUsed returns how many times the grant id was used, as bob sees it
 // on base; it must be the one grant there.
 func grantUsed(t *testing.T, base, id string) int {
@@ -147,17 +166,7 @@ func TestStateOutlivesKill9(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			section, shared := tt.store(t)
-			config := writeFile(t, dir, "interlock.yaml", fmt.Sprintf(`
-upstreams:
-  - name: demo
-    command: [%q, demo, --db, %q]
-%s
-auth:
-  keys:
-    - {sha256: %s, principal: agent}
-    - {sha256: %s, principal: bob}
-    - {sha256: %s, principal: carol}
-rules:
+			config := keyedDemoConfig(t, dir, section, `
   - name: large-refunds
     match: {tools: [refund_invoice]}
     when: "num(args.amount) >= 100"
@@ -168,7 +177,7 @@ rules:
     match: {tools: [refund_invoice]}
     mode: approval
     approvers: [bob]
-`, binary, filepath.Join(dir, "demo.db"), section, gateway.HashKey("agent-key"), gateway.HashKey("bob-key"), gateway.HashKey("carol-key")))
+`)
 			env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("k", 40)}
 			data := func() string {
 				if shared {
@@ -210,7 +219,7 @@ rules:
 			if err != nil || status != http.StatusAccepted || small == "" {
 				t.Fatalf("the small refund: %d %v %v", status, body, err)
 			}
-			status, body, err = restDo(http.MethodPost, b.base+"/v1/approvals/"+small+"/grant", "bob-key", `{"when":"num(args.amount) <= 5","ttl":"1h","uses":40}`)
+			status, body, err = restDo(http.MethodPost, b.base+"/v1/approvals/"+small+"/grant", "bob-key", `{"when":"num(args.amount) <= 5","ttl":"1h","uses":1000}`)
 			grant, _ := body["id"].(string)
 			if err != nil || status != http.StatusOK || grant == "" {
 				t.Fatalf("the grant: %d %v %v", status, body, err)
