@@ -2,11 +2,10 @@ package interlock
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -37,15 +36,6 @@ func approvalKey(c *Call, ruleDigest string) (string, error) {
 	h.Write(c.definition[:])
 	h.Write([]byte(ruleDigest))
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// newApprovalID returns a random, URL-safe id.
-func newApprovalID() string {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return "apr_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
 // approval applies mode approval. A standing grant that stands for the
@@ -86,7 +76,7 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		return err
 	}
 	now := time.Now()
-	candidate := &approval.Approval{ID: newApprovalID(), Key: key, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
+	candidate := &approval.Approval{ID: approval.NewID("apr_"), Key: key, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
 		Upstream: c.Upstream, Rule: d.Rule, RuleDigest: digest, Args: g.redactedArgs(c), Summary: summary,
 		Approvers: d.Approvers, Quorum: max(d.Quorum, 1), RequirePasskey: d.RequirePasskey,
 		CreatedAt: now, ExpiresAt: now.Add(timeout), RunWithin: d.RunWithin}
@@ -154,12 +144,12 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	if url == "" {
 		hint = fmt.Sprintf("Tell the user the call waits for approval %s by %s, and that no console is running where they can decide it: "+
 			"they start `interlock serve` on the same data directory (it prints a sign-in link), or decide with `interlock approvals`. "+
-			"Then call %s again with the same arguments; it runs once approved.", a.ID, describeApprovers(a), c.Tool)
+			"Then call %s again with the same arguments; it runs once approved.", a.ID, a.Deciders(), c.Tool)
 	}
-	msg := fmt.Sprintf("%s waits for approval by %s; it has not run.", c.Tool, describeApprovers(a))
+	msg := fmt.Sprintf("%s waits for approval by %s; it has not run.", c.Tool, a.Deciders())
 	if lapsed != nil {
 		msg = fmt.Sprintf("The approval %s was approved, but %s had to run by %s and did not; it waits for a new approval by %s and has not run.",
-			lapsed.ID, c.Tool, lapsed.RunBy.UTC().Format(time.RFC3339), describeApprovers(a))
+			lapsed.ID, c.Tool, lapsed.RunBy.UTC().Format(time.RFC3339), a.Deciders())
 	}
 	return &Error{
 		Code:         CodeApprovalPending,
@@ -201,7 +191,7 @@ func (g *Gate) showApprovalURL(ctx context.Context, a *approval.Approval, ex Exc
 		return
 	}
 	params := &mcp.ElicitParams{Mode: "url", URL: url, ElicitationID: a.ID,
-		Message: fmt.Sprintf("%s waits for approval by %s. Open the link to follow it: %s", a.Tool, describeApprovers(a), a.Summary)}
+		Message: fmt.Sprintf("%s waits for approval by %s. Open the link to follow it: %s", a.Tool, a.Deciders(), a.Summary)}
 	show := ex.ShowURL
 	go func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), urlWait)
@@ -218,17 +208,6 @@ const ApprovalDryRunHint = "Set MCP_DRY_RUN=false AND call again: the call will 
 
 // ConfirmedByApproval marks a call its approvers confirmed.
 const ConfirmedByApproval = "approval"
-
-func describeApprovers(a *approval.Approval) string {
-	who := strings.Join(a.Approvers, ", ")
-	if who == "" {
-		who = "nobody the policy names"
-	}
-	if a.Quorum > 1 {
-		return fmt.Sprintf("%d of %s", a.Quorum, who)
-	}
-	return who
-}
 
 func (g *Gate) approvalURL(ctx context.Context, id string) string {
 	base := g.approvalBase
@@ -280,16 +259,18 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	g.RecordEvent(ctx, &audit.Record{Event: "approval_decided", Tenant: a.Tenant, Principal: who.Principal, Tool: a.Tool,
 		Upstream: a.Upstream, Rule: a.Rule, Decision: decision, Approval: a.ID, Caller: a.Principal,
 		RuleApprovers: a.Approvers, Reason: vote.Reason,
-		Detail: fmt.Sprintf("%s: %s of %s's call", a.ID, verdictWord(verdict), a.Principal)})
+		Detail: fmt.Sprintf("%s: %s of %s's call", a.ID, verdict.Past(), a.Principal)})
 	return a, nil
 }
 
 // decisionUnavailable is what an approver is told when a store failed
 // under their decision (the approvals, or the passkeys it is checked
 // against): nothing was decided, and the same decision may succeed in a
-// moment. A refusal ([Refusal]) passes as it is.
+// moment. An answer of the rules (of approvals, of passkeys, or an
+// [*Error]) passes as it is.
 func decisionUnavailable(err error) error {
-	if Refusal(err) != nil {
+	if _, ok := errors.AsType[*Error](err); ok || approval.IsRuleError(err) ||
+		errors.Is(err, ErrPasskeyRequired) || errors.Is(err, ErrPasskeyInvalid) || errors.Is(err, ErrPasskeyReplayed) {
 		return err
 	}
 	return &Error{
@@ -314,11 +295,4 @@ func (g *Gate) approvedFor(ctx context.Context, id string, who Identity) (*appro
 		return nil, err
 	}
 	return a, nil
-}
-
-func verdictWord(v approval.Verdict) string {
-	if v == approval.Approve {
-		return "approved"
-	}
-	return "denied"
 }

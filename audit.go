@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // What confirmed a call, as an audit record's ConfirmedBy says.
@@ -114,7 +115,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 		rec.ConfirmedBy = c.confirmedBy
 		rec.Approvers, rec.Grant, rec.Approval = c.approvers, c.grant, c.approval
 		if len(c.replaced) > 0 {
-			rec.Replaced = Redact(c.replaced, c.policy.IsSecret)
+			rec.Replaced = redact.Args(c.replaced, c.policy.IsSecret)
 		}
 	}
 	return rec

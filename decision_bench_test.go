@@ -16,6 +16,7 @@ import (
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/internal/testdb"
 	"github.com/interlock-mcp/interlock/postgres"
+	"github.com/interlock-mcp/interlock/redact"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
@@ -30,7 +31,7 @@ func (approvalByBob) Decide(context.Context, *interlock.Call) (interlock.Decisio
 func (approvalByBob) ToolModes(string, string, interlock.Hints) []interlock.Mode {
 	return []interlock.Mode{interlock.ModeApproval}
 }
-func (approvalByBob) IsSecret(name string) bool                          { return interlock.IsSecretName(name, nil) }
+func (approvalByBob) IsSecret(name string) bool                          { return redact.IsSecret(name, nil) }
 func (approvalByBob) HumanArgs(string, string, interlock.Hints) []string { return nil }
 
 // BenchmarkDecision is the cost of one approval decided on each store of

@@ -19,6 +19,7 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/budget"
 	"github.com/interlock-mcp/interlock/internal/strictjson"
+	"github.com/interlock-mcp/interlock/redact"
 	"github.com/interlock-mcp/interlock/seal"
 	"github.com/interlock-mcp/interlock/tracing"
 )
@@ -682,5 +683,5 @@ func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *
 
 // redactedArgs returns the call's arguments as a client may see them.
 func (g *Gate) redactedArgs(c *Call) map[string]any {
-	return Redact(c.Args, c.policy.IsSecret)
+	return redact.Args(c.Args, c.policy.IsSecret)
 }

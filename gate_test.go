@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock/redact"
 	"github.com/interlock-mcp/interlock/seal"
 )
 
@@ -21,7 +22,7 @@ type fixedPolicy struct {
 
 func (p fixedPolicy) Decide(context.Context, *Call) (Decision, error) { return p.d, p.err }
 func (p fixedPolicy) ToolModes(string, string, Hints) []Mode          { return []Mode{p.d.Mode} }
-func (p fixedPolicy) IsSecret(name string) bool                       { return IsSecretName(name, nil) }
+func (p fixedPolicy) IsSecret(name string) bool                       { return redact.IsSecret(name, nil) }
 func (p fixedPolicy) HumanArgs(string, string, Hints) []string {
 	var names []string
 	for _, ch := range p.d.Form.Choices {
@@ -110,7 +111,7 @@ func TestGateModes(t *testing.T) {
 				if !strings.Contains(body.RecoveryHint, "__confirm") {
 					t.Errorf("hint = %q", body.RecoveryHint)
 				}
-				if body.Preview["password"] != Redacted || body.Preview["customer_id"] == nil {
+				if body.Preview["password"] != redact.Value || body.Preview["customer_id"] == nil {
 					t.Errorf("preview = %v: want redacted password and the customer id", body.Preview)
 				}
 				if _, ok := body.Preview[MetaConfirm]; ok {
@@ -359,7 +360,7 @@ func TestSetPolicyDuringACall(t *testing.T) {
 	if b.Code != CodeConfirmationRequired {
 		t.Fatalf("code %q, want %q from the policy the call started under", b.Code, CodeConfirmationRequired)
 	}
-	if b.Preview["note"] != Redacted {
+	if b.Preview["note"] != redact.Value {
 		t.Errorf("preview = %v, want note redacted as the starting policy says", b.Preview)
 	}
 }

@@ -304,7 +304,7 @@ func TestClearAnswers(t *testing.T) {
 		g := newGate(t, fixedPolicy{d: Decision{Mode: ModeApproval}}, &GateOptions{Getenv: env("false"), Logger: quiet,
 			Approvals: unreachableApprovals{approval.NewMemory()}})
 		_, err := g.Decide(context.Background(), "apr_1", Identity{Principal: "bob"}, approval.Approve, "")
-		b := BodyOf(Refusal(err))
+		b := BodyOf(err)
 		if b.Code != CodeUpstreamUnavailable || !b.Retriable || b.RetryAfterMS == 0 || !strings.Contains(b.Message, "nothing was decided") ||
 			strings.Contains(b.Message, "6379") {
 			t.Errorf("body = %+v", b)

@@ -18,16 +18,17 @@ func TestLayout(t *testing.T) {
 		// which sit with the domains they test.
 		"internal/testproc": -1,
 		"internal/testdb":   -1,
-		"approval":          0, "budget": 0, "tracing": 0, "seal": 0, "internal/strictjson": 0, "internal/yamllines": 0, "resilience": 0, "oauth": 0, "audit": 0, "consolestate": 0,
+		"approval":          0, "budget": 0, "tracing": 0, "redact": 0, "seal": 0, "internal/strictjson": 0, "internal/yamllines": 0, "resilience": 0, "oauth": 0, "audit": 0, "consolestate": 0,
 		"":       1,
-		"policy": 2, "config": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "storetest": 2, "notify": 2, "metrics": 2,
+		"policy": 2, "config": 2, "refusal": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "storetest": 2, "notify": 2, "metrics": 2,
 		"gateway":       3,
 		"cmd/interlock": 4,
 	}
 	// Within a layer, what a package may build on: in layer 0 the domains
 	// audit records and the identities console state keeps; in layer 2
-	// the policy config reads from the file.
-	sideways := map[string][]string{"audit": {"approval", "seal"}, "budget": {"approval", "seal"}, "consolestate": {"approval"}, "config": {"policy"}}
+	// the policy config reads from the file, and the one reading of a
+	// refusal the console's pages share with the REST face.
+	sideways := map[string][]string{"audit": {"approval", "seal"}, "budget": {"approval", "seal"}, "consolestate": {"approval"}, "config": {"policy"}, "console": {"refusal"}}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // Mode is what a decision demands before a call may run.
@@ -197,69 +199,7 @@ func (p ByAnnotations) Decide(_ context.Context, c *Call) (Decision, error) {
 func (p ByAnnotations) ToolModes(_, _ string, h Hints) []Mode { return []Mode{p.mode(h)} }
 
 // IsSecret implements [Policy] with the default secret names.
-func (ByAnnotations) IsSecret(name string) bool { return IsSecretName(name, nil) }
+func (ByAnnotations) IsSecret(name string) bool { return redact.IsSecret(name, nil) }
 
 // HumanArgs implements [Policy]: ByAnnotations asks no choices.
 func (ByAnnotations) HumanArgs(string, string, Hints) []string { return nil }
-
-// DefaultSecretNames are the argument names whose values never appear in
-// previews or logs, whatever the policy adds. A name matches when, compared
-// without case, dashes or underscores, it equals or ends with one of these.
-var DefaultSecretNames = []string{"password", "token", "secret", "api_key", "authorization"}
-
-func normalizeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' {
-			return -1
-		}
-		if 'A' <= r && r <= 'Z' {
-			return r + 'a' - 'A'
-		}
-		return r
-	}, s)
-}
-
-// IsSecretName reports whether an argument name is secret under the default
-// names plus extra.
-func IsSecretName(name string, extra []string) bool {
-	n := normalizeName(name)
-	for _, lists := range [2][]string{DefaultSecretNames, extra} {
-		for _, s := range lists {
-			if strings.HasSuffix(n, normalizeName(s)) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Redacted is the value that stands in for a secret.
-const Redacted = "[REDACTED]"
-
-// Redact returns a deep copy of args in which the value of every argument
-// whose name isSecret reports is replaced by [Redacted], at any depth.
-func Redact(args map[string]any, isSecret func(string) bool) map[string]any {
-	out := make(map[string]any, len(args))
-	for k, v := range args {
-		if isSecret(k) {
-			out[k] = Redacted
-			continue
-		}
-		out[k] = redactValue(v, isSecret)
-	}
-	return out
-}
-
-func redactValue(v any, isSecret func(string) bool) any {
-	switch v := v.(type) {
-	case map[string]any:
-		return Redact(v, isSecret)
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = redactValue(e, isSecret)
-		}
-		return out
-	}
-	return v
-}

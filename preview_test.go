@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // previewPolicy gates upgrade_plan in one mode and names get_customer,
@@ -35,7 +37,7 @@ func (p previewPolicy) Decide(_ context.Context, c *Call) (Decision, error) {
 	}, nil
 }
 func (p previewPolicy) ToolModes(string, string, Hints) []Mode { return []Mode{p.mode, ModeToken} }
-func (previewPolicy) IsSecret(name string) bool                { return IsSecretName(name, nil) }
+func (previewPolicy) IsSecret(name string) bool                { return redact.IsSecret(name, nil) }
 func (previewPolicy) HumanArgs(string, string, Hints) []string { return nil }
 
 // previewAnswer is what the fake preview answers: a result, or an error

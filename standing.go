@@ -44,7 +44,8 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req Gran
 	if err != nil {
 		return nil, err
 	}
-	if why := noGrantUnder(pending.Quorum, pending.RequirePasskey, pending.RuleDigest); why != "" {
+	ruling := approval.Ruling{Quorum: pending.Quorum, RequirePasskey: pending.RequirePasskey, RuleDigest: pending.RuleDigest}
+	if why := ruling.GrantRefusal(); why != "" {
 		return nil, &Error{Code: CodePermissionDenied, Message: fmt.Sprintf(why, pending.Tool),
 			Hint: "Approve this call alone; every further call asks the approvers again."}
 	}
@@ -58,7 +59,7 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req Gran
 		}
 	}
 	now := time.Now()
-	sg := &approval.StandingGrant{ID: "grt_" + newApprovalID()[4:], Tool: a.Tool, When: req.When, Tenant: a.Tenant, Principal: a.Principal,
+	sg := &approval.StandingGrant{ID: approval.NewID("grt_"), Tool: a.Tool, When: req.When, Tenant: a.Tenant, Principal: a.Principal,
 		Rule: a.Rule, RuleDigest: a.RuleDigest, Approvers: a.Approvers, GrantedBy: who.Principal, GranterGroups: who.Groups,
 		Reason: clip(req.Reason), CreatedAt: now, ExpiresAt: now.Add(req.TTL), Uses: req.Uses}
 	if err := g.grants.AddGrant(ctx, sg); err != nil {
@@ -70,42 +71,20 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req Gran
 	return sg, nil
 }
 
-// check refuses a grant request with limits out of range or a condition
+// check refuses a grant request with terms out of range or a condition
 // that does not compile.
 func (req GrantRequest) check(compile func(string) (Condition, error)) error {
-	invalid := func(format string, args ...any) error {
-		return &Error{Code: CodeValidationFailed, Message: fmt.Sprintf(format, args...),
-			Hint: "Give a lifetime of at most 24h, from 1 to 10000 uses, and a CEL condition over args (or none)."}
-	}
-	switch {
-	case req.TTL <= 0 || req.TTL > approval.MaxGrantLifetime:
-		return invalid("A grant lasts more than 0 and at most %s, not %s.", approval.MaxGrantLifetime, req.TTL)
-	case req.Uses < 1 || req.Uses > 10000:
-		return invalid("A grant allows from 1 to 10000 uses, not %d.", req.Uses)
-	}
-	if req.When != "" {
+	why := approval.TermsRefusal(req.TTL, req.Uses)
+	if why == "" && req.When != "" {
 		if _, err := compile(req.When); err != nil {
-			return invalid("The condition does not compile: %s", clip(err.Error()))
+			why = "The condition does not compile: " + clip(err.Error())
 		}
 	}
-	return nil
-}
-
-// noGrantUnder says why no standing grant may be made under a rule that
-// asks for quorum approvers and maybe a passkey (a format for the tool's
-// name), or "" when one may.
-func noGrantUnder(quorum int, passkey bool, ruleDigest string) string {
-	switch {
-	case quorum > 1:
-		// One person's grant would stand in for the others.
-		return fmt.Sprintf("The rule asks %d approvers for each call of %%s, so no one approver may grant a standing scope.", quorum)
-	case passkey:
-		// A grant would let later calls run without the signature.
-		return "The rule asks for an approver's passkey on each call of %s, so no standing scope may be granted."
-	case ruleDigest == "":
-		return "The approval of %s names no rule a grant could stand for, so no standing scope may be granted."
+	if why == "" {
+		return nil
 	}
-	return ""
+	return &Error{Code: CodeValidationFailed, Message: why,
+		Hint: fmt.Sprintf("Give a lifetime of at most %gh, from 1 to %d uses, and a CEL condition over args (or none).", approval.MaxGrantLifetime.Hours(), approval.MaxGrantUses)}
 }
 
 // RevokeGrant ends a standing grant, if who may ([approval.MayRevoke]).
@@ -170,14 +149,14 @@ func (g *Gate) Grants() approval.GrantStore { return g.grants }
 // the rule of that digest ([approval.Covers]), and spends one of its uses.
 // A condition that cannot be evaluated covers nothing.
 func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string) (*approval.StandingGrant, error) {
-	if g.grants == nil || g.compileCondition == nil || noGrantUnder(d.Quorum, d.RequirePasskey, digest) != "" {
+	ruling := approval.Ruling{Rule: d.Rule, RuleDigest: digest, Approvers: d.Approvers, Quorum: d.Quorum, RequirePasskey: d.RequirePasskey}
+	if g.grants == nil || g.compileCondition == nil || ruling.GrantRefusal() != "" {
 		return nil, nil
 	}
 	live, err := g.grants.LiveGrants(ctx)
 	if err != nil {
 		return nil, storeUnavailable(c, err)
 	}
-	ruling := approval.Ruling{Rule: d.Rule, RuleDigest: digest, Approvers: d.Approvers, Quorum: d.Quorum, RequirePasskey: d.RequirePasskey}
 	now := time.Now()
 	for _, sg := range live {
 		granter, ok := g.currentIdentity(sg.Granter())

@@ -2,11 +2,14 @@ package approval
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,6 +33,23 @@ const (
 	Approve Verdict = "approve"
 	Deny    Verdict = "deny"
 )
+
+// Past is the verdict as a past participle: "approved" or "denied".
+func (v Verdict) Past() string {
+	if v == Approve {
+		return "approved"
+	}
+	return "denied"
+}
+
+// NewID returns a random, URL-safe id after prefix, such as "apr_".
+func NewID(prefix string) string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
 
 // Vote is one approver's decision on an approval.
 type Vote struct {
@@ -141,6 +161,18 @@ var (
 	ErrBadVerdict = errors.New("a vote approves or denies")
 )
 
+// IsRuleError reports whether err is one of this package's errors: an
+// answer of the rules of approvals and grants, which a store returns as
+// it is, as against a failure of the store itself.
+func IsRuleError(err error) bool {
+	for _, rule := range []error{ErrSelfApproval, ErrNotAnApprover, ErrAlreadyDecided, ErrAlreadyVoted, ErrUnknown, ErrNotApproved, ErrBadVerdict, ErrGrantUnknown} {
+		if errors.Is(err, rule) {
+			return true
+		}
+	}
+	return false
+}
+
 // AddVote records v on a pending approval: an approval by a person who has
 // not approved yet, or the denial. The vote that reaches the quorum sets
 // the deadline to run. Every store applies it to the stored approval under
@@ -195,6 +227,19 @@ func (a *Approval) Answers(now time.Time) (answers, changed bool) {
 		}
 	}
 	return false, false
+}
+
+// Deciders names who must approve a, for a message to its caller: "2 of
+// alice, bob" under a quorum.
+func (a *Approval) Deciders() string {
+	who := strings.Join(a.Approvers, ", ")
+	if who == "" {
+		who = "nobody the policy names"
+	}
+	if a.Quorum > 1 {
+		return fmt.Sprintf("%d of %s", a.Quorum, who)
+	}
+	return who
 }
 
 // Subject is what the rules of who may see it need to know of the

@@ -3,11 +3,39 @@ package approval
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
-// MaxGrantLifetime bounds how long a standing grant may last.
-const MaxGrantLifetime = 24 * time.Hour
+// The bounds of a standing grant: how long it may last and how many calls
+// it may confirm.
+const (
+	MaxGrantLifetime = 24 * time.Hour
+	MaxGrantUses     = 10000
+)
+
+// ParseLifetime reads a grant's lifetime as an approver writes it, a Go
+// duration such as "2h"; every face reads lifetimes with it. The error is
+// written for that approver.
+func ParseLifetime(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("the lifetime %q is not a duration such as 2h", s)
+	}
+	return d, nil
+}
+
+// TermsRefusal says why a grant of this lifetime and number of uses may
+// not be made, or "" when it may.
+func TermsRefusal(lifetime time.Duration, uses int) string {
+	switch {
+	case lifetime <= 0 || lifetime > MaxGrantLifetime:
+		return fmt.Sprintf("A grant lasts more than 0 and at most %s, not %s.", MaxGrantLifetime, lifetime)
+	case uses < 1 || uses > MaxGrantUses:
+		return fmt.Sprintf("A grant allows from 1 to %d uses, not %d.", MaxGrantUses, uses)
+	}
+	return ""
+}
 
 // A StandingGrant is an approver's approval of a scope instead of one
 // call, against prompt fatigue: calls of Tool by the caller it names whose

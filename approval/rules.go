@@ -1,6 +1,9 @@
 package approval
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Subject is what every object an approver may look at comes down to for
 // the rules below: an approval, a grant, a line of history, a live event.
@@ -67,6 +70,22 @@ type Ruling struct {
 	RequirePasskey   bool
 }
 
+// GrantRefusal says why no standing grant may stand for the rule r rules
+// by (a format for the tool's name), or "" when one may.
+func (r Ruling) GrantRefusal() string {
+	switch {
+	case r.Quorum > 1:
+		// One person's grant would stand in for the others.
+		return fmt.Sprintf("The rule asks %d approvers for each call of %%s, so no one approver may grant a standing scope.", r.Quorum)
+	case r.RequirePasskey:
+		// A grant would let later calls run without the signature.
+		return "The rule asks for an approver's passkey on each call of %s, so no standing scope may be granted."
+	case r.RuleDigest == "":
+		return "The approval of %s names no rule a grant could stand for, so no standing scope may be granted."
+	}
+	return ""
+}
+
 // Covers reports whether the grant covers a call of tool by caller that
 // the policy decides as r, at now, before the grant's condition over the
 // arguments is evaluated. A grant stands for the rule that made it: the
@@ -78,8 +97,8 @@ func Covers(g *StandingGrant, caller Identity, tool string, r Ruling, granter Id
 	case !g.Live(now),
 		g.Tool != tool,
 		!caller.Is(Identity{Tenant: g.Tenant, Principal: g.Principal}),
-		r.RuleDigest == "" || g.Rule != r.Rule || g.RuleDigest != r.RuleDigest,
-		r.Quorum > 1 || r.RequirePasskey,
+		r.GrantRefusal() != "",
+		g.Rule != r.Rule || g.RuleDigest != r.RuleDigest,
 		!granter.Is(g.Granter()),
 		granter.Is(caller),
 		!granter.Named(r.Approvers):

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
@@ -61,20 +60,20 @@ func (c *Console) scopeFor(v approvalView, form scopeForm) scopeView {
 func (c *Console) grantScope(w http.ResponseWriter, r *http.Request, s *session) {
 	form := scopeForm{When: strings.TrimSpace(r.PostFormValue("when")), TTL: r.PostFormValue("ttl"),
 		Uses: strings.TrimSpace(r.PostFormValue("uses")), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	ttl, err := time.ParseDuration(form.TTL)
+	ttl, err := approval.ParseLifetime(form.TTL)
 	if err != nil || !slices.ContainsFunc(lifetimes, func(l lifetime) bool { return l.Value == form.TTL }) {
 		c.showApproval(w, r, s, http.StatusBadRequest, "Choose how long the grant lasts.", form)
 		return
 	}
 	uses, err := strconv.Atoi(form.Uses)
 	if err != nil {
-		c.showApproval(w, r, s, http.StatusBadRequest, "Give the number of calls the grant allows, as a whole number from 1 to 10000.", form)
+		c.showApproval(w, r, s, http.StatusBadRequest, fmt.Sprintf("Give the number of calls the grant allows, as a whole number from 1 to %d.", approval.MaxGrantUses), form)
 		return
 	}
 	id := r.PathValue("id")
 	sg, err := c.gate.GrantScope(r.Context(), id, s.who, interlock.GrantRequest{When: form.When, TTL: ttl, Uses: uses, Reason: form.Reason})
 	if err != nil {
-		status, problem := refusal(err)
+		status, problem := refused(err)
 		if status == 0 {
 			c.fail(w, r, s, fmt.Errorf("granting a scope: %w", err))
 			return
@@ -117,7 +116,7 @@ func (c *Console) grantsPage(w http.ResponseWriter, r *http.Request, s *session)
 func (c *Console) revokeGrant(w http.ResponseWriter, r *http.Request, s *session) {
 	sg, err := c.gate.RevokeGrant(r.Context(), r.PathValue("id"), s.who)
 	if err != nil {
-		status, problem := refusal(err)
+		status, problem := refused(err)
 		if status == 0 {
 			c.fail(w, r, s, fmt.Errorf("revoking a grant: %w", err))
 			return

@@ -15,6 +15,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/refusal"
 )
 
 // funcs are the helpers templates use; none of them marks text as safe
@@ -208,7 +209,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	a, err := c.gate.DecideWithPasskey(r.Context(), id, s.who, verdict, strings.TrimSpace(r.PostFormValue("reason")), assertion)
 	if err != nil {
-		status, problem := refusal(err)
+		status, problem := refused(err)
 		if status == 0 {
 			c.fail(w, r, s, fmt.Errorf("deciding approval: %w", err))
 			return
@@ -225,15 +226,15 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, ApprovalsPath+"/"+id, http.StatusSeeOther)
 }
 
-// refusal is the status and the words of a request the gate refused, as
-// every face reads it ([interlock.Refusal]); 0 for a failure that is not
+// refused is the status and the words of a request the gate refused, as
+// every face reads it ([refusal.Of]); 0 for a failure that is not
 // the approver's to fix.
-func refusal(err error) (int, string) {
-	e := interlock.Refusal(err)
+func refused(err error) (int, string) {
+	e := refusal.Of(err)
 	if e == nil {
 		return 0, ""
 	}
-	return e.Code.Status(), e.Message
+	return refusal.Status(e.Code), e.Message
 }
 
 // historyRow is one line of the history page.

@@ -38,7 +38,7 @@ func (g *Gateway) view(a *approval.Approval) approvalView {
 // The approver is the API key's (or token's) identity; without keys there
 // is nobody to tell from the caller, so the face refuses. Who may see or
 // decide what is package approval's to say, and a refusal's code and
-// words interlock.Refusal's.
+// words refusal.Of's.
 func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 	for _, route := range []struct {
 		pattern string
@@ -167,15 +167,16 @@ func (g *Gateway) handleGrantScope(w http.ResponseWriter, r *http.Request, who i
 	dec.DisallowUnknownFields()
 	bad := func(msg string) {
 		writeError(w, &interlock.Error{Code: interlock.CodeValidationFailed, Message: msg,
-			Hint: `Send {"when": "num(args.amount) <= 100", "ttl": "2h", "uses": 10, "reason": "…"}: ttl at most 24h, uses 1 to 10000, when optional.`})
+			Hint: fmt.Sprintf(`Send {"when": "num(args.amount) <= 100", "ttl": "2h", "uses": 10, "reason": "…"}: ttl at most %gh, uses 1 to %d, when optional.`,
+				approval.MaxGrantLifetime.Hours(), approval.MaxGrantUses)})
 	}
 	if err := dec.Decode(&body); err != nil {
 		bad("The request body is not a grant.")
 		return
 	}
-	ttl, err := time.ParseDuration(body.TTL)
+	ttl, err := approval.ParseLifetime(body.TTL)
 	if err != nil {
-		bad(fmt.Sprintf("ttl %q is not a duration such as 2h.", body.TTL))
+		bad("ttl: " + err.Error() + ".")
 		return
 	}
 	sg, err := g.gate.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/refusal"
 )
 
 // restCall is the body of POST /v1/tools/{name}/call.
@@ -34,14 +35,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError answers err in the words and status of its code
-// ([interlock.Refusal]); an error that is not the caller's to fix is
+// ([refusal.Of]); an error that is not the caller's to fix is
 // INTERNAL_ERROR, without its text.
 func writeError(w http.ResponseWriter, err error) {
-	if e := interlock.Refusal(err); e != nil {
+	if e := refusal.Of(err); e != nil {
 		err = e
 	}
 	body := interlock.BodyOf(err)
-	writeJSON(w, body.Code.Status(), body)
+	writeJSON(w, refusal.Status(body.Code), body)
 }
 
 // restHandler serves the REST face for callers that do not speak MCP:
@@ -143,10 +144,10 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 	}
 	body := interlock.BodyOfResult(res)
 	if body.Code == "" {
-		writeJSON(w, interlock.Code("").Status(), res)
+		writeJSON(w, refusal.Status(""), res)
 		return
 	}
-	writeJSON(w, body.Code.Status(), body)
+	writeJSON(w, refusal.Status(body.Code), body)
 }
 
 // restRequest is a REST request as the gate identifies its caller: by the

@@ -48,7 +48,7 @@ type Policy struct {
 	// because a case or a replayed call is judged against it as the gate
 	// would.
 	MaxArgumentBytes int `yaml:"max_argument_bytes"`
-	// Redact adds argument names to interlock.DefaultSecretNames.
+	// Redact adds argument names to redact.DefaultNames.
 	Redact []string `yaml:"redact"`
 	Rules  []*Rule  `yaml:"rules"`
 	// Tenants are per-tenant overlays: allowlists and rules tried first.

@@ -9,6 +9,7 @@ import (
 	"cel.dev/cel-go/common/operators"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // argsRead returns the arguments a compiled condition reads by name
@@ -46,7 +47,7 @@ func argsRead(a *cel.Ast) (names []string, whole bool) {
 
 // Unfaithful returns the rules whose condition, on the way to f's
 // decision for c, reads an argument that c holds redacted: c was read back
-// from the audit log, where secret values are [interlock.Redacted], so
+// from the audit log, where secret values are [redact.Value], so
 // what those conditions decide of it is a guess. c.Hints are the hints as
 // [Policy.Judge] left them.
 func (p *Policy) Unfaithful(c *interlock.Call) []string {
@@ -79,7 +80,7 @@ func (p *Policy) Unfaithful(c *interlock.Call) []string {
 func holdsRedacted(v any) bool {
 	switch v := v.(type) {
 	case string:
-		return v == interlock.Redacted
+		return v == redact.Value
 	case map[string]any:
 		return slices.ContainsFunc(slices.Collect(maps.Values(v)), holdsRedacted)
 	case []any:

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // TestUnfaithful names the rules whose condition reads an argument the
 // audit log holds redacted, on the way to the decision, however the
 // condition spells its way to it.
 func TestUnfaithful(t *testing.T) {
-	redacted := map[string]any{"user": "bob", "password": interlock.Redacted, "opts": map[string]any{"token": interlock.Redacted}}
+	redacted := map[string]any{"user": "bob", "password": redact.Value, "opts": map[string]any{"token": redact.Value}}
 	tests := []struct {
 		name, when string
 		args       map[string]any

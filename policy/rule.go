@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // Rule decides the mode of the calls it matches.
@@ -588,7 +589,7 @@ func activation(c *interlock.Call) map[string]any {
 // whatever the template says.
 func shown(c *interlock.Call, isSecret func(string) bool) map[string]any {
 	data := activation(c)
-	data["args"] = interlock.Redact(c.Args, isSecret)
+	data["args"] = redact.Args(c.Args, isSecret)
 	return data
 }
 
@@ -601,7 +602,7 @@ func (r *Rule) render(c *interlock.Call, preview any, isSecret func(string) bool
 	}
 	data := shown(c, isSecret)
 	if m, ok := preview.(map[string]any); ok {
-		preview = interlock.Redact(m, isSecret)
+		preview = redact.Args(m, isSecret)
 	}
 	data["preview"] = preview
 	var b strings.Builder
@@ -635,7 +636,7 @@ func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool, log *slog
 			if err := r.typeBack.Execute(&b, shown(c, isSecret)); err != nil || strings.TrimSpace(b.String()) == "" {
 				return d, fmt.Errorf("rule %q: type_back cannot be filled for this call: %v", r.Name, err)
 			}
-			if strings.Contains(b.String(), interlock.Redacted) {
+			if strings.Contains(b.String(), redact.Value) {
 				return d, fmt.Errorf("rule %q: type_back would ask the human to type a secret; refusing", r.Name)
 			}
 			d.Form.TypeBack = strings.TrimSpace(b.String())
@@ -788,7 +789,7 @@ func (p *Policy) HumanArgs(tool, upstream string, h interlock.Hints) []string {
 }
 
 // IsSecret implements interlock.Policy.
-func (p *Policy) IsSecret(name string) bool { return interlock.IsSecretName(name, p.Redact) }
+func (p *Policy) IsSecret(name string) bool { return redact.IsSecret(name, p.Redact) }
 
 // A policy is what the gate asks; the guard fails the build when it stops
 // being one.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // TestTemplatesNeverShowSecrets renders summaries and typed-back values
@@ -41,7 +42,7 @@ func TestTemplatesNeverShowSecrets(t *testing.T) {
 					t.Errorf("summary %q shows the secret %q", got, s)
 				}
 			}
-			if !strings.Contains(got, interlock.Redacted) {
+			if !strings.Contains(got, redact.Value) {
 				t.Errorf("summary %q does not show that a value was redacted", got)
 			}
 		})

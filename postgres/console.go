@@ -82,18 +82,6 @@ func (s *Console) fail(doing string, err error) error {
 	return fmt.Errorf("console store %s: %s: %w", s.where, doing, err)
 }
 
-func ownerKey(o consolestate.Owner) string {
-	b, _ := json.Marshal([]string{o.Tenant, o.Principal}) // strings always encode
-	return string(b)
-}
-
-func slotColumn(slot consolestate.Slot) (string, error) {
-	if err := consolestate.CheckSlot(slot); err != nil {
-		return "", err
-	}
-	return string(slot), nil
-}
-
 // StartSession implements [consolestate.Store].
 func (s *Console) StartSession(ctx context.Context, key string, sess consolestate.Session, idle time.Duration) error {
 	body, err := json.Marshal(sess)
@@ -113,15 +101,6 @@ func (s *Console) StartSession(ctx context.Context, key string, sess consolestat
 	return nil
 }
 
-func decodeSession(body string, lastSeen int64) (consolestate.Session, error) {
-	var sess consolestate.Session
-	if err := json.Unmarshal([]byte(body), &sess); err != nil {
-		return consolestate.Session{}, fmt.Errorf("reading a session: %w", err)
-	}
-	sess.LastSeen = time.Unix(0, lastSeen).In(sess.Created.Location())
-	return sess, nil
-}
-
 // Session implements [consolestate.Store]. A read that neither touches
 // nor finds the session idled out writes nothing; a touch is one UPDATE.
 func (s *Console) Session(ctx context.Context, key string, now time.Time, idle time.Duration, touch bool) (consolestate.Session, error) {
@@ -136,7 +115,7 @@ func (s *Console) Session(ctx context.Context, key string, now time.Time, idle t
 			return consolestate.Session{}, s.fail("reading a console session", err)
 		}
 		if now.Sub(time.Unix(0, seen)) <= idle {
-			sess, err := decodeSession(body, seen)
+			sess, err := consolestate.DecodeSession(body, seen)
 			if err != nil {
 				return consolestate.Session{}, s.fail("reading a console session", err)
 			}
@@ -150,7 +129,7 @@ func (s *Console) Session(ctx context.Context, key string, now time.Time, idle t
 	err := s.pool.QueryRow(ctx, `UPDATE console_sessions SET last_seen = greatest(last_seen, $2)
 		WHERE key = $1 AND last_seen >= $3 RETURNING body, last_seen`, key, now.UnixNano(), now.Add(-idle).UnixNano()).Scan(&body, &seen)
 	if err == nil {
-		sess, err := decodeSession(body, seen)
+		sess, err := consolestate.DecodeSession(body, seen)
 		if err != nil {
 			return consolestate.Session{}, s.fail("reading a console session", err)
 		}
@@ -188,7 +167,7 @@ func (s *Console) Sessions(ctx context.Context) (map[string]consolestate.Session
 		if err := rows.Scan(&key, &body, &seen); err != nil {
 			return nil, s.fail("listing console sessions", err)
 		}
-		if out[key], err = decodeSession(body, seen); err != nil {
+		if out[key], err = consolestate.DecodeSession(body, seen); err != nil {
 			return nil, s.fail("listing console sessions", err)
 		}
 	}
@@ -200,7 +179,7 @@ func (s *Console) Sessions(ctx context.Context) (map[string]consolestate.Session
 
 // Put implements [consolestate.Store].
 func (s *Console) Put(ctx context.Context, key string, slot consolestate.Slot, value []byte) error {
-	col, err := slotColumn(slot)
+	col, err := slot.Column()
 	if err != nil {
 		return err
 	}
@@ -218,7 +197,7 @@ func (s *Console) Put(ctx context.Context, key string, slot consolestate.Slot, v
 // it empties, read under the row's lock. Most pages find the slot empty:
 // a read says so without a write.
 func (s *Console) Take(ctx context.Context, key string, slot consolestate.Slot) ([]byte, error) {
-	col, err := slotColumn(slot)
+	col, err := slot.Column()
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +228,7 @@ func (s *Console) PasskeyUser(ctx context.Context, owner consolestate.Owner, fre
 	err := s.pool.QueryRow(ctx, `WITH made AS (
 			INSERT INTO console_passkey_users (owner, handle) VALUES ($1, $2) ON CONFLICT (owner) DO NOTHING RETURNING handle)
 		SELECT handle FROM made UNION ALL SELECT handle FROM console_passkey_users WHERE owner = $1 LIMIT 1`,
-		ownerKey(owner), fresh).Scan(&handle)
+		owner.Key(), fresh).Scan(&handle)
 	if err != nil {
 		return nil, s.fail("reading a passkey user", err)
 	}
@@ -258,7 +237,7 @@ func (s *Console) PasskeyUser(ctx context.Context, owner consolestate.Owner, fre
 
 // Passkeys implements [consolestate.Store].
 func (s *Console) Passkeys(ctx context.Context, owner consolestate.Owner) ([]consolestate.Passkey, error) {
-	rows, err := s.pool.Query(ctx, "SELECT body, rev FROM console_passkeys WHERE owner = $1 ORDER BY seq", ownerKey(owner))
+	rows, err := s.pool.Query(ctx, "SELECT body, rev FROM console_passkeys WHERE owner = $1 ORDER BY seq", owner.Key())
 	if err != nil {
 		return nil, s.fail("reading passkeys", err)
 	}
@@ -291,7 +270,7 @@ func (s *Console) AddPasskey(ctx context.Context, owner consolestate.Owner, p co
 		return s.fail("encoding a passkey", err)
 	}
 	tag, err := s.pool.Exec(ctx, "INSERT INTO console_passkeys (owner, id, rev, body) VALUES ($1, $2, 1, $3) ON CONFLICT (owner, id) DO NOTHING",
-		ownerKey(owner), p.ID, string(body))
+		owner.Key(), p.ID, string(body))
 	if err != nil {
 		return s.fail("keeping a passkey", err)
 	}
@@ -311,7 +290,7 @@ func (s *Console) SwapPasskey(ctx context.Context, owner consolestate.Owner, p c
 		return false, s.fail("encoding a passkey", err)
 	}
 	tag, err := s.pool.Exec(ctx, "UPDATE console_passkeys SET rev = rev + 1, body = $1 WHERE owner = $2 AND id = $3 AND rev = $4",
-		string(body), ownerKey(owner), p.ID, read)
+		string(body), owner.Key(), p.ID, read)
 	if err != nil {
 		return false, s.fail("moving a passkey", err)
 	}
@@ -319,7 +298,7 @@ func (s *Console) SwapPasskey(ctx context.Context, owner consolestate.Owner, p c
 		return true, nil
 	}
 	var one int
-	err = s.pool.QueryRow(ctx, "SELECT 1 FROM console_passkeys WHERE owner = $1 AND id = $2", ownerKey(owner), p.ID).Scan(&one)
+	err = s.pool.QueryRow(ctx, "SELECT 1 FROM console_passkeys WHERE owner = $1 AND id = $2", owner.Key(), p.ID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, consolestate.ErrNoPasskey
 	}
@@ -357,10 +336,10 @@ func (s *Console) PasskeyOwners(ctx context.Context) ([]consolestate.Owner, erro
 // ForgetPasskeys implements [consolestate.Store].
 func (s *Console) ForgetPasskeys(ctx context.Context, owner consolestate.Owner) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "DELETE FROM console_passkeys WHERE owner = $1", ownerKey(owner)); err != nil {
+		if _, err := tx.Exec(ctx, "DELETE FROM console_passkeys WHERE owner = $1", owner.Key()); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "DELETE FROM console_passkey_users WHERE owner = $1", ownerKey(owner))
+		_, err := tx.Exec(ctx, "DELETE FROM console_passkey_users WHERE owner = $1", owner.Key())
 		return err
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/redact"
 	"github.com/interlock-mcp/interlock/redis"
 )
 
@@ -27,7 +28,7 @@ func (p budgetPolicy) Decide(context.Context, *interlock.Call) (interlock.Decisi
 func (budgetPolicy) ToolModes(string, string, interlock.Hints) []interlock.Mode {
 	return []interlock.Mode{interlock.ModeFlag}
 }
-func (budgetPolicy) IsSecret(name string) bool                          { return interlock.IsSecretName(name, nil) }
+func (budgetPolicy) IsSecret(name string) bool                          { return redact.IsSecret(name, nil) }
 func (budgetPolicy) HumanArgs(string, string, interlock.Hints) []string { return nil }
 
 // one is the take of a single budget under key.

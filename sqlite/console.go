@@ -72,20 +72,6 @@ func (s *Console) fail(doing string, err error) error {
 	return fmt.Errorf("sqlite state %s: %s: %w", s.path, doing, err)
 }
 
-// ownerKey is the column an owner is kept under.
-func ownerKey(o consolestate.Owner) string {
-	b, _ := json.Marshal([]string{o.Tenant, o.Principal}) // strings always encode
-	return string(b)
-}
-
-// slotColumn is the column of slot, checked against the slots there are.
-func slotColumn(slot consolestate.Slot) (string, error) {
-	if err := consolestate.CheckSlot(slot); err != nil {
-		return "", err
-	}
-	return string(slot), nil
-}
-
 // StartSession implements [consolestate.Store].
 func (s *Console) StartSession(ctx context.Context, key string, sess consolestate.Session, idle time.Duration) error {
 	body, err := json.Marshal(sess)
@@ -105,15 +91,6 @@ func (s *Console) StartSession(ctx context.Context, key string, sess consolestat
 	return nil
 }
 
-func decodeSession(body string, lastSeen int64) (consolestate.Session, error) {
-	var sess consolestate.Session
-	if err := json.Unmarshal([]byte(body), &sess); err != nil {
-		return consolestate.Session{}, fmt.Errorf("reading a session: %w", err)
-	}
-	sess.LastSeen = time.Unix(0, lastSeen).In(sess.Created.Location())
-	return sess, nil
-}
-
 // Session implements [consolestate.Store]. A read that neither touches
 // nor finds the session idled out writes nothing.
 func (s *Console) Session(ctx context.Context, key string, now time.Time, idle time.Duration, touch bool) (consolestate.Session, error) {
@@ -128,7 +105,7 @@ func (s *Console) Session(ctx context.Context, key string, now time.Time, idle t
 			return consolestate.Session{}, s.fail("reading a console session", err)
 		}
 		if now.Sub(time.Unix(0, seen)) <= idle {
-			return decodeSession(body, seen)
+			return consolestate.DecodeSession(body, seen)
 		}
 	}
 	var sess consolestate.Session
@@ -154,7 +131,7 @@ func (s *Console) Session(ctx context.Context, key string, now time.Time, idle t
 				return err
 			}
 		}
-		sess, err = decodeSession(body, seen)
+		sess, err = consolestate.DecodeSession(body, seen)
 		found = err == nil
 		return err
 	})
@@ -193,7 +170,7 @@ func (s *Console) Sessions(ctx context.Context) (map[string]consolestate.Session
 		if err := rows.Scan(&key, &body, &seen); err != nil {
 			return nil, s.fail("listing console sessions", err)
 		}
-		if out[key], err = decodeSession(body, seen); err != nil {
+		if out[key], err = consolestate.DecodeSession(body, seen); err != nil {
 			return nil, s.fail("listing console sessions", err)
 		}
 	}
@@ -205,7 +182,7 @@ func (s *Console) Sessions(ctx context.Context) (map[string]consolestate.Session
 
 // Put implements [consolestate.Store].
 func (s *Console) Put(ctx context.Context, key string, slot consolestate.Slot, value []byte) error {
-	col, err := slotColumn(slot)
+	col, err := slot.Column()
 	if err != nil {
 		return err
 	}
@@ -231,7 +208,7 @@ func (s *Console) Put(ctx context.Context, key string, slot consolestate.Slot, v
 // IMMEDIATE transaction. Most pages find the slot empty: a read says so
 // without waiting for the write lock.
 func (s *Console) Take(ctx context.Context, key string, slot consolestate.Slot) ([]byte, error) {
-	col, err := slotColumn(slot)
+	col, err := slot.Column()
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +243,7 @@ func (s *Console) PasskeyUser(ctx context.Context, owner consolestate.Owner, fre
 	var handle []byte
 	// Most asks find the handle kept: they need not wait for the write
 	// lock.
-	err := s.db.QueryRowContext(ctx, "SELECT handle FROM console_passkey_users WHERE owner = ?", ownerKey(owner)).Scan(&handle)
+	err := s.db.QueryRowContext(ctx, "SELECT handle FROM console_passkey_users WHERE owner = ?", owner.Key()).Scan(&handle)
 	if err == nil {
 		return handle, nil
 	}
@@ -275,10 +252,10 @@ func (s *Console) PasskeyUser(ctx context.Context, owner consolestate.Owner, fre
 	}
 	err = s.change(ctx, func(c *sql.Conn, _ time.Time) error {
 		if _, err := c.ExecContext(ctx, "INSERT INTO console_passkey_users (owner, handle) VALUES (?, ?) ON CONFLICT (owner) DO NOTHING",
-			ownerKey(owner), fresh); err != nil {
+			owner.Key(), fresh); err != nil {
 			return err
 		}
-		return c.QueryRowContext(ctx, "SELECT handle FROM console_passkey_users WHERE owner = ?", ownerKey(owner)).Scan(&handle)
+		return c.QueryRowContext(ctx, "SELECT handle FROM console_passkey_users WHERE owner = ?", owner.Key()).Scan(&handle)
 	})
 	if err != nil {
 		return nil, s.fail("reading a passkey user", err)
@@ -288,7 +265,7 @@ func (s *Console) PasskeyUser(ctx context.Context, owner consolestate.Owner, fre
 
 // Passkeys implements [consolestate.Store].
 func (s *Console) Passkeys(ctx context.Context, owner consolestate.Owner) ([]consolestate.Passkey, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT body, rev FROM console_passkeys WHERE owner = ? ORDER BY seq", ownerKey(owner))
+	rows, err := s.db.QueryContext(ctx, "SELECT body, rev FROM console_passkeys WHERE owner = ? ORDER BY seq", owner.Key())
 	if err != nil {
 		return nil, s.fail("reading passkeys", err)
 	}
@@ -324,7 +301,7 @@ func (s *Console) AddPasskey(ctx context.Context, owner consolestate.Owner, p co
 	err = s.change(ctx, func(c *sql.Conn, _ time.Time) error {
 		res, err := c.ExecContext(ctx, `INSERT INTO console_passkeys (owner, id, seq, rev, body)
 			VALUES (?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM console_passkeys), 1, ?) ON CONFLICT (owner, id) DO NOTHING`,
-			ownerKey(owner), p.ID, string(body))
+			owner.Key(), p.ID, string(body))
 		if err != nil {
 			return err
 		}
@@ -353,7 +330,7 @@ func (s *Console) SwapPasskey(ctx context.Context, owner consolestate.Owner, p c
 	swapped, known := false, true
 	err = s.change(ctx, func(c *sql.Conn, _ time.Time) error {
 		res, err := c.ExecContext(ctx, "UPDATE console_passkeys SET rev = rev + 1, body = ? WHERE owner = ? AND id = ? AND rev = ?",
-			string(body), ownerKey(owner), p.ID, read)
+			string(body), owner.Key(), p.ID, read)
 		if err != nil {
 			return err
 		}
@@ -363,7 +340,7 @@ func (s *Console) SwapPasskey(ctx context.Context, owner consolestate.Owner, p c
 			return err
 		}
 		var one int
-		err = c.QueryRowContext(ctx, "SELECT 1 FROM console_passkeys WHERE owner = ? AND id = ?", ownerKey(owner), p.ID).Scan(&one)
+		err = c.QueryRowContext(ctx, "SELECT 1 FROM console_passkeys WHERE owner = ? AND id = ?", owner.Key(), p.ID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			known = false
 			return nil
@@ -407,10 +384,10 @@ func (s *Console) PasskeyOwners(ctx context.Context) ([]consolestate.Owner, erro
 // ForgetPasskeys implements [consolestate.Store].
 func (s *Console) ForgetPasskeys(ctx context.Context, owner consolestate.Owner) error {
 	err := s.change(ctx, func(c *sql.Conn, _ time.Time) error {
-		if _, err := c.ExecContext(ctx, "DELETE FROM console_passkeys WHERE owner = ?", ownerKey(owner)); err != nil {
+		if _, err := c.ExecContext(ctx, "DELETE FROM console_passkeys WHERE owner = ?", owner.Key()); err != nil {
 			return err
 		}
-		_, err := c.ExecContext(ctx, "DELETE FROM console_passkey_users WHERE owner = ?", ownerKey(owner))
+		_, err := c.ExecContext(ctx, "DELETE FROM console_passkey_users WHERE owner = ?", owner.Key())
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,61 @@
+package refusal_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/refusal"
+)
+
+func TestOf(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		code   interlock.Code
+		status int
+	}{
+		{"unknown approval", fmt.Errorf("deciding: %w", approval.ErrUnknown), interlock.CodeNotFound, http.StatusNotFound},
+		{"unknown grant", approval.ErrGrantUnknown, interlock.CodeNotFound, http.StatusNotFound},
+		{"own call", approval.ErrSelfApproval, interlock.CodePermissionDenied, http.StatusForbidden},
+		{"not an approver", approval.ErrNotAnApprover, interlock.CodePermissionDenied, http.StatusForbidden},
+		{"passkey", interlock.ErrPasskeyReplayed, interlock.CodePermissionDenied, http.StatusForbidden},
+		{"voted twice", approval.ErrAlreadyVoted, interlock.CodeValidationFailed, http.StatusBadRequest},
+		{"decided", approval.ErrAlreadyDecided, interlock.CodeValidationFailed, http.StatusBadRequest},
+		{"wire error", interlock.Errorf(interlock.CodeRateLimited, "wait", "too many"), interlock.CodeRateLimited, http.StatusTooManyRequests},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := refusal.Of(tt.err)
+			if e == nil || e.Code != tt.code || e.Message == "" {
+				t.Fatalf("Of = %+v, want code %s with words", e, tt.code)
+			}
+			if got := refusal.Status(e.Code); got != tt.status {
+				t.Errorf("Status(%s) = %d, want %d", e.Code, got, tt.status)
+			}
+		})
+	}
+	// A store that is down is not the approver's to fix: no words of it.
+	if e := refusal.Of(errors.New("dial tcp 127.0.0.1:5432: connection refused")); e != nil {
+		t.Errorf("Of(store error) = %+v, want nil", e)
+	}
+	if refusal.Of(nil) != nil {
+		t.Error("Of(nil) is not nil")
+	}
+}
+
+// Every code the gate can put on the wire has a status of its own; only a
+// tool's own error result, which has no code, is 422.
+func TestStatusOfEveryCode(t *testing.T) {
+	for _, c := range interlock.Codes() {
+		if s := refusal.Status(c); s == http.StatusUnprocessableEntity || s < 200 || s > 599 {
+			t.Errorf("Status(%s) = %d", c, s)
+		}
+	}
+	if s := refusal.Status(""); s != http.StatusUnprocessableEntity {
+		t.Errorf(`Status("") = %d, want 422`, s)
+	}
+}
