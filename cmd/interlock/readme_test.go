@@ -401,7 +401,7 @@ func TestReadme(t *testing.T) {
 		}
 		// The second runs every test: what it would run is checked, not run.
 		plan := s.sh(t, s.root, "make -n test")
-		for _, want := range []string{"bash scripts/services", "npm ci --prefix interop", "go vet ./...", "go test -count=1 ./..."} {
+		for _, want := range []string{"bash scripts/services", "npm ci --prefix interop", "go vet ./...", "go test -count=1 -timeout 25m ./..."} {
 			if !strings.Contains(plan, want) {
 				t.Errorf("make test no longer runs %q:\n%s", want, plan)
 			}
