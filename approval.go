@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -235,7 +236,7 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	}
 	a, err := g.approvedFor(ctx, id, who)
 	if err != nil {
-		return nil, err
+		return nil, decisionUnavailable(err)
 	}
 	if a.State(time.Now()) != approval.Pending {
 		return nil, approval.ErrAlreadyDecided
@@ -244,12 +245,12 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	if a.RequirePasskey {
 		vote.Tenant, vote.Passkey = who.Tenant, assertion
 		if err := g.verifyVote(ctx, a, vote); err != nil {
-			return nil, err
+			return nil, decisionUnavailable(err)
 		}
 	}
 	a, err = g.approvals.Decide(ctx, id, vote)
 	if err != nil {
-		return nil, err
+		return nil, decisionUnavailable(err)
 	}
 	decision := audit.DecisionConfirmed
 	if verdict == approval.Deny {
@@ -260,6 +261,25 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 		RuleApprovers: a.Approvers, Reason: vote.Reason,
 		Detail: fmt.Sprintf("%s: %s of %s's call", a.ID, verdict.Past(), a.Principal)})
 	return a, nil
+}
+
+// decisionUnavailable is what an approver is told when a store failed
+// under their decision (the approvals, or the passkeys it is checked
+// against): nothing was decided, and the same decision may succeed in a
+// moment. An answer of the rules (of approvals, of passkeys, or an
+// [*Error]) passes as it is.
+func decisionUnavailable(err error) error {
+	if _, ok := errors.AsType[*Error](err); ok || approval.IsRuleError(err) ||
+		errors.Is(err, ErrPasskeyRequired) || errors.Is(err, ErrPasskeyInvalid) || errors.Is(err, ErrPasskeyReplayed) {
+		return err
+	}
+	return &Error{
+		Code:         CodeUpstreamUnavailable,
+		Message:      "interlock's approval store cannot be reached, so nothing was decided.",
+		Hint:         "Retry in a few seconds; if it keeps failing, tell the operator that interlock's store is down.",
+		RetryAfterMS: 2000,
+		Err:          err,
+	}
 }
 
 // approvedFor returns the approval id if who may decide it

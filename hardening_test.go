@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/seal"
 )
@@ -281,6 +282,14 @@ func (failingStore) Consume(context.Context, string, string) (bool, error) {
 	return false, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 }
 
+// unreachableApprovals cannot read an approval, as a store that went
+// away cannot.
+type unreachableApprovals struct{ approval.Store }
+
+func (unreachableApprovals) Get(context.Context, string) (*approval.Approval, error) {
+	return nil, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+}
+
 func TestClearAnswers(t *testing.T) {
 	t.Run("a store that cannot be reached is transient", func(t *testing.T) {
 		r := newTokenRig(t, Decision{Mode: ModeToken}, &GateOptions{Getenv: env("false"), Tokens: failingStore{}})
@@ -289,6 +298,16 @@ func TestClearAnswers(t *testing.T) {
 			if b.Code != CodeUpstreamUnavailable || !b.Retriable || b.RetryAfterMS == 0 || strings.Contains(b.Message, "6379") {
 				t.Errorf("body = %+v", b)
 			}
+		}
+	})
+	t.Run("a decision the approval store fails under is transient", func(t *testing.T) {
+		g := newGate(t, fixedPolicy{d: Decision{Mode: ModeApproval}}, &GateOptions{Getenv: env("false"), Logger: quiet,
+			Approvals: unreachableApprovals{approval.NewMemory()}})
+		_, err := g.Decide(context.Background(), "apr_1", Identity{Principal: "bob"}, approval.Approve, "")
+		b := BodyOf(err)
+		if b.Code != CodeUpstreamUnavailable || !b.Retriable || b.RetryAfterMS == 0 || !strings.Contains(b.Message, "nothing was decided") ||
+			strings.Contains(b.Message, "6379") {
+			t.Errorf("body = %+v", b)
 		}
 	})
 	t.Run("elicit with fallback deny says the client cannot show a form", func(t *testing.T) {

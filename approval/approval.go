@@ -161,6 +161,18 @@ var (
 	ErrBadVerdict = errors.New("a vote approves or denies")
 )
 
+// IsRuleError reports whether err is one of this package's errors: an
+// answer of the rules of approvals and grants, which a store returns as
+// it is, as against a failure of the store itself.
+func IsRuleError(err error) bool {
+	for _, rule := range []error{ErrSelfApproval, ErrNotAnApprover, ErrAlreadyDecided, ErrAlreadyVoted, ErrUnknown, ErrNotApproved, ErrBadVerdict, ErrGrantUnknown} {
+		if errors.Is(err, rule) {
+			return true
+		}
+	}
+	return false
+}
+
 // AddVote records v on a pending approval: an approval by a person who has
 // not approved yet, or the denial. The vote that reaches the quorum sets
 // the deadline to run. Every store applies it to the stored approval under

@@ -75,13 +75,6 @@ type Options struct {
 	// tenant, other groups), ends at once. Nil: sessions end only when
 	// they idle out, sign out, or their credential's lifetime ends.
 	Recheck func(ctx context.Context, who interlock.Identity, cred Credential) (interlock.Identity, error)
-	// Links, when set, is asked for whom a one-time link's token signs
-	// in when it is not one of [Console.OneTimeLogin]'s: a link made
-	// outside this process (interlock console link). It spends the token,
-	// and says false for one that is unknown, spent, expired or not
-	// taken on this gateway. The session stands on a credential of kind
-	// [CredentialLink].
-	Links func(ctx context.Context, token string) (interlock.Identity, bool, error)
 	// Refused records a refused sign-in (why names the credential, never
 	// its value); the gateway folds repeated refusals from one source into
 	// one record. Nil: each is an auth_refused record of its own.
@@ -125,7 +118,6 @@ type Console struct {
 	authn   func(context.Context, string) (interlock.Identity, Credential, error)
 	recheck func(context.Context, interlock.Identity, Credential) (interlock.Identity, error)
 	refused func(context.Context, *http.Request, string)
-	links   func(context.Context, string) (interlock.Identity, bool, error)
 	history History
 	log     *slog.Logger
 	pages   map[string]*template.Template
@@ -170,7 +162,7 @@ func New(opts Options) *Console {
 			signal = consolestate.NewMemory()
 		}
 	}
-	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, links: opts.Links, signInWith: opts.SignIn, history: opts.History,
+	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, signInWith: opts.SignIn, history: opts.History,
 		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKeys: opts.FlowKeys}
 	if len(c.flowKeys) == 0 {
 		c.flowKeys = [][]byte{newFlowKey()}

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,60 +16,46 @@ import (
 	"github.com/interlock-mcp/interlock/policy"
 )
 
-// TestLinksMadeElsewhere: a token the console did not make is asked of
-// Links, which signs in whom it names once; a token Links refuses, or
-// cannot check, signs nobody in.
-func TestLinksMadeElsewhere(t *testing.T) {
+// TestLinkWhoseCredentialNoLongerStands: a one-time link signs in only
+// while Recheck takes a link's credential; one presented after the
+// gateway began to authenticate its approvers signs nobody in, and is
+// spent all the same.
+func TestLinkWhoseCredentialNoLongerStands(t *testing.T) {
 	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: approval.NewMemory(), Logger: quiet,
 		CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	live := map[string]bool{"made-elsewhere": true}
-	var asked []string
+	var authenticates atomic.Bool
 	c := New(Options{Gate: gate, Logger: quiet, Poll: 20 * time.Millisecond,
-		Links: func(_ context.Context, token string) (interlock.Identity, bool, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			asked = append(asked, token)
-			if token == "store-down" {
-				return interlock.Identity{}, false, errors.New("database is locked")
+		Recheck: func(_ context.Context, who interlock.Identity, cred Credential) (interlock.Identity, error) {
+			if cred.Kind == CredentialLink && authenticates.Load() {
+				return interlock.Identity{}, errors.New("the gateway now authenticates its callers")
 			}
-			ok := live[token]
-			delete(live, token)
-			return interlock.Identity{Principal: "operator", Tenant: "local"}, ok, nil
+			return who, nil
 		}})
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(func() { c.Close(); srv.Close() })
 	r := &rig{srv: srv, url: srv.URL, console: c}
+	operator := interlock.Identity{Principal: "operator", Tenant: "local"}
 
-	b := r.browser(t)
-	res, _ := b.get("/console/login?once=made-elsewhere")
-	if res.StatusCode != http.StatusSeeOther || cookieNamed(res, sessionCookie) == nil {
-		t.Fatalf("first use: status %d, no session cookie", res.StatusCode)
-	}
-	if _, page := b.get("/console/"); !strings.Contains(page, "Signed in as <strong>operator</strong>") {
-		t.Errorf("not signed in as operator:\n%s", page)
-	}
-	res, page := r.browser(t).get("/console/login?once=made-elsewhere")
-	if res.StatusCode != http.StatusForbidden || cookieNamed(res, sessionCookie) != nil || !strings.Contains(page, "interlock console link") {
-		t.Errorf("second use: status %d\n%s", res.StatusCode, page)
-	}
-	if res, _ := r.browser(t).get("/console/login?once=store-down"); res.StatusCode != http.StatusServiceUnavailable || cookieNamed(res, sessionCookie) != nil {
-		t.Errorf("a link that cannot be checked: status %d", res.StatusCode)
-	}
-	own, err := c.OneTimeLogin(context.Background(), interlock.Identity{Principal: "operator", Tenant: "local"})
+	taken, err := c.OneTimeLogin(context.Background(), operator)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := r.browser(t).get("/console/login?once=" + own); res.StatusCode != http.StatusSeeOther {
-		t.Errorf("the console's own link: status %d", res.StatusCode)
+	refused, err := c.OneTimeLogin(context.Background(), operator)
+	if err != nil {
+		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(asked, " ") != "made-elsewhere made-elsewhere store-down" {
-		t.Errorf("Links was asked %q: the console's own links must not be", asked)
+	if res, _ := r.browser(t).get("/console/login?once=" + taken); res.StatusCode != http.StatusSeeOther || cookieNamed(res, sessionCookie) == nil {
+		t.Errorf("a link while links sign in: status %d", res.StatusCode)
+	}
+	for _, attempt := range []string{"first", "second"} {
+		authenticates.Store(attempt == "first")
+		res, page := r.browser(t).get("/console/login?once=" + refused)
+		if res.StatusCode != http.StatusForbidden || cookieNamed(res, sessionCookie) != nil || !strings.Contains(page, "interlock console link") {
+			t.Errorf("%s use of a link the gateway no longer takes: status %d\n%s", attempt, res.StatusCode, page)
+		}
 	}
 }
 

@@ -238,8 +238,14 @@ type loginData struct {
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if once := r.URL.Query().Get("once"); once != "" {
 		who, ok, err := c.state.SpendLink(r.Context(), consolestate.Key(once), time.Now())
-		if err == nil && !ok && c.links != nil {
-			who, ok, err = c.links(r.Context(), once)
+		if ok && c.recheck != nil {
+			// A link made while the gateway took links (interlock console
+			// link, or a replica without authentication) signs nobody in
+			// on one whose approvers sign in with a credential: spent
+			// here, it is spent for good.
+			if _, refused := c.recheck(r.Context(), who, Credential{Kind: CredentialLink}); refused != nil {
+				ok = false
+			}
 		}
 		if err != nil {
 			c.log.ErrorContext(r.Context(), "console sign-in link", "error", err)

@@ -2,8 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/internal/testdb"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
@@ -51,25 +48,7 @@ func BenchmarkSignedInPage(b *testing.B) {
 			return s.Console()
 		}},
 		{"postgres", func(b *testing.B) consolestate.Store {
-			const base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-			name := make([]byte, 6)
-			rand.Read(name)
-			schema := "interlock_bench_" + hex.EncodeToString(name)
-			conn, err := pgx.Connect(ctx, base)
-			if err != nil {
-				b.Fatalf("PostgreSQL must be running at 127.0.0.1:5432: %v", err)
-			}
-			defer conn.Close(ctx)
-			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				if c, err := pgx.Connect(ctx, base); err == nil {
-					c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-					c.Close(ctx)
-				}
-			})
-			s, err := postgres.OpenApprovals(ctx, base+"&search_path="+schema)
+			s, err := postgres.OpenApprovals(ctx, testdb.Schema(b, "interlock_bench_"))
 			if err != nil {
 				b.Fatal(err)
 			}

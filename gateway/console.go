@@ -21,26 +21,14 @@ import (
 const Operator = "operator"
 
 // newConsole makes the approvers' console over the gateway's gate, its
-// API keys, its OAuth issuer, its audit log, the one-time links made
-// outside it (links, if any; see [Options.OperatorLinks]) and the store
-// and signal its state is shared by (see [Options.ConsoleState]); the
-// sealing keys every replica shares seal its sign-ins under way.
-func (g *Gateway) newConsole(log audit.Log, public string, links func(context.Context, string) (bool, error),
-	state consolestate.Store, signal consolestate.Signal, sealing [][]byte) *console.Console {
+// API keys, its OAuth issuer, its audit log and the store and signal its
+// state is shared by (see [Options.ConsoleState]), where one-time links
+// are kept too, whoever made them; the sealing keys every replica shares
+// seal its sign-ins under way.
+func (g *Gateway) newConsole(log audit.Log, public string, state consolestate.Store, signal consolestate.Signal, sealing [][]byte) *console.Console {
 	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential, State: state, Signal: signal,
 		FlowKeys: console.FlowKeys(sealing),
 		Refused:  func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
-	if links != nil {
-		opts.Links = func(ctx context.Context, token string) (interlock.Identity, bool, error) {
-			// Approvers of a gateway that authenticates sign in with their
-			// credential; the link is left unspent, and signs nobody in.
-			if g.config().Auth.Configured() {
-				return interlock.Identity{}, false, nil
-			}
-			ok, err := links(ctx, token)
-			return interlock.Identity{Principal: Operator, Tenant: interlock.TenantLocal}, ok, err
-		}
-	}
 	if len(g.config().Auth.Keys) > 0 {
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, console.Credential, error) {
 			ti, err := g.verifyKey(ctx, key, nil)

@@ -66,12 +66,6 @@ type Options struct {
 	// "" when there is none. A pending approval's approval_url points
 	// there.
 	FindConsole func(context.Context) string
-	// OperatorLinks, when set, spends a one-time console link made
-	// outside the gateway (interlock console link): true when token was
-	// one, live and not spent before. The console signs in the local
-	// operator with it, and asks only while the gateway has neither API
-	// keys nor an OAuth issuer.
-	OperatorLinks func(ctx context.Context, token string) (bool, error)
 	// ConsoleState keeps the console's sessions, passkeys and one-time
 	// links, and ConsoleSignal carries the word that approvals changed,
 	// between the gateways sharing them: with both in a shared store, an
@@ -165,7 +159,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 		getenv = os.Getenv
 	}
 	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
-	g.console = g.newConsole(opts.Gate.Audit, opts.PublicURL, opts.OperatorLinks, opts.ConsoleState, opts.ConsoleSignal, sealing)
+	g.console = g.newConsole(opts.Gate.Audit, opts.PublicURL, opts.ConsoleState, opts.ConsoleSignal, sealing)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +

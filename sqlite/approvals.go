@@ -60,7 +60,7 @@ var (
 // path. A gateway, which keeps its confirm tokens and budgets in the same
 // file, opens them all with [OpenState].
 func OpenApprovals(ctx context.Context, path string) (*Approvals, error) {
-	h, err := openHandle(ctx, path, approvalsSchema+gatewaysSchema+consoleLinksSchema)
+	h, err := openHandle(ctx, path, approvalsSchema+gatewaysSchema)
 	if err != nil {
 		return nil, fmt.Errorf("approval store %s: %w", path, err)
 	}
@@ -83,9 +83,13 @@ type State struct {
 
 // OpenState opens (creating when needed) the state file at path.
 func OpenState(ctx context.Context, path string) (*State, error) {
-	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema+gatewaysSchema+consoleLinksSchema+consoleSchema)
+	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema+gatewaysSchema+consoleSchema)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite state %s: %w", path, err)
+	}
+	if err := moveOperatorLinks(ctx, h); err != nil {
+		h.close()
+		return nil, fmt.Errorf("sqlite state %s: moving the links of interlock console link: %w", path, err)
 	}
 	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}, budgets: &Budgets{handle: h}, console: &Console{handle: h}}, nil
 }

@@ -2,69 +2,40 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
-	"fmt"
+	"encoding/json"
 	"time"
+
+	"github.com/interlock-mcp/interlock/approval"
 )
 
-// consoleLinksSchema keeps the one-time console links made outside the
-// gateway (`interlock console link`) by the SHA-256 of their token, so a
-// copy of the file, such as a backup, holds no link that signs anyone in.
-const consoleLinksSchema = `CREATE TABLE IF NOT EXISTS console_links (
-	hash       TEXT PRIMARY KEY,
-	expires_at INTEGER NOT NULL
-) WITHOUT ROWID;
-`
+// operatorLinkHolder is whom a link of the console_links table of earlier
+// versions signed in: the local operator of a gateway without
+// authentication (gateway.Operator, of tenant interlock.TenantLocal).
+var operatorLinkHolder = approval.Identity{Principal: "operator", Tenant: "local"}
 
-// AddConsoleLink keeps token as a one-time console link for ttl from now,
-// for whichever gateway on the data directory the operator opens it in
-// (see [Approvals.SpendConsoleLink]). Links that expired are dropped.
-func (s *Approvals) AddConsoleLink(ctx context.Context, token string, ttl time.Duration) error {
-	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
-		if _, err := c.ExecContext(ctx, "DELETE FROM console_links WHERE expires_at <= ?", now.UnixNano()); err != nil {
+// moveOperatorLinks moves the live links of console_links, where
+// `interlock console link` of earlier versions kept them, into the
+// console's one-time links, which now hold every link whoever made it,
+// and drops the table. Both keep a link by the SHA-256 of its token, so a
+// link printed before an upgrade still signs in once after it. One
+// IMMEDIATE transaction: of several processes opening the file at once,
+// one moves them and the others find no table.
+func moveOperatorLinks(ctx context.Context, h *handle) error {
+	who, err := json.Marshal(operatorLinkHolder)
+	if err != nil {
+		return err
+	}
+	return h.change(ctx, func(c *sql.Conn, now time.Time) error {
+		var old int
+		if err := c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'console_links'").Scan(&old); err != nil || old == 0 {
 			return err
 		}
-		_, err := c.ExecContext(ctx, "INSERT INTO console_links (hash, expires_at) VALUES (?, ?)", linkHash(token), now.Add(ttl).UnixNano())
+		if _, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO console_once (key, who, expires_at)
+			SELECT hash, ?, expires_at FROM console_links WHERE expires_at > ?`, string(who), now.UnixNano()); err != nil {
+			return err
+		}
+		_, err := c.ExecContext(ctx, "DROP TABLE console_links")
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("sqlite state %s: keeping a console link: %w", s.path, err)
-	}
-	return nil
-}
-
-// SpendConsoleLink reports whether token is a console link kept by
-// [Approvals.AddConsoleLink] that has neither expired nor been spent, and
-// spends it. The check and the spending are one IMMEDIATE transaction, so
-// of any number of processes presenting one link, exactly one is told
-// true.
-func (s *Approvals) SpendConsoleLink(ctx context.Context, token string) (bool, error) {
-	spent := false
-	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
-		res, err := c.ExecContext(ctx, "DELETE FROM console_links WHERE hash = ? AND expires_at > ?", linkHash(token), now.UnixNano())
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		spent = n == 1
-		// Expired links go too, this one among them if it was: they sign
-		// nobody in, now or later.
-		_, err = c.ExecContext(ctx, "DELETE FROM console_links WHERE expires_at <= ?", now.UnixNano())
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("sqlite state %s: spending a console link: %w", s.path, err)
-	}
-	return spent, nil
-}
-
-// linkHash is the hex SHA-256 a console link's token is kept by.
-func linkHash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
 }

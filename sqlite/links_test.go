@@ -2,76 +2,69 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/interlock-mcp/interlock/consolestate"
 )
 
-// TestConsoleLinkSpentOnce: a link kept by one process signs in once,
-// whichever of two processes presenting it at once wins, and never again;
-// the file holds only its hash.
-func TestConsoleLinkSpentOnce(t *testing.T) {
+// TestOperatorLinksOfEarlierVersionsMove: a file whose console_links
+// table, of earlier versions, holds a live and an expired link opens with
+// the live one among the console's one-time links, signing the local
+// operator in once, the expired one gone, and the old table dropped.
+func TestOperatorLinksOfEarlierVersionsMove(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
-	cli, a, b := openApprovals(t, path), openApprovals(t, path), openApprovals(t, path)
-	if err := cli.AddConsoleLink(ctx, "the-token", 15*time.Minute); err != nil {
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var kept int
-	if err := cli.db.QueryRowContext(ctx, "SELECT count(*) FROM console_links WHERE hash = ?", "the-token").Scan(&kept); err != nil || kept != 0 {
-		t.Fatalf("the token itself is in the file (%d rows, %v)", kept, err)
-	}
-	var wins atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 16 {
-		s := a
-		if i%2 == 1 {
-			s = b
+	now := time.Now()
+	for _, stmt := range []struct {
+		sql  string
+		args []any
+	}{
+		{"CREATE TABLE console_links (hash TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID", nil},
+		{"INSERT INTO console_links VALUES (?, ?), (?, ?)", []any{consolestate.Key("live"), now.Add(10 * time.Minute).UnixNano(),
+			consolestate.Key("expired"), now.Add(-time.Minute).UnixNano()}},
+	} {
+		if _, err := old.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
+			t.Fatal(err)
 		}
-		wg.Go(func() {
-			ok, err := s.SpendConsoleLink(ctx, "the-token")
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins.Add(1)
+	}
+	old.Close()
+
+	st, err := OpenState(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var tables int
+	if err := st.h.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE name = 'console_links'").Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("console_links is still there (%d, %v)", tables, err)
+	}
+	tests := []struct {
+		name, token string
+		ok          bool
+	}{
+		{"the live link", "live", true},
+		{"the live link again", "live", false},
+		{"the expired link", "expired", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			who, ok, err := st.Console().SpendLink(ctx, consolestate.Key(tt.token), time.Now())
+			if err != nil || ok != tt.ok || (ok && (who.Principal != "operator" || who.Tenant != "local")) {
+				t.Errorf("SpendLink: %+v %v %v, want ok=%v for the operator", who, ok, err, tt.ok)
 			}
 		})
 	}
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("the link signed in %d times", n)
-	}
-	if ok, err := a.SpendConsoleLink(ctx, "the-token"); ok || err != nil {
-		t.Errorf("spent again later: %v %v", ok, err)
-	}
-	if ok, err := b.SpendConsoleLink(ctx, "a-made-up-token"); ok || err != nil {
-		t.Errorf("a token never kept: %v %v", ok, err)
-	}
-}
-
-// TestConsoleLinkExpires: a link past its end signs nobody in, and is
-// dropped; one still live beside it is not.
-func TestConsoleLinkExpires(t *testing.T) {
-	ctx := context.Background()
-	s := openApprovals(t, filepath.Join(t.TempDir(), "state.db"))
-	if err := s.AddConsoleLink(ctx, "short", time.Millisecond); err != nil {
+	// A file opened again, with no old table, opens as well.
+	again, err := OpenState(ctx, path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddConsoleLink(ctx, "long", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(10 * time.Millisecond)
-	if ok, err := s.SpendConsoleLink(ctx, "short"); ok || err != nil {
-		t.Errorf("an expired link: %v %v", ok, err)
-	}
-	var left int
-	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM console_links").Scan(&left); err != nil || left != 1 {
-		t.Errorf("%d links left (%v), want the live one only", left, err)
-	}
-	if ok, err := s.SpendConsoleLink(ctx, "long"); !ok || err != nil {
-		t.Errorf("a live link: %v %v", ok, err)
-	}
+	again.Close()
 }

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -23,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/internal/testdb"
 )
 
 // runCLI runs the binary and returns its exit code and output.
@@ -271,25 +270,5 @@ func killDuringCalls(t *testing.T, section string) killed {
 // a URL that uses it.
 func pgSchema(t *testing.T) string {
 	t.Helper()
-	const base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "interlock_it_" + hex.EncodeToString(b)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at 127.0.0.1:5432: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err == nil {
-			c.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	return base + "&search_path=" + name
+	return testdb.Schema(t, "interlock_it_")
 }

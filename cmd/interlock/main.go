@@ -42,7 +42,7 @@ Usage:
 
   interlock approvals list|approve ID|deny ID [--reason R] [--url URL]
   interlock status [--data DIR]
-  interlock console link [--data DIR]
+  interlock console link [--data DIR] [--config FILE] [--url URL]
   interlock secret
   interlock version
 

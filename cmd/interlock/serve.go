@@ -194,9 +194,6 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		shared = approvals
 		opts.Gate.Tokens, opts.Gate.Budgets = st.Tokens(), st.Budgets()
 		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
-		// Links made by interlock console link sign the operator in to
-		// this gateway's console too.
-		opts.OperatorLinks = approvals.SpendConsoleLink
 		opts.ConsoleState, opts.ConsoleSignal = st.Console(), st.Console()
 		store = "tokens, budgets, approvals, grants and console sessions in sqlite " + state + " (shared by every gateway on this data directory)"
 	}

@@ -18,14 +18,14 @@ import (
 )
 
 // stateName is the data directory's state file when no store is
-// configured: approvals, grants, console links and the gateways'
-// announcements.
+// configured: approvals, grants, tokens, budgets, the console's state
+// and the gateways' announcements.
 const stateName = "state.db"
 
 // openDataState opens the state file of the data directory dir for a
 // command that reads what running gateways left there; it makes none
 // where no gateway ever ran.
-func openDataState(ctx context.Context, dir string) (*sqlite.Approvals, error) {
+func openDataState(ctx context.Context, dir string) (*sqlite.State, error) {
 	path := filepath.Join(dir, stateName)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -33,7 +33,7 @@ func openDataState(ctx context.Context, dir string) (*sqlite.Approvals, error) {
 		}
 		return nil, fmt.Errorf("reading the data directory's state: %w", err)
 	}
-	return sqlite.OpenApprovals(ctx, path)
+	return sqlite.OpenState(ctx, path)
 }
 
 // status lists the gateways that share the data directory's state, and
@@ -57,7 +57,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return noneRuns
 	}
 	defer state.Close()
-	gws, err := state.Gateways(ctx, consoleSeen)
+	gws, err := state.Approvals().Gateways(ctx, consoleSeen)
 	if err != nil {
 		return err
 	}

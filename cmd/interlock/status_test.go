@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
@@ -91,6 +93,51 @@ func TestConsoleLinkSignsInOnce(t *testing.T) {
 	}
 }
 
+// TestConsoleLinkInTheConfiguredStore: with a store configured, the link
+// interlock console link makes is kept there, and a gateway sharing that
+// store (on a data directory of its own) signs the operator in with it
+// once; a configuration with API keys makes none.
+func TestConsoleLinkInTheConfiguredStore(t *testing.T) {
+	tests := []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"postgres", func(t *testing.T) string { return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t)) }},
+		{"redis", func(t *testing.T) string {
+			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:link:%d:\"\n", time.Now().UnixNano())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			config := writeFile(t, dir, "interlock.yaml", fmt.Sprintf("upstreams:\n  - name: demo\n    command: [%q, demo, --db, %q]\n%s",
+				binary, filepath.Join(dir, "demo.db"), tt.store(t)))
+			base := strings.TrimSuffix(servedHTTP(t, "--config", config), "/mcp")
+			code, out, errText := runCLI(t, "console", "link", "--config", config, "--data", t.TempDir(), "--url", base)
+			link := strings.TrimSpace(out)
+			if code != 0 || !strings.HasPrefix(link, base+"/console/login?once=") {
+				t.Fatalf("console link: %d %q %q", code, out, errText)
+			}
+			operator := newConsoleBrowser()
+			if status, _ := consoleGet(t, operator, link); status != http.StatusSeeOther {
+				t.Fatalf("first use: status %d", status)
+			}
+			if status, page := consoleGet(t, operator, base+"/console/"); status != http.StatusOK || !strings.Contains(page, "Signed in as <strong>operator</strong>") {
+				t.Errorf("after the link: %d\n%s", status, page)
+			}
+			if status, _ := consoleGet(t, newConsoleBrowser(), link); status != http.StatusForbidden {
+				t.Errorf("second use: status %d", status)
+			}
+
+			keyed := writeFile(t, dir, "keyed.yaml", fmt.Sprintf("upstreams:\n  - name: demo\n    command: [%q, demo]\n%sauth:\n  keys:\n    - {sha256: %s, principal: bob}\n",
+				binary, tt.store(t), gateway.HashKey("bob-key")))
+			if code, out, errText := runCLI(t, "console", "link", "--config", keyed, "--url", base); code != 1 || out != "" || !strings.Contains(errText, "API keys or an OAuth issuer") {
+				t.Errorf("console link with keys configured: %d %q %q", code, out, errText)
+			}
+		})
+	}
+}
+
 // TestConsoleLinkOnAGatewayWithKeys: approvers of a gateway with API keys
 // sign in with their key: interlock console link says so, and the console
 // refuses a link kept in the state all the same.
@@ -113,12 +160,13 @@ func TestConsoleLinkOnAGatewayWithKeys(t *testing.T) {
 		t.Errorf("console link on a gateway with keys: %q", errText)
 	}
 
-	state, err := sqlite.OpenApprovals(context.Background(), filepath.Join(data, "state.db"))
+	state, err := sqlite.OpenState(context.Background(), filepath.Join(data, "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer state.Close()
-	if err := state.AddConsoleLink(context.Background(), "kept-anyway", time.Minute); err != nil {
+	operator := interlock.Identity{Principal: gateway.Operator, Tenant: interlock.TenantLocal}
+	if err := state.Console().AddLink(context.Background(), consolestate.Key("kept-anyway"), operator, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if status, _ := consoleGet(t, newConsoleBrowser(), base+"/console/login?once=kept-anyway"); status != http.StatusForbidden {
