@@ -187,7 +187,7 @@ const urlWait = time.Minute
 // answers changes nothing (only approvers decide).
 func (g *Gate) showApprovalURL(ctx context.Context, a *approval.Approval, ex Exchange) {
 	url := g.approvalURL(ctx, a.ID)
-	if ex = ex.resolved(); ex.ShowURL == nil || url == "" {
+	if ex = ex.Resolved(); ex.ShowURL == nil || url == "" {
 		return
 	}
 	params := &mcp.ElicitParams{Mode: "url", URL: url, ElicitationID: a.ID,

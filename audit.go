@@ -101,7 +101,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 	if d.Mode == ModeApproval {
 		rec.RuleApprovers = d.Approvers
 	}
-	if req := ex.req; req != nil && req.Session != nil {
+	if req := ex.Request(); req != nil && req.Session != nil {
 		rec.Session = req.Session.ID()
 		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {
 			rec.Client = p.ClientInfo.Name + "/" + p.ClientInfo.Version

@@ -267,21 +267,13 @@ func (c *Call) digest() ([32]byte, error) {
 // DefinitionDigest returns the digest of a tool's definition as advertised:
 // the canonical form of its JSON, every field included.
 func DefinitionDigest(t *mcp.Tool) [32]byte {
-	b, err := json.Marshal(t)
-	if err == nil {
-		// The gate's own encoding, read back leniently: no limit of the
-		// strict reader can leave a part of the definition unbound.
-		var v any
-		if err = json.Unmarshal(b, &v); err == nil {
-			var sum [32]byte
-			if sum, err = seal.DigestValue(v); err == nil {
-				return sum
-			}
-		}
+	sum, err := seal.DigestOf(t)
+	if err != nil {
+		// A definition that cannot be encoded still gets a digest of its
+		// own (its error), which no other definition shares by accident.
+		return sha256.Sum256([]byte("unencodable tool definition: " + t.Name + ": " + err.Error()))
 	}
-	// A definition that cannot be encoded still gets a digest of its own
-	// (its error), which no other definition shares by accident.
-	return sha256.Sum256([]byte("unencodable tool definition: " + t.Name + ": " + err.Error()))
+	return sum
 }
 
 // maxText bounds a value quoted in a message or a log record, so that a

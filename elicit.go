@@ -40,7 +40,7 @@ func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*m
 		}
 		return g.redecide(ctx, c, d, ex)
 	}
-	if ex = ex.resolved(); !ex.Form {
+	if ex = ex.Resolved(); !ex.Form {
 		return g.fallback(ctx, c, d, ex)
 	}
 	res, err := g.askForm(ctx, c, d)

@@ -18,6 +18,7 @@ import (
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/budget"
+	"github.com/interlock-mcp/interlock/exchange"
 	"github.com/interlock-mcp/interlock/internal/strictjson"
 	"github.com/interlock-mcp/interlock/redact"
 	"github.com/interlock-mcp/interlock/seal"
@@ -368,99 +369,8 @@ func (t *Tool) setHumanArgs(names []string) error {
 type Runner func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error)
 
 // Exchange is what a call's transport can carry back to a human before the
-// call completes, and what came back.
-type Exchange struct {
-	// Form reports that the client can show a form to a human during this
-	// call: it declared form elicitation, and either speaks multi round-trip
-	// requests or keeps a session the server can send a request on.
-	Form bool
-	// Native reports that the client speaks multi round-trip requests
-	// (protocol 2026-07-28): it answers input requests by retrying the call.
-	// A client with Form but not Native is asked by elicitation/create on its
-	// session instead.
-	Native bool
-	// Responses and State are what a client sends when it retries a call
-	// that answered with input requests.
-	Responses mcp.InputResponseMap
-	State     string
-	// Ask sends a form to a client of an earlier protocol on its session
-	// and waits for the answer; nil for MRTR clients, which are asked by
-	// the call's result instead.
-	Ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
-	// ShowURL, when set, sends a URL for the human to open on the
-	// client's session (URL-mode elicitation): a client of an earlier
-	// protocol that declared it.
-	ShowURL func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
-
-	// ask, when set, replaces the session's Elicit in Ask and ShowURL
-	// (see [Gate.CallRequestVia]).
-	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
-
-	// req, when set, is read for Form, Native and Ask only when a mode
-	// needs them (see resolved), so calls that run at once pay nothing for
-	// decoding the client's capabilities.
-	req *mcp.CallToolRequest
-}
-
-// resolved returns the exchange with what the client can carry read from
-// its request.
-func (ex Exchange) resolved() Exchange {
-	if ex.req == nil {
-		return ex
-	}
-	out := ExchangeOf(ex.req)
-	if ex.ask != nil {
-		if out.Ask != nil {
-			out.Ask = ex.ask
-		}
-		if out.ShowURL != nil {
-			out.ShowURL = ex.ask
-		}
-	}
-	return out
-}
-
-// ExchangeOf reads what the client of req can carry and what it answered.
-func ExchangeOf(req *mcp.CallToolRequest) Exchange {
-	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState}
-	caps := req.ClientCapabilities()
-	// Since 2025-11-25 "elicitation": {} still means form support; a client
-	// that lists only URL mode cannot show a form.
-	form := caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
-	ex.Native = protocolVersion(req) >= protocolMRTR
-	// A stateless HTTP request has no session the server could send an
-	// elicitation on; only a client that retries with answers can be asked.
-	stateless := statelessHTTP(req)
-	ex.Form = form && req.Session != nil && (ex.Native || !stateless)
-	if ex.Form && !ex.Native {
-		ex.Ask = req.Session.Elicit
-	}
-	if caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil && req.Session != nil && !ex.Native && !stateless {
-		ex.ShowURL = req.Session.Elicit
-	}
-	return ex
-}
-
-// statelessHTTP reports whether req came over HTTP without a session, on
-// which a server cannot send the client a request.
-func statelessHTTP(req *mcp.CallToolRequest) bool {
-	return req.Extra != nil && req.Extra.Header != nil && req.Session != nil && req.Session.ID() == ""
-}
-
-// protocolMRTR is the first protocol version with multi round-trip requests.
-const protocolMRTR = "2026-07-28"
-
-func protocolVersion(req *mcp.CallToolRequest) string {
-	if v, ok := req.Params.Meta[mcp.MetaKeyProtocolVersion].(string); ok && v != "" {
-		return v
-	}
-	if req.Session != nil {
-		if p := req.Session.InitializeParams(); p != nil {
-			return p.ProtocolVersion
-		}
-	}
-	return ""
-}
+// call completes, and what came back (package exchange).
+type Exchange = exchange.Exchange
 
 // Call sends one call through the gate: it splits off the meta-arguments,
 // validates the rest, decides, applies the operator key and the mode, and
@@ -484,7 +394,7 @@ func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolReques
 // place of its session's Elicit.
 func (g *Gate) CallRequestVia(ctx context.Context, t *Tool, req *mcp.CallToolRequest,
 	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error), run Runner) *mcp.CallToolResult {
-	ex := Exchange{Responses: req.Params.InputResponses, State: req.Params.RequestState, req: req, ask: ask}
+	ex := exchange.Via(req, ask)
 	ctx = tracing.FromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }
@@ -512,7 +422,7 @@ func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawM
 	}
 	if span != nil {
 		span.SetAttributes(attribute.String("interlock.mode", string(d.Mode)), attribute.String("interlock.rule", d.Rule))
-		endSpan(span, decision, outcome, confirmedBy)
+		tracing.EndCall(span, decision, outcome, confirmedBy, Code(outcome).ServerSide())
 	}
 	if g.meter != nil {
 		g.meter.ObserveCall(CallStats{Tool: t.Name, Upstream: t.Upstream, Mode: string(d.Mode),

@@ -44,7 +44,7 @@ type relayed struct {
 // question cannot reach a human (or a model, or the client's roots)
 // through it.
 func (g *Gate) relay(ctx context.Context, c *Call, ex Exchange, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
-	if !ex.answers(res.InputRequests) {
+	if !ex.Answers(res.InputRequests) {
 		return nil, &Error{Code: CodeCancelled,
 			Message: fmt.Sprintf("%s asked a question that this client cannot show to a human, so it did not finish.", c.Tool),
 			Hint:    "Use a client that supports MCP elicitation for this tool, or ask the operator how to run it."}
@@ -60,43 +60,6 @@ func (g *Gate) relay(ctx context.Context, c *Call, ex Exchange, res *mcp.CallToo
 	out := *res
 	out.RequestState = state
 	return &out, nil
-}
-
-// answers reports whether the client of ex can answer every input request
-// in reqs: it can be asked during this call (see [ExchangeOf]) and
-// declared what each asks: a form, a URL to open, a model's completion,
-// its roots.
-func (ex Exchange) answers(reqs mcp.InputRequestMap) bool {
-	r := ex.resolved()
-	if ex.req == nil {
-		return r.Form
-	}
-	caps := ex.req.ClientCapabilities()
-	if caps == nil || ex.req.Session == nil || (!r.Native && statelessHTTP(ex.req)) {
-		return false
-	}
-	for _, q := range reqs {
-		switch q := q.(type) {
-		case *mcp.ElicitParams:
-			if q.Mode == "url" && (caps.Elicitation == nil || caps.Elicitation.URL == nil) {
-				return false
-			}
-			if q.Mode != "url" && !r.Form {
-				return false
-			}
-		case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
-			if caps.Sampling == nil {
-				return false
-			}
-		case *mcp.ListRootsParams:
-			if caps.RootsV2 == nil && !caps.Roots.ListChanged {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // resume spends the wrapped state of a retried call and returns what the

@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/exchange"
 )
 
 // pushProtocol is the protocol a client session's own upstream link
@@ -344,7 +344,7 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 // requests in a result, which a question pushed by an upstream of an
 // earlier protocol is not.
 func askable(call *mcp.CallToolRequest) *mcp.ClientCapabilities {
-	if call == nil || call.Session == nil || interlock.ExchangeOf(call).Native {
+	if call == nil || call.Session == nil || exchange.Of(call).Native {
 		return nil
 	}
 	if call.Extra != nil && call.Extra.Header != nil && call.Session.ID() == "" {
@@ -582,7 +582,7 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 // now: a client of an earlier protocol, on a session, that declared the
 // question's mode of elicitation.
 func canCarry(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
-	ex := interlock.ExchangeOf(call)
+	ex := exchange.Of(call)
 	if ex.Native {
 		return false
 	}
@@ -603,7 +603,7 @@ func heldCanShow(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
 	if q.Mode == "url" {
 		return caps.Elicitation.URL != nil
 	}
-	return interlock.ExchangeOf(call).Form
+	return exchange.Of(call).Form
 }
 
 // maxNotificationWait bounds how long a finished call waits for the
@@ -646,7 +646,7 @@ func requestLevel(link *mcp.ClientSession, req *mcp.CallToolRequest) mcp.Logging
 	if level, ok := req.Params.Meta[mcp.MetaKeyLogLevel].(string); ok {
 		return mcp.LoggingLevel(level)
 	}
-	if interlock.ExchangeOf(req).Native {
+	if exchange.Of(req).Native {
 		return ""
 	}
 	return "debug"

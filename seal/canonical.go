@@ -69,6 +69,21 @@ func DigestValue(v any) ([32]byte, error) {
 	return sha256.Sum256(b), nil
 }
 
+// DigestOf returns the SHA-256 of the canonical form of v's JSON encoding,
+// read back leniently, so that no limit of the strict reader can leave a
+// part of v unbound: every field its encoding holds is digested.
+func DigestOf(v any) ([32]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	var decoded any
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		return [32]byte{}, err
+	}
+	return DigestValue(decoded)
+}
+
 func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

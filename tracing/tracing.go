@@ -9,6 +9,8 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -66,4 +68,22 @@ func ToHeaders(ctx context.Context, h propagation.HeaderCarrier) {
 // FromHeaders returns ctx continuing the trace of HTTP headers.
 func FromHeaders(ctx context.Context, h propagation.HeaderCarrier) context.Context {
 	return traceContext.Extract(ctx, h)
+}
+
+// EndCall closes a gated call's span with what the audit record says of it:
+// its decision, its outcome and what confirmed it. failed marks a failure
+// of interlock or of what is behind it; a refusal is the gate working, not
+// a span error.
+func EndCall(span trace.Span, decision, outcome, confirmedBy string, failed bool) {
+	span.SetAttributes(
+		attribute.String("interlock.decision", decision),
+		attribute.String("interlock.outcome", outcome),
+	)
+	if confirmedBy != "" {
+		span.SetAttributes(attribute.String("interlock.confirmed_by", confirmedBy))
+	}
+	if failed {
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
 }
