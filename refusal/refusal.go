@@ -20,36 +20,50 @@ import (
 // error that is not the approver's to fix (a store that is down), which a
 // face reports as an internal failure without its text.
 func Of(err error) *interlock.Error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, approval.ErrUnknown):
-		return &interlock.Error{Code: interlock.CodeNotFound, Message: "There is no such approval, or it is not one you may see.",
-			Hint: "List the approvals you may decide: GET /v1/approvals, interlock approvals list, or the console."}
-	case errors.Is(err, approval.ErrGrantUnknown):
-		return &interlock.Error{Code: interlock.CodeNotFound, Message: "There is no such grant, or it is not one you may see.",
-			Hint: "List the grants you may see: GET /v1/grants, or the console's Grants page."}
-	case errors.Is(err, approval.ErrSelfApproval):
-		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "You cannot approve or deny your own call.",
-			Hint: "Ask one of the approvers the policy names to decide it."}
-	case errors.Is(err, approval.ErrNotAnApprover):
-		return &interlock.Error{Code: interlock.CodePermissionDenied, Message: "The policy does not name you as an approver of this call.",
-			Hint: "Ask one of the approvers the policy names to decide it."}
-	case errors.Is(err, interlock.ErrPasskeyRequired), errors.Is(err, interlock.ErrPasskeyInvalid), errors.Is(err, interlock.ErrPasskeyReplayed):
-		return &interlock.Error{Code: interlock.CodePermissionDenied,
-			Message: "The policy accepts a decision on this call only when it is signed with your passkey in the console.",
-			Hint:    "Open the approval in the console (/console/approvals/{id}), register a passkey there if you have none, and decide with it."}
-	case errors.Is(err, approval.ErrAlreadyVoted):
-		return &interlock.Error{Code: interlock.CodeValidationFailed, Message: "You already approved this call; it waits for the other approvers.",
-			Hint: "Read its state with GET /v1/approvals/{id}, or on its page."}
-	case errors.Is(err, approval.ErrAlreadyDecided):
-		return &interlock.Error{Code: interlock.CodeValidationFailed, Message: "This approval is no longer waiting for a decision.",
-			Hint: "Read its state with GET /v1/approvals/{id}, or on its page."}
+	}
+	for _, k := range known {
+		for _, target := range k.errs {
+			if errors.Is(err, target) {
+				refusal := k.refusal // a copy: a face may add to what it shows
+				return &refusal
+			}
+		}
 	}
 	if e, ok := errors.AsType[*interlock.Error](err); ok {
 		return e
 	}
 	return nil
+}
+
+// known are the errors of the approval domain an approver can act on, and
+// what each face tells them.
+var known = []struct {
+	errs    []error
+	refusal interlock.Error
+}{
+	{[]error{approval.ErrUnknown}, interlock.Error{Code: interlock.CodeNotFound,
+		Message: "There is no such approval, or it is not one you may see.",
+		Hint:    "List the approvals you may decide: GET /v1/approvals, interlock approvals list, or the console."}},
+	{[]error{approval.ErrGrantUnknown}, interlock.Error{Code: interlock.CodeNotFound,
+		Message: "There is no such grant, or it is not one you may see.",
+		Hint:    "List the grants you may see: GET /v1/grants, or the console's Grants page."}},
+	{[]error{approval.ErrSelfApproval}, interlock.Error{Code: interlock.CodePermissionDenied,
+		Message: "You cannot approve or deny your own call.",
+		Hint:    "Ask one of the approvers the policy names to decide it."}},
+	{[]error{approval.ErrNotAnApprover}, interlock.Error{Code: interlock.CodePermissionDenied,
+		Message: "The policy does not name you as an approver of this call.",
+		Hint:    "Ask one of the approvers the policy names to decide it."}},
+	{[]error{interlock.ErrPasskeyRequired, interlock.ErrPasskeyInvalid, interlock.ErrPasskeyReplayed}, interlock.Error{Code: interlock.CodePermissionDenied,
+		Message: "The policy accepts a decision on this call only when it is signed with your passkey in the console.",
+		Hint:    "Open the approval in the console (/console/approvals/{id}), register a passkey there if you have none, and decide with it."}},
+	{[]error{approval.ErrAlreadyVoted}, interlock.Error{Code: interlock.CodeValidationFailed,
+		Message: "You already approved this call; it waits for the other approvers.",
+		Hint:    "Read its state with GET /v1/approvals/{id}, or on its page."}},
+	{[]error{approval.ErrAlreadyDecided}, interlock.Error{Code: interlock.CodeValidationFailed,
+		Message: "This approval is no longer waiting for a decision.",
+		Hint:    "Read its state with GET /v1/approvals/{id}, or on its page."}},
 }
 
 // Status is the HTTP status of a refusal or result with code c, for the

@@ -42,6 +42,12 @@ func TestOf(t *testing.T) {
 	if e := refusal.Of(errors.New("dial tcp 127.0.0.1:5432: connection refused")); e != nil {
 		t.Errorf("Of(store error) = %+v, want nil", e)
 	}
+	// Each reading is the caller's own: changing one leaves the next alone.
+	first := refusal.Of(approval.ErrUnknown)
+	first.Message = "changed"
+	if refusal.Of(approval.ErrUnknown).Message == "changed" {
+		t.Error("Of hands out a shared refusal")
+	}
 	if refusal.Of(nil) != nil {
 		t.Error("Of(nil) is not nil")
 	}
