@@ -42,6 +42,9 @@ type watcher struct {
 
 	mu   sync.Mutex
 	subs map[chan change]struct{}
+	// ready holds, for each subscription made since the last read of the
+	// stores began, what to close when the next read is done.
+	ready []chan struct{}
 }
 
 // seen is what the watcher remembers of an approval between two reads.
@@ -106,21 +109,27 @@ func (w *watcher) poke() {
 func (w *watcher) close() { w.once.Do(func() { close(w.done) }) }
 
 // subscribe returns a channel of changes; it is closed when the watcher
-// stops. cancel ends the subscription.
-func (w *watcher) subscribe() (<-chan change, func()) {
+// stops. ready is closed once the watcher has read the stores since the
+// subscription: a watcher that had no listener compares with that first
+// read, so a change made before ready may go unreported. cancel ends the
+// subscription.
+func (w *watcher) subscribe() (changes <-chan change, ready <-chan struct{}, cancel func()) {
 	ch := make(chan change, 16)
+	r := make(chan struct{})
 	w.mu.Lock()
 	select {
 	case <-w.done:
 		close(ch)
+		close(r)
 		w.mu.Unlock()
-		return ch, func() {}
+		return ch, r, func() {}
 	default:
 	}
 	w.subs[ch] = struct{}{}
+	w.ready = append(w.ready, r)
 	w.mu.Unlock()
 	w.poke()
-	return ch, func() {
+	return ch, r, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if _, ok := w.subs[ch]; ok {
@@ -174,6 +183,10 @@ func (w *watcher) run() {
 				delete(w.subs, ch)
 				close(ch)
 			}
+			for _, r := range w.ready {
+				close(r)
+			}
+			w.ready = nil
 			w.mu.Unlock()
 			return
 		case <-t.C:
@@ -197,7 +210,16 @@ func (w *watcher) run() {
 			heard, stopHearing = nil, func() {}
 			continue
 		}
+		w.mu.Lock()
+		ready := w.ready
+		w.ready = nil
+		w.mu.Unlock()
 		next, changes, err := w.read(context.Background(), known)
+		// A page waits for this read even when it failed: it listens, and
+		// hears what changes once the stores answer again.
+		for _, r := range ready {
+			close(r)
+		}
 		if err != nil {
 			w.log.Warn("console: reading approvals and grants", "error", err)
 			continue
@@ -392,10 +414,17 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	// A page listens for as long as it is open.
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
-	changes, cancel := c.changes.subscribe()
+	changes, ready, cancel := c.changes.subscribe()
 	defer cancel()
 	ended, release := c.endings.of(s.key)
 	defer release()
+	// The page is told it listens only once a change can no longer be
+	// missed.
+	select {
+	case <-ready:
+	case <-r.Context().Done():
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
