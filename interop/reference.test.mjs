@@ -95,6 +95,25 @@ async function waitFor(cond, ms) {
   return cond();
 }
 
+// modern reports whether the connection speaks 2026-07-28 or later.
+function modern(c) {
+  return (c.client.getNegotiatedProtocolVersion?.() ?? '') >= '2026-07-28';
+}
+
+// subscribe asks for the notifications filter names: on a connection of
+// 2026-07-28 by opening a subscriptions/listen stream, before that by
+// resources/subscribe for each resource (list changes come unasked).
+// Returns { close() }.
+async function subscribe(c, filter) {
+  if (modern(c)) return c.client.listen(filter);
+  for (const uri of filter.resourceSubscriptions ?? []) await c.client.subscribeResource({ uri });
+  return {
+    close: async () => {
+      for (const uri of filter.resourceSubscriptions ?? []) await c.client.unsubscribeResource({ uri });
+    },
+  };
+}
+
 // call is callTool for either SDK.
 function call(conn, params, opts = {}) {
   return conn.sdk === SDK1 ? conn.client.callTool(params, undefined, opts) : conn.client.callTool(params, opts);
@@ -215,14 +234,16 @@ const EVERYTHING_FEATURES = [
     name: 'subscribe + updated',
     run: async (c) => {
       const uri = 'demo://resource/dynamic/text/1';
-      await c.client.subscribeResource({ uri });
+      // From 2026-07-28 on a client subscribes on a subscriptions/listen
+      // stream; before, with resources/subscribe.
+      const sub = await subscribe(c, { resourceSubscriptions: [uri] });
       ranOk(await call(c, { name: 'toggle-subscriber-updates', arguments: {} }));
       try {
         const got = await waitFor(() => c.seen.updated.some((u) => u.uri === uri), 8_000);
         assert.ok(got, 'no notifications/resources/updated within 8 s');
       } finally {
         await call(c, { name: 'toggle-subscriber-updates', arguments: {} });
-        await c.client.unsubscribeResource({ uri });
+        await sub.close();
       }
       return uri;
     },
@@ -340,16 +361,21 @@ const EVERYTHING_FEATURES = [
     name: 'list_changed',
     run: async (c) => {
       const before = c.seen.resourcesChanged.length;
-      ranOk(
-        await call(c, {
-          name: 'gzip-file-as-resource',
-          arguments: { name: `interop-${c.label.replace(/\W+/g, '-')}.gz`, data: 'data:text/plain;base64,aGVsbG8=' },
-        }),
-      );
-      assert.ok(
-        await waitFor(() => c.seen.resourcesChanged.length > before, 3_000),
-        'no notifications/resources/list_changed within 3 s',
-      );
+      const sub = await subscribe(c, { resourcesListChanged: true });
+      try {
+        ranOk(
+          await call(c, {
+            name: 'gzip-file-as-resource',
+            arguments: { name: `interop-${c.label.replace(/\W+/g, '-')}.gz`, data: 'data:text/plain;base64,aGVsbG8=' },
+          }),
+        );
+        assert.ok(
+          await waitFor(() => c.seen.resourcesChanged.length > before, 3_000),
+          'no notifications/resources/list_changed within 3 s',
+        );
+      } finally {
+        await sub.close();
+      }
       return true;
     },
   },
@@ -635,16 +661,13 @@ const SDK2_PINNED = {
   pin: '2026-07-28',
   // What such a client cannot have through interlock from a server of an
   // earlier protocol, and the clear failure it gets instead: never a hang.
-  // The protocol took resources/subscribe and unsolicited notifications
-  // away; in their place it has a subscriptions/listen stream, which this
-  // client offers no way to open. The questions these servers push in the
-  // middle of a call (sampling, roots, a form) reach it as input requests,
-  // while interlock holds the call (see docs/upstreams.md).
-  // server-filesystem asks for roots outside any call, as soon as a link
-  // is made: such a client can be asked only in a call's result.
+  // It subscribes, and hears of list changes, on a subscriptions/listen
+  // stream; the questions these servers push in the middle of a call
+  // (sampling, roots, a form) reach it as input requests, while interlock
+  // holds the call (see docs/upstreams.md). server-filesystem asks for
+  // roots outside any call, as soon as a link is made: such a client can
+  // be asked only in a call's result.
   gaps: {
-    'subscribe + updated': /not supported by the negotiated protocol version/,
-    list_changed: /no notifications\/resources\/list_changed/,
     roots: /Allowed directories/,
   },
   // Client 2.x on 2026-07-28 drops a tool's execution itself.
