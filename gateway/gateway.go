@@ -111,6 +111,9 @@ type Gateway struct {
 
 	// shadowing writes the differences of the shadow policy, if any.
 	shadowing shadowRecorder
+
+	// listens keeps each session's subscriptions/listen streams (listen.go).
+	listens listens
 }
 
 // upstreamTool names a tool as its upstream does.
@@ -182,6 +185,9 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(g.tenantView)
 	g.server.AddReceivingMiddleware(g.verbatimResults)
 	g.server.AddReceivingMiddleware(g.toolFields)
+	// Innermost, so that what subscribes a stream again goes to the SDK.
+	g.server.AddReceivingMiddleware(g.listens.receiving)
+	g.server.AddSendingMiddleware(g.listens.sending)
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	life, stop := context.WithCancel(context.Background())
 	g.life, g.stop = life, stop
