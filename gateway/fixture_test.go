@@ -36,7 +36,8 @@ func TestMain(m *testing.M) {
 //   - ask_push (read-only): asks the same by sending elicitation/create in
 //     the middle of the call, which only clients of earlier protocols allow;
 //     with {"ask": ["elicit", "sample", "roots"]} it pushes each of those
-//     questions in turn within one run and answers what came back;
+//     questions in turn within one run and answers what came back, with
+//     progress before each question when asked for progress;
 //   - slow (read-only): answers after {"ms": n} milliseconds;
 //   - getenv (read-only): answers the value of the environment variable
 //     {"name": …}, or "unset";
@@ -154,9 +155,13 @@ func serveFixture() {
 				}
 				return answer("pushed=", r), nil
 			}
-			// Each question in turn, within the one run of the tool.
+			// Each question in turn, within the one run of the tool, with
+			// progress before each when the caller asked for it.
 			var got []string
-			for _, q := range args.Ask {
+			for i, q := range args.Ask {
+				if tok := req.Params.GetProgressToken(); tok != nil {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Message: "asking " + q})
+				}
 				switch q {
 				case "elicit":
 					r, err := req.Session.Elicit(ctx, colorForm)

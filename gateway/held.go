@@ -52,8 +52,10 @@ type heldCall struct {
 	asked chan *heldQuestion
 	done  chan heldOutcome
 	// fl is the call in flight, which each round points at the client's
-	// current request.
-	fl *inflight
+	// current request, as it points the upstream's progress, under the
+	// token interlock gave the upstream (progress, empty for none).
+	fl       *inflight
+	progress string
 	// pending is the question the client was given, once parked; timer
 	// expires the parked call.
 	pending *heldQuestion
@@ -97,9 +99,9 @@ func holds(req *mcp.CallToolRequest, link *mcp.ClientSession) bool {
 
 // hold starts call on a context of its own, which outlives ctx's request;
 // finished runs when the upstream has answered.
-func (u *upstream) hold(ctx context.Context, fl *inflight, call func(context.Context) (*mcp.CallToolResult, error), finished func()) *heldCall {
+func (u *upstream) hold(ctx context.Context, fl *inflight, progress string, call func(context.Context) (*mcp.CallToolResult, error), finished func()) *heldCall {
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	h := &heldCall{ctx: hctx, stop: stop, asked: make(chan *heldQuestion), done: make(chan heldOutcome, 1), fl: fl}
+	h := &heldCall{ctx: hctx, stop: stop, asked: make(chan *heldQuestion), done: make(chan heldOutcome, 1), fl: fl, progress: progress}
 	u.callsMu.Lock()
 	fl.held = h
 	u.callsMu.Unlock()
@@ -213,6 +215,7 @@ func (u *upstream) resume(ctx context.Context, name string, req *mcp.CallToolReq
 	u.callsMu.Lock()
 	h.fl.ctx, h.fl.req = ctx, req
 	u.callsMu.Unlock()
+	u.retrackProgress(h.progress, ctx, req)
 	q := h.pending
 	h.pending = nil
 	q.answer <- answerFor(q.request, r.Responses[q.id])

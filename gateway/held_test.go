@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,6 +133,67 @@ func TestHeldCallCarriesPushedQuestions(t *testing.T) {
 	}
 	if decided != 1 || continued == 0 || ok != 1 {
 		t.Errorf("records: %d decided, %d continued, %d ok; want 1, some, 1", decided, continued, ok)
+	}
+}
+
+// TestHeldCallCarriesProgressOfEveryRound: the progress an upstream of
+// 2025-11-25 reports during a held call reaches the client of 2026-07-28
+// in whichever round of the call it comes, under the client's token:
+// each retry is a request of its own, and the progress goes to the one
+// that waits for the call now.
+func TestHeldCallCarriesProgressOfEveryRound(t *testing.T) {
+	f := testConfig(t, "", "fx")
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	for _, transport := range []string{"in memory", "HTTP"} {
+		t.Run(transport, func(t *testing.T) {
+			var asked []string
+			opts := answering(&asked)
+			var mu sync.Mutex
+			var heard []string
+			opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				heard = append(heard, fmt.Sprintf("%v:%v:%s", req.Params.ProgressToken, req.Params.Progress, req.Params.Message))
+				mu.Unlock()
+			}
+			var cs *mcp.ClientSession
+			if transport == "HTTP" {
+				var err error
+				cs, err = mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(context.Background(),
+					&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cs.Close() })
+			} else {
+				cs = newClient(t, gw, "2026-07-28", opts)
+			}
+			params := &mcp.CallToolParams{Name: "ask_push", Arguments: map[string]any{"ask": []string{"elicit", "sample", "elicit"}}}
+			params.SetProgressToken("mine")
+			res, err := cs.CallTool(context.Background(), params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError {
+				t.Fatalf("result = %+v", body(t, res))
+			}
+			want := []string{"mine:0:asking elicit", "mine:1:asking sample", "mine:2:asking elicit"}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				mu.Lock()
+				got := slices.Clone(heard)
+				mu.Unlock()
+				if slices.Equal(got, want) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("progress heard %q, want %q", got, want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -527,6 +527,25 @@ func (u *upstream) trackProgress(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 }
 
+// retrackProgress points the progress of the call the upstream knows by
+// tok at the client's request req: each round of a held call is a request
+// of its own, with its own progress token or none.
+func (u *upstream) retrackProgress(tok string, ctx context.Context, req *mcp.CallToolRequest) {
+	if tok == "" {
+		return
+	}
+	u.progressMu.Lock()
+	defer u.progressMu.Unlock()
+	if _, ok := u.progress[tok]; !ok {
+		return
+	}
+	e := progressEntry{ctx: ctx}
+	if req != nil {
+		e.session, e.token = req.Session, req.Params.GetProgressToken()
+	}
+	u.progress[tok] = e
+}
+
 // relayProgress hands the upstream's progress back under the client's own
 // token.
 func (u *upstream) relayProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -535,7 +554,8 @@ func (u *upstream) relayProgress(_ context.Context, req *mcp.ProgressNotificatio
 	u.progressMu.Lock()
 	e, ok := u.progress[tok]
 	u.progressMu.Unlock()
-	if !ok {
+	if !ok || e.token == nil {
+		// A round of a held call that asked for no progress hears none.
 		return
 	}
 	p := *req.Params

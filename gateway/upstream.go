@@ -477,7 +477,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	fl.link = cs
 	u.callsMu.Unlock()
 	if holds(req, cs) {
-		h := u.hold(ctx, fl, func(hctx context.Context) (*mcp.CallToolResult, error) {
+		h := u.hold(ctx, fl, token, func(hctx context.Context) (*mcp.CallToolResult, error) {
 			res, err := cs.CallTool(hctx, params)
 			if err == nil {
 				u.settle(cs)
