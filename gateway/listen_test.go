@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,12 +75,18 @@ func TestListChangesOutliveOtherStreams(t *testing.T) {
 			}
 		}
 	}
-	// settled is the number of goroutines once the streams closed have
-	// wound down.
-	settled := func() int {
-		time.Sleep(200 * time.Millisecond)
-		runtime.GC()
-		return runtime.NumGoroutine()
+	// running counts the goroutines that run the SDK's handler again for
+	// a stream: one at most for each stream still open.
+	running := func() int {
+		var buf bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+		n := 0
+		for _, g := range strings.Split(buf.String(), "\n\n") {
+			if strings.Contains(g, "(*listens).ended.func") {
+				n++
+			}
+		}
+		return n
 	}
 
 	heard("before any other stream")
@@ -86,10 +94,25 @@ func TestListChangesOutliveOtherStreams(t *testing.T) {
 	heard("after one stream opened and closed")
 	cycle(5)
 	heard("after six")
-	base := settled()
-	cycle(30)
-	heard("after thirty-six")
-	if now := settled(); now > base+5 {
-		t.Errorf("goroutines grew from %d to %d over 30 streams opened and closed", base, now)
+	cycle(60)
+	heard("after sixty-six")
+	// Left to themselves, the runs for the first stream would be sixty;
+	// the last stream closed may still be winding down.
+	open := func() int {
+		gw.listens.mu.Lock()
+		defer gw.listens.mu.Unlock()
+		n := 0
+		for _, streams := range gw.listens.open {
+			n += len(streams)
+		}
+		return n
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for running() != 1 || open() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines run the SDK's handler again and the gateway keeps %d streams; want 1 and 1, for the one stream open",
+				running(), open())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
