@@ -114,6 +114,8 @@ type Gateway struct {
 
 	// listens keeps each session's subscriptions/listen streams (listen.go).
 	listens listens
+	// stateless knows the calls served without a session (stateless.go).
+	stateless statelessCalls
 }
 
 // upstreamTool names a tool as its upstream does.
@@ -181,6 +183,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
+	g.server.AddReceivingMiddleware(boundToRequest)
 	g.server.AddReceivingMiddleware(g.passThrough)
 	g.server.AddReceivingMiddleware(g.tenantView)
 	g.server.AddReceivingMiddleware(g.verbatimResults)

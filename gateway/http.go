@@ -96,7 +96,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 			},
 		)
 	}
-	mcpHandler := g.newLane(0).wrapStateless(streamable(true))
+	mcpHandler := g.stateless.wrap(g.newLane(0).wrapStateless(streamable(true)))
 	if !stateless {
 		sessions := g.newLane(g.config().HTTP.SessionIdleTimeout).wrap(
 			newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server, g.sessionRefused).wrap(streamable(false)))

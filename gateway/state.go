@@ -25,6 +25,7 @@ type requestState struct {
 	verbatim   *verbatim          // a tools/call handler's carrier of the upstream's bytes
 	wire       *verbatim          // the same carrier on the upstream leg, where the link fills it
 	limits     *tenantUpstreams   // the upstreams the caller's tenant may use, when limited
+	request    context.Context    // the HTTP request a request without a session is served in (stateless.go)
 }
 
 // tenantUpstreams names the upstreams a tenant limited to some may use.
