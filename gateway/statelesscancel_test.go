@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -24,7 +27,8 @@ func TestStatelessCancellation(t *testing.T) {
 	for key, who := range keys {
 		fmt.Fprintf(&yaml, "    - {sha256: %s, principal: %q, tenant: %q}\n", HashKey(key), who[0], who[1])
 	}
-	gw := start(t, testConfig(t, yaml.String(), "fx"), "false")
+	var logged lockedLog
+	gw := startLogged(t, testConfig(t, yaml.String(), "fx"), "false", slog.New(slog.NewTextHandler(&logged, nil)))
 	srv := httptest.NewServer(gw.Handler(true))
 	t.Cleanup(srv.Close)
 	url := srv.URL + MCPPath
@@ -106,4 +110,28 @@ func TestStatelessCancellation(t *testing.T) {
 		settles("the second cancelled", 0)
 		closeSecond()
 	})
+	// Each ended call is on record as cancelled, not as a failure of
+	// interlock's.
+	if out := logged.String(); strings.Count(out, "outcome=CANCELLED") != 5 || strings.Contains(out, "INTERNAL_ERROR") {
+		t.Errorf("the gateway's log of the calls:\n%s", out)
+	}
+}
+
+// lockedLog is a log's output that the gateway writes from several
+// goroutines.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

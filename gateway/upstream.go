@@ -390,8 +390,21 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 			Hint:    "Check the current state with a read-only tool before retrying.",
 			Err:     err,
 		}
+	case errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled):
+		// The guard gave up as the client did, before the attempt said so.
+		return nil, cancelled(name, err)
 	}
 	return nil, err
+}
+
+// cancelled is the answer to a call its client cancelled.
+func cancelled(name string, err error) *interlock.Error {
+	return &interlock.Error{
+		Code:    interlock.CodeCancelled,
+		Message: fmt.Sprintf("The call of %s was cancelled; it may or may not have run.", name),
+		Hint:    "Check the current state with a read-only tool before calling it again.",
+		Err:     err,
+	}
 }
 
 // rejection is the answer to a call the guard did not make.
@@ -539,12 +552,7 @@ func (u *upstream) outcome(ctx context.Context, link *mcp.ClientSession, name st
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// The client cancelled the call: the link is sound, and the
 		// upstream was told (the SDK sends notifications/cancelled).
-		return nil, &interlock.Error{
-			Code:    interlock.CodeCancelled,
-			Message: fmt.Sprintf("The call of %s was cancelled; it may or may not have run.", name),
-			Hint:    "Check the current state with a read-only tool before calling it again.",
-			Err:     err,
-		}
+		return nil, cancelled(name, err)
 	}
 	failure := u.failure(link, name, err, timedOut)
 	// The upstream's own words (a JSON-RPC message, a transport error) can
