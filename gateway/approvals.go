@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/refusal"
 )
 
 // approvalView is an approval as approvers see it over REST.
@@ -63,7 +64,7 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 func (g *Gateway) handleListApprovals(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	pending, err := g.gate.Approvals().List(r.Context())
 	if err != nil {
-		writeError(w, fmt.Errorf("listing approvals: %w", err))
+		writeError(w, refusal.StoreAway(err, "the approvals cannot be listed now"))
 		return
 	}
 	out := []approvalView{}
@@ -83,7 +84,7 @@ func (g *Gateway) handleGetApproval(w http.ResponseWriter, r *http.Request, who 
 		err = approval.ErrUnknown
 	}
 	if err != nil {
-		writeError(w, err)
+		writeError(w, refusal.StoreAway(err, "the approval cannot be shown now"))
 		return
 	}
 	writeJSON(w, http.StatusOK, g.view(a))
@@ -123,7 +124,7 @@ func (g *Gateway) handleDecide(verdict approval.Verdict) func(http.ResponseWrite
 func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	live, err := g.gate.Grants().LiveGrants(r.Context())
 	if err != nil {
-		writeError(w, fmt.Errorf("listing grants: %w", err))
+		writeError(w, refusal.StoreAway(err, "the grants cannot be listed now"))
 		return
 	}
 	out := []*approval.StandingGrant{}
@@ -138,7 +139,7 @@ func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who i
 func (g *Gateway) handleRevokeGrant(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, refusal.StoreAway(err, "nothing was revoked"))
 		return
 	}
 	writeJSON(w, http.StatusOK, sg)
@@ -181,7 +182,7 @@ func (g *Gateway) handleGrantScope(w http.ResponseWriter, r *http.Request, who i
 	}
 	sg, err := g.gate.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})
 	if err != nil {
-		writeError(w, err)
+		writeError(w, refusal.StoreAway(err, "no grant was made (the call may stand approved, for one run)"))
 		return
 	}
 	writeJSON(w, http.StatusOK, sg)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/interlock-mcp/interlock"
@@ -63,5 +64,46 @@ func TestStatusOfEveryCode(t *testing.T) {
 	}
 	if s := refusal.Status(""); s != http.StatusUnprocessableEntity {
 		t.Errorf(`Status("") = %d, want 422`, s)
+	}
+}
+
+func TestStoreAway(t *testing.T) {
+	down := errors.New("dial tcp 127.0.0.1:6379: connection refused")
+	tests := []struct {
+		name string
+		err  error
+		want interlock.Code
+	}{
+		{"a store that is down", fmt.Errorf("listing grants: %w", down), interlock.CodeUpstreamUnavailable},
+		{"a rule's answer", approval.ErrGrantUnknown, interlock.CodeNotFound},
+		{"a wire error", interlock.Errorf(interlock.CodeCancelled, "call again", "gone"), interlock.CodeCancelled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := refusal.StoreAway(tt.err, "nothing was revoked")
+			// As a face reads it.
+			read := err
+			if e := refusal.Of(err); e != nil {
+				read = e
+			}
+			body := interlock.BodyOf(read)
+			if body.Code != tt.want {
+				t.Fatalf("code %s, want %s", body.Code, tt.want)
+			}
+			if tt.want != interlock.CodeUpstreamUnavailable {
+				return
+			}
+			if !body.Retriable || refusal.Status(body.Code) != http.StatusServiceUnavailable ||
+				body.Message != "interlock's approval store cannot be reached, so nothing was revoked." {
+				t.Errorf("body %+v", body)
+			}
+			// The store's own words stay in the log.
+			if strings.Contains(fmt.Sprint(body), "dial tcp") || !errors.Is(err, down) {
+				t.Errorf("body %+v shows the store's error, or err %v lost it", body, err)
+			}
+		})
+	}
+	if refusal.StoreAway(nil, "x") != nil {
+		t.Error("StoreAway(nil) is not nil")
 	}
 }

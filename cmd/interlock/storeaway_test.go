@@ -311,6 +311,26 @@ budgets:
 			setAway(true)
 			// A few refusals of each kind: the store stays away under load.
 			until("refusals while the store is away", refusedOf, map[string]int{byToken: 2, byApproval: 2, byBudget: 2}, tt.needs)
+			// An approver's reads and changes of approvals and grants fail
+			// the same way: 503, retriable, saying what was left undone,
+			// naming nothing inside interlock.
+			for _, req := range []struct{ method, path, undone string }{
+				{http.MethodGet, "/v1/approvals", "the approvals cannot be listed now"},
+				{http.MethodGet, "/v1/approvals/apr_none", "the approval cannot be shown now"},
+				{http.MethodGet, "/v1/grants", "the grants cannot be listed now"},
+				{http.MethodPost, "/v1/grants/grt_none/revoke", "nothing was revoked"},
+				{http.MethodPost, "/v1/approvals/apr_none/grant", "nothing was decided"},
+			} {
+				body := ""
+				if req.path == "/v1/approvals/apr_none/grant" {
+					body = `{"ttl":"1h","uses":1}`
+				}
+				status, out, err := restDo(req.method, load.base+req.path, "bob-key", body)
+				if err != nil || status != http.StatusServiceUnavailable || out["code"] != "UPSTREAM_UNAVAILABLE" || out["retriable"] != true ||
+					!strings.Contains(fmt.Sprint(out["message"]), req.undone) || leaks(fmt.Sprint(out)) {
+					t.Errorf("%s %s while the store is away: %d %v %v", req.method, req.path, status, out, err)
+				}
+			}
 			awayRan := ranOf()
 			var others []string
 			for _, k := range kinds {
