@@ -636,7 +636,7 @@ const STATELESS_GAPS = {
   list_changed: /no notifications\/resources\/list_changed/,
   // -32601 (the client does not offer sampling); the go-sdk interlock's
   // link is built on words every -32601 as "method not found".
-  sampling: /no client can answer|does not offer sampling|method not found: "sampling\/createMessage"/,
+  sampling: /no client can answer|does not offer sampling|method not found: \\?"sampling\/createMessage/,
   roots: /no roots are currently configured|Allowed directories/,
   elicitation: /cancelled the elicitation|CANCELLED/,
 };
