@@ -75,6 +75,9 @@ type Options struct {
 	ConsoleSignal consolestate.Signal
 	// Probes check the stores for /readyz.
 	Probes []Probe
+	// Drift, if set, says how the gateways sharing the store differ in
+	// version or configuration ("" when they agree), for /readyz.
+	Drift func(context.Context) string
 }
 
 // Gateway mirrors upstream tools behind the gate.
@@ -96,6 +99,7 @@ type Gateway struct {
 	stop     context.CancelFunc
 	impl     *mcp.Implementation // what the gateway says of itself
 	probes   []Probe
+	drift    func(context.Context) string
 	inFlight inFlight
 
 	// tools is every mirrored tool (tools.go), swapped whole when an
@@ -212,7 +216,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 		})
 		g.upstreams = append(g.upstreams, u)
 	}
-	g.metrics, g.probes = opts.Metrics, opts.Probes
+	g.metrics, g.probes, g.drift = opts.Metrics, opts.Probes, opts.Drift
 	return g, nil
 }
 

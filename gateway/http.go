@@ -167,14 +167,24 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		notReady := g.Ready(r.Context())
+		// Gateways that drifted apart still serve: drift is for the
+		// operator to read, never a reason to take one out of rotation.
+		drift := ""
+		if g.drift != nil && holdsKey(r) {
+			drift = g.drift(r.Context())
+		}
 		if len(notReady) == 0 {
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+			writeJSON(w, http.StatusOK, struct {
+				Status string `json:"status"`
+				Drift  string `json:"drift,omitempty"`
+			}{"ready", drift})
 			return
 		}
 		body := struct {
 			Status   string     `json:"status"`
 			NotReady []NotReady `json:"not_ready,omitempty"`
-		}{Status: "not ready"}
+			Drift    string     `json:"drift,omitempty"`
+		}{Status: "not ready", Drift: drift}
 		if holdsKey(r) {
 			body.NotReady = notReady
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/roster"
 )
 
 // Metrics is an [interlock.Meter] that keeps Prometheus metrics in a
@@ -27,6 +28,7 @@ type Metrics struct {
 	breakerOpen   *prometheus.GaugeVec
 	events        *prometheus.CounterVec
 	budgets       *prometheus.CounterVec
+	gateways      *prometheus.GaugeVec
 }
 
 var _ interlock.Meter = (*Metrics)(nil)
@@ -75,10 +77,23 @@ func New() *Metrics {
 			Name: "interlock_budget_refusals_total",
 			Help: "Gated calls refused because a budget was spent, by budget.",
 		}, []string{"budget"}),
+		gateways: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "interlock_gateways",
+			Help: "The gateways that share this gateway's store, by version and configuration digest (cut to 12 characters): more than one series means they drifted apart.",
+		}, []string{"version", "config"}),
 	}
-	m.registry.MustRegister(m.calls, m.confirmations, m.gate, m.upstream, m.upstreamUp, m.breakerOpen, m.events, m.budgets,
+	m.registry.MustRegister(m.calls, m.confirmations, m.gate, m.upstream, m.upstreamUp, m.breakerOpen, m.events, m.budgets, m.gateways,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Gateways sets the gateways that share the store, as this gateway last
+// read them.
+func (m *Metrics) Gateways(gws []roster.Gateway) {
+	m.gateways.Reset()
+	for _, g := range gws {
+		m.gateways.WithLabelValues(g.Version, roster.ShortDigest(g.ConfigDigest)).Inc()
+	}
 }
 
 // ObserveCall implements [interlock.Meter].

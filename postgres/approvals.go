@@ -61,7 +61,7 @@ func OpenApprovals(ctx context.Context, url string) (*Approvals, error) {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7140415)"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, approvalsSchema+";"+consoleSchema)
+		_, err := tx.Exec(ctx, approvalsSchema+";"+consoleSchema+";"+rosterSchema)
 		return err
 	})
 	var schema string

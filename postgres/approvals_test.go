@@ -10,6 +10,8 @@ import (
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
 	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
+	"github.com/interlock-mcp/interlock/roster"
+	"github.com/interlock-mcp/interlock/roster/rostertest"
 )
 
 // twoGateways opens two handles on one fresh schema, as two gateways
@@ -162,4 +164,11 @@ func TestConsoleSignalAfterItsConnectionDrops(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+func TestRosterConformance(t *testing.T) {
+	rostertest.Run(t, func(t *testing.T) (roster.Store, roster.Store) {
+		a, b := twoGateways(t)
+		return a, b
+	})
 }

@@ -5,28 +5,15 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/interlock-mcp/interlock/roster"
 )
 
 // Gateway is one interlock process that shares the data directory's
-// state: what it runs and where, if anywhere, its console is.
-type Gateway struct {
-	ID      string
-	Version string
-	// ConsoleURL is the base URL of its console (such as
-	// http://127.0.0.1:8740), empty for a gateway that serves none (a
-	// `serve --stdio`).
-	ConsoleURL string
-	// ConfigDigest names the configuration it runs (its file's SHA-256,
-	// and its shadow policy's), as its reloads log it; empty from a
-	// version that did not record it.
-	ConfigDigest string
-	// Authenticates is set when its callers and approvers authenticate
-	// (API keys or an OAuth issuer): its console then signs nobody in by
-	// a one-time link.
-	Authenticates bool
-	Since         time.Time
-	Seen          time.Time
-}
+// state.
+type Gateway = roster.Gateway
+
+var _ roster.Store = (*Approvals)(nil)
 
 const gatewaysSchema = `CREATE TABLE IF NOT EXISTS gateways (
 	id            TEXT PRIMARY KEY,
@@ -56,7 +43,7 @@ func (s *Approvals) Announce(ctx context.Context, g Gateway) error {
 			g.ID, g.Version, g.ConsoleURL, since.UnixNano(), now.UnixNano(), g.ConfigDigest, g.Authenticates); err != nil {
 			return err
 		}
-		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE seen < ?", now.Add(-24*time.Hour).UnixNano())
+		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE seen < ?", now.Add(-roster.Forget).UnixNano())
 		return err
 	})
 	if err != nil {
@@ -114,10 +101,5 @@ func (s *Approvals) ConsoleURL(ctx context.Context, within time.Duration) string
 	if err != nil {
 		return ""
 	}
-	for _, g := range gws {
-		if g.ConsoleURL != "" {
-			return g.ConsoleURL
-		}
-	}
-	return ""
+	return roster.ConsoleURL(gws)
 }

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/interlock-mcp/interlock/roster"
+	"github.com/interlock-mcp/interlock/roster/rostertest"
 )
 
 // TestGatewaysListed: the gateways that announced themselves are listed
@@ -59,4 +62,13 @@ func TestAnnounceFollowsTheGateway(t *testing.T) {
 	if gws, err := s.Gateways(ctx, time.Minute); err != nil || len(gws) != 0 {
 		t.Errorf("after departing: %+v %v", gws, err)
 	}
+}
+
+// TestRosterConformance: two handles on one state file, as two gateways
+// on one data directory have.
+func TestRosterConformance(t *testing.T) {
+	rostertest.Run(t, func(t *testing.T) (roster.Store, roster.Store) {
+		path := filepath.Join(t.TempDir(), "state.db")
+		return openApprovals(t, path), openApprovals(t, path)
+	})
 }

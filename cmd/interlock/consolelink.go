@@ -25,8 +25,8 @@ const consoleUsage = `Usage:
 link prints a new one-time link that signs the local operator in to the console of a gateway
 without authentication, as the link interlock serve printed does. The link is kept in the store the
 configuration names (store.postgres, else store.redis, else the data directory's state), so any
-gateway sharing that store takes it. The console is the one a gateway on the data directory
-announced, or the one at --url.
+gateway sharing that store takes it. The console is the one a gateway announced in that store, or
+the one at --url.
 `
 
 // consoleLinkTTL is how long a link made by interlock console link signs
@@ -61,7 +61,7 @@ func consoleLink(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	flags := newFlags("console link", stderr)
 	data := flags.String("data", ".interlock", "data `directory` of the running gateway (as given to interlock serve)")
 	configFile := flags.String("config", "", "configuration `file` of the running gateway, whose store keeps the link (default: the built-in config)")
-	at := flags.String("url", "", "base `URL` of the console (default: the one a gateway on the data directory announced)")
+	at := flags.String("url", "", "base `URL` of the console (default: the one a gateway on the store announced)")
 	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func consoleLink(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	base, authenticated, err := announcedConsole(ctx, dir)
+	base, authenticated, err := announcedConsole(ctx, f, dir)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func consoleLink(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			"one-time links are for a gateway without authentication")
 	}
 	if base == "" {
-		return errors.New("no gateway with a console runs on this data directory: start interlock serve, or name its console with --url")
+		return errors.New("no gateway with a console runs on this store: start interlock serve, or name its console with --url")
 	}
 	links, closeLinks, err := openLinkStore(ctx, f, dir)
 	if err != nil {
@@ -110,15 +110,16 @@ func consoleLink(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 // announcedConsole returns the console a gateway without authentication
-// announced on the data directory dir, and one with authentication; ""
-// for each that runs there with no console.
-func announcedConsole(ctx context.Context, dir string) (base, authenticated string, err error) {
-	state, err := openDataState(ctx, dir)
-	if err != nil || state == nil {
+// announced where the gateways running f announce themselves (see
+// openRoster), and one with authentication; "" for each that runs there
+// with no console.
+func announcedConsole(ctx context.Context, f *config.File, dir string) (base, authenticated string, err error) {
+	gateways, closeRoster, err := openRoster(ctx, f, dir)
+	if err != nil || gateways == nil {
 		return "", "", err
 	}
-	defer state.Close()
-	gws, err := state.Approvals().Gateways(ctx, consoleSeen)
+	defer closeRoster()
+	gws, err := gateways.Gateways(ctx, consoleSeen)
 	if err != nil {
 		return "", "", err
 	}

@@ -41,7 +41,7 @@ Usage:
   interlock audit export [--data DIR | --config FILE] [--since TIME]
 
   interlock approvals list|approve ID|deny ID [--reason R] [--url URL]
-  interlock status [--data DIR]
+  interlock status [--data DIR] [--config FILE]
   interlock console link [--data DIR] [--config FILE] [--url URL]
   interlock secret
   interlock version

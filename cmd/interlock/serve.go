@@ -39,6 +39,7 @@ import (
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/roster"
 	"github.com/interlock-mcp/interlock/sqlite"
 	"github.com/interlock-mcp/interlock/tracing"
 )
@@ -178,8 +179,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		opts.Gate.Tracer = tracing.GlobalTracer()
 	}
 	store := ""
-	// shared is the data directory's state when no store is configured.
-	var shared *sqlite.Approvals
+	// gateways is where the gateways sharing the store announce
+	// themselves: the store's PostgreSQL, else its Redis, else the data
+	// directory's state.
+	var gateways roster.Store
 	if f.Store.Redis == "" && f.Store.Postgres == "" {
 		// No store configured: confirm tokens, budgets, approvals and
 		// grants live beside the audit log in the data directory, shared
@@ -191,7 +194,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		defer st.Close()
 		approvals := st.Approvals()
-		shared = approvals
+		gateways = approvals
 		opts.Gate.Tokens, opts.Gate.Budgets = st.Tokens(), st.Budgets()
 		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
 		opts.ConsoleState, opts.ConsoleSignal = st.Console(), st.Console()
@@ -205,6 +208,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		defer tokens.Close()
 		opts.Gate.Tokens, opts.Gate.Approvals, opts.Gate.Grants, opts.Gate.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
 		opts.ConsoleState, opts.ConsoleSignal = tokens.Console(), tokens.Console()
+		gateways = tokens.Roster()
 		// A binding no token is issued under: a round trip that changes nothing.
 		opts.Probes = append(opts.Probes, gateway.Probe{Name: "token store", Check: func(ctx context.Context) error {
 			_, err := tokens.Consume(ctx, "readiness-probe", "")
@@ -219,12 +223,20 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		defer approvals.Close()
 		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
+		gateways = approvals
 		// The console's state follows the approvals it shows.
 		opts.ConsoleState, opts.ConsoleSignal = approvals.Console(), approvals.Console()
 		if store == "" {
 			store = "tokens in memory (this process only)"
 		}
 		store += "; approvals, grants and console sessions in postgres " + redactURL(f.Store.Postgres)
+	}
+	opts.Drift = func(ctx context.Context) string {
+		gws, err := gateways.Gateways(ctx, consoleSeen)
+		if err != nil {
+			return ""
+		}
+		return roster.Drift(gws)
 	}
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
 	if err != nil {
@@ -272,10 +284,14 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	} else {
 		// A gateway on stdio serves no console: approvers decide at
 		// --public-url, or at the console a gateway on the same data
-		// directory announces.
+		// store announces.
 		opts.PublicURL = *publicURL
-		if shared != nil {
-			opts.FindConsole = func(ctx context.Context) string { return shared.ConsoleURL(ctx, consoleSeen) }
+		opts.FindConsole = func(ctx context.Context) string {
+			gws, err := gateways.Gateways(ctx, consoleSeen)
+			if err != nil {
+				return ""
+			}
+			return roster.ConsoleURL(gws)
 		}
 	}
 	// Approvers are told of new approvals with a link to them, by the
@@ -342,13 +358,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			consoleAt = link + " (signs in the operator, once, within a day; interlock console link makes another)"
 		}
 	}
-	if shared != nil {
+	{
 		digest, _ := versionOf(f)
-		me := sqlite.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: digest, Authenticates: f.Auth.Configured()}
+		me := roster.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: digest, Authenticates: f.Auth.Configured()}
 		if !*stdio {
 			me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
 		}
-		stopAnnouncing := announce(ctx, shared, me, reloaded, log)
+		stopAnnouncing := announce(ctx, gateways, me, reloaded, opts.Metrics, log)
 		defer stopAnnouncing()
 	}
 	printBanner(stderr, where, consoleAt, dataDir, store, sealing, auditWhere, f, gw)
@@ -539,18 +555,31 @@ func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit s
 // for a gateway on stdio to send approvers there.
 const consoleSeen = 2 * time.Minute
 
-// announce records g in the data directory's state now, every half
+// announce records g in the store the gateways share now, every half
 // minute, and with the digest of each configuration reloaded, until the
 // returned function is called, which removes it: gateways on stdio find
-// the console there, and interlock status the gateways.
-func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, reloaded <-chan string, log *slog.Logger) func() {
+// the console there, and interlock status, /readyz and the metrics the
+// gateways. After each announcement m (if any) counts the gateways.
+func announce(ctx context.Context, store roster.Store, g roster.Gateway, reloaded <-chan string, m *metrics.Metrics, log *slog.Logger) func() {
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	once := func() {
+		if err := store.Announce(actx, g); err != nil {
+			if actx.Err() == nil {
+				log.Warn("cannot announce this gateway in the store", "error", err)
+			}
+			return
+		}
+		if m == nil {
+			return
+		}
+		if gws, err := store.Gateways(actx, consoleSeen); err == nil {
+			m.Gateways(gws)
+		}
+	}
 	// The first announcement is made before the banner says the gateway
 	// serves: a stdio gateway asked for a console from then on finds it.
-	if err := state.Announce(actx, g); err != nil {
-		log.Warn("cannot announce this gateway in the data directory", "error", err)
-	}
+	once()
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(consoleSeen / 4)
@@ -562,15 +591,13 @@ func announce(ctx context.Context, state *sqlite.Approvals, g sqlite.Gateway, re
 			case <-tick.C:
 			case g.ConfigDigest = <-reloaded:
 			}
-			if err := state.Announce(actx, g); err != nil && actx.Err() == nil {
-				log.Warn("cannot announce this gateway in the data directory", "error", err)
-			}
+			once()
 		}
 	}()
 	return func() {
 		cancel()
 		<-done
-		if err := state.Depart(context.WithoutCancel(ctx), g.ID); err != nil {
+		if err := store.Depart(context.WithoutCancel(ctx), g.ID); err != nil {
 			log.Warn("cannot remove this gateway's announcement", "error", err)
 		}
 	}

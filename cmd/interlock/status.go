@@ -14,6 +14,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/interlock-mcp/interlock/config"
+	"github.com/interlock-mcp/interlock/postgres"
+	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/roster"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -36,11 +40,38 @@ func openDataState(ctx context.Context, dir string) (*sqlite.State, error) {
 	return sqlite.OpenState(ctx, path)
 }
 
-// status lists the gateways that share the data directory's state, and
-// says where their versions or configurations differ.
+// openRoster opens where the gateways running f announce themselves, as
+// interlock serve does: the store's PostgreSQL, else its Redis, else the
+// state file of the data directory dir. nil, with no error, when dir has
+// no state file, since no gateway ever ran there.
+func openRoster(ctx context.Context, f *config.File, dir string) (roster.Store, func(), error) {
+	switch {
+	case f.Store.Postgres != "":
+		s, err := postgres.OpenApprovals(ctx, f.Store.Postgres)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	case f.Store.Redis != "":
+		s, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.Roster(), func() { s.Close() }, nil
+	}
+	state, err := openDataState(ctx, dir)
+	if err != nil || state == nil {
+		return nil, nil, err
+	}
+	return state.Approvals(), func() { state.Close() }, nil
+}
+
+// status lists the gateways that share the store, and says where their
+// versions or configurations differ.
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags := newFlags("status", stderr)
 	data := flags.String("data", ".interlock", "data `directory` the gateways share (as given to interlock serve)")
+	configFile := flags.String("config", "", "configuration `file` of the gateways, whose store (Redis or PostgreSQL) they share; without one, the data directory's")
 	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
@@ -48,23 +79,32 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	noneRuns := fmt.Errorf("no gateway runs on the data directory %s: start interlock serve --data %s (or a client's interlock serve --stdio)", dir, *data)
-	state, err := openDataState(ctx, dir)
+	f, err := loadConfig(*configFile, "")
 	if err != nil {
 		return err
 	}
-	if state == nil {
+	where := "on the data directory " + dir
+	noneRuns := fmt.Errorf("no gateway runs on the data directory %s: start interlock serve --data %s (or a client's interlock serve --stdio)", dir, *data)
+	if f.Store.Postgres != "" || f.Store.Redis != "" {
+		where = "on the store of " + *configFile
+		noneRuns = fmt.Errorf("no gateway runs on the store %s names: start interlock serve --config %s", *configFile, *configFile)
+	}
+	gateways, closeRoster, err := openRoster(ctx, f, dir)
+	if err != nil {
+		return err
+	}
+	if gateways == nil {
 		return noneRuns
 	}
-	defer state.Close()
-	gws, err := state.Approvals().Gateways(ctx, consoleSeen)
+	defer closeRoster()
+	gws, err := gateways.Gateways(ctx, consoleSeen)
 	if err != nil {
 		return err
 	}
 	if len(gws) == 0 {
 		return noneRuns
 	}
-	slices.SortFunc(gws, func(a, b sqlite.Gateway) int { return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(gws, func(a, b roster.Gateway) int { return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.ID, b.ID)) })
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tVERSION\tCONFIG\tCONSOLE\tSINCE\tLAST SEEN")
 	for _, g := range gws {
@@ -72,65 +112,23 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if console == "" {
 			console = "stdio"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", g.ID, g.Version, shortDigest(g.ConfigDigest), console,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", g.ID, g.Version, roster.ShortDigest(g.ConfigDigest), console,
 			g.Since.Local().Format(time.DateTime), time.Since(g.Seen).Round(time.Second))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	versions := differing(gws, func(g sqlite.Gateway) string { return g.Version })
-	digests := differing(gws, func(g sqlite.Gateway) string { return shortDigest(g.ConfigDigest) })
-	if versions == "" && digests == "" {
+	drift := roster.Drift(gws)
+	if drift == "" {
 		agree := "1 gateway"
 		if len(gws) > 1 {
 			agree = fmt.Sprintf("%d gateways agree", len(gws))
 		}
-		fmt.Fprintf(stdout, "%s: version %s, config %s\n", agree, gws[0].Version, shortDigest(gws[0].ConfigDigest))
+		fmt.Fprintf(stdout, "%s: version %s, config %s\n", agree, gws[0].Version, roster.ShortDigest(gws[0].ConfigDigest))
 		return nil
 	}
-	if versions != "" {
-		fmt.Fprintf(stdout, "versions differ: %s\n", versions)
+	for part := range strings.SplitSeq(drift, "; ") {
+		fmt.Fprintln(stdout, part)
 	}
-	if digests != "" {
-		fmt.Fprintf(stdout, "config digests differ: %s\n", digests)
-	}
-	return errors.New("the gateways on this data directory differ: restart the older ones, or reload them with the same configuration (SIGHUP)")
-}
-
-// differing lists each value of gws (as of says) with the gateways that
-// have it, or returns "" when they all have one.
-func differing(gws []sqlite.Gateway, of func(sqlite.Gateway) string) string {
-	var values []string
-	ids := map[string][]string{}
-	for _, g := range gws {
-		v := of(g)
-		if _, ok := ids[v]; !ok {
-			values = append(values, v)
-		}
-		ids[v] = append(ids[v], g.ID)
-	}
-	if len(values) < 2 {
-		return ""
-	}
-	parts := make([]string, len(values))
-	for i, v := range values {
-		parts[i] = fmt.Sprintf("%s (%s)", v, strings.Join(ids[v], ", "))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// shortDigest shows a configuration's digest (see versionOf) by the first
-// twelve hex digits of each SHA-256 in it; "unknown" for a gateway of a
-// version that did not record it.
-func shortDigest(d string) string {
-	if d == "" {
-		return "unknown"
-	}
-	parts := strings.Split(d, "+")
-	for i, p := range parts {
-		if len(p) > 12 {
-			parts[i] = p[:12]
-		}
-	}
-	return strings.Join(parts, "+")
+	return fmt.Errorf("the gateways %s differ: restart the older ones, or reload them with the same configuration (SIGHUP)", where)
 }

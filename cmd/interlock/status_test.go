@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,7 +62,7 @@ func consoleLinkOf(t *testing.T, data string) string {
 func TestConsoleLinkSignsInOnce(t *testing.T) {
 	data := t.TempDir()
 	if code, _, errText := runCLI(t, "console", "link", "--data", data); code != 1 ||
-		!strings.Contains(errText, "no gateway with a console runs on this data directory: start interlock serve") {
+		!strings.Contains(errText, "no gateway with a console runs on this store: start interlock serve") {
 		t.Errorf("with no gateway: exit %d, %q", code, errText)
 	}
 	config := filepath.Join(data, "interlock.yaml")
@@ -94,9 +95,10 @@ func TestConsoleLinkSignsInOnce(t *testing.T) {
 }
 
 // TestConsoleLinkInTheConfiguredStore: with a store configured, the link
-// interlock console link makes is kept there, and a gateway sharing that
-// store (on a data directory of its own) signs the operator in with it
-// once; a configuration with API keys makes none.
+// interlock console link makes is kept there and points at the console a
+// gateway announced there, and a gateway sharing that store (on a data
+// directory of its own) signs the operator in with it once; a
+// configuration with API keys makes none.
 func TestConsoleLinkInTheConfiguredStore(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -113,7 +115,9 @@ func TestConsoleLinkInTheConfiguredStore(t *testing.T) {
 			config := writeFile(t, dir, "interlock.yaml", fmt.Sprintf("upstreams:\n  - name: demo\n    command: [%q, demo, --db, %q]\n%s",
 				binary, filepath.Join(dir, "demo.db"), tt.store(t)))
 			base := strings.TrimSuffix(servedHTTP(t, "--config", config), "/mcp")
-			code, out, errText := runCLI(t, "console", "link", "--config", config, "--data", t.TempDir(), "--url", base)
+			// The console is the one the gateway announced in the store: the
+			// command's data directory is another, and empty.
+			code, out, errText := runCLI(t, "console", "link", "--config", config, "--data", t.TempDir())
 			link := strings.TrimSpace(out)
 			if code != 0 || !strings.HasPrefix(link, base+"/console/login?once=") {
 				t.Fatalf("console link: %d %q %q", code, out, errText)
@@ -271,4 +275,82 @@ func TestStatusListsTheGateways(t *testing.T) {
 		_, out, _ = runCLI(t, "status", "--data", data)
 		return strings.Contains(rowOf(out, base), digest(deny))
 	})
+}
+
+// TestStatusOnASharedStore: replicas on Redis or PostgreSQL, each with a
+// data directory of its own, announce themselves in the store: interlock
+// status --config lists them and says when their configurations differ,
+// and so do /readyz (drift, the replica staying ready) and the metrics.
+func TestStatusOnASharedStore(t *testing.T) {
+	tests := []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"postgres", func(t *testing.T) string { return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t)) }},
+		{"redis", func(t *testing.T) string {
+			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:status:%d:\"\n", time.Now().UnixNano())
+		}},
+	}
+	digest := func(b []byte) string { sum := sha256.Sum256(b); return hex.EncodeToString(sum[:])[:12] }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			store := tt.store(t)
+			flag := append(reminderConfig(t, dir, "flag", false), store...)
+			deny := append(reminderConfig(t, dir, "deny", false), store...)
+			configA, configB := writeFile(t, dir, "a.yaml", string(flag)), writeFile(t, dir, "b.yaml", string(deny))
+			if code, _, errText := runCLI(t, "status", "--config", configA); code != 1 || !strings.Contains(errText, "no gateway runs on the store") {
+				t.Errorf("with no gateway: exit %d, %q", code, errText)
+			}
+			baseA, _, _ := serveLogged(t, nil, "--config", configA, "--data", t.TempDir())
+			baseB, _, _ := serveLogged(t, nil, "--config", configA, "--data", t.TempDir())
+			var code int
+			var out, errText string
+			waitFor(t, "interlock status to list 2 gateways", func() bool {
+				code, out, errText = runCLI(t, "status", "--config", configA)
+				return strings.Count(out, "\n") >= 4
+			})
+			if code != 0 || !strings.Contains(out, "2 gateways agree: version "+version+", config "+digest(flag)) ||
+				rowOf(out, baseA) == "" || rowOf(out, baseB) == "" {
+				t.Errorf("two replicas on one config: exit %d\n%s%s", code, out, errText)
+			}
+
+			baseC, _, _ := serveLogged(t, nil, "--config", configB, "--data", t.TempDir())
+			waitFor(t, "interlock status to list 3 gateways", func() bool {
+				code, out, errText = runCLI(t, "status", "--config", configB)
+				return strings.Count(out, "\n") >= 5
+			})
+			if code != 1 || !strings.Contains(out, "config digests differ: ") || !strings.Contains(out, digest(deny)+" (") ||
+				!strings.Contains(errText, "the gateways on the store of "+configB+" differ") || rowOf(out, baseC) == "" {
+				t.Errorf("a replica on another config: exit %d\n%s%s", code, out, errText)
+			}
+
+			// Every replica tells of the drift, and stays ready.
+			for _, base := range []string{baseA, baseC} {
+				res, err := http.Get(base + "/readyz")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ready struct{ Status, Drift string }
+				err = json.NewDecoder(res.Body).Decode(&ready)
+				res.Body.Close()
+				if err != nil || res.StatusCode != http.StatusOK || ready.Status != "ready" ||
+					!strings.Contains(ready.Drift, "config digests differ: ") || !strings.Contains(ready.Drift, digest(deny)) {
+					t.Errorf("%s/readyz: %d %+v %v", base, res.StatusCode, ready, err)
+				}
+			}
+			// The metrics count the replicas of each configuration; each
+			// replica counts at its own announcement, so this waits for one.
+			waitFor(t, "the metrics to count both configurations", func() bool {
+				res, err := http.Get(baseC + "/metrics")
+				if err != nil {
+					return false
+				}
+				defer res.Body.Close()
+				body, _ := io.ReadAll(res.Body)
+				return strings.Contains(string(body), `interlock_gateways{config="`+digest(flag)+`",version="`+version+`"} 2`) &&
+					strings.Contains(string(body), `interlock_gateways{config="`+digest(deny)+`",version="`+version+`"} 1`)
+			})
+		})
+	}
 }
