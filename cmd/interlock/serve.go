@@ -370,8 +370,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	printBanner(stderr, where, consoleAt, dataDir, store, sealing, auditWhere, f, gw)
 	if *stdio && opts.PublicURL == "" && hasApprovalRule(f) {
 		if opts.FindConsole == nil || opts.FindConsole(ctx) == "" {
-			fmt.Fprintln(stderr, "  approvals no console is running on this data directory: calls that need approval wait until someone "+
-				"starts `interlock serve` with the same --data (its console decides them), or decides them with `interlock approvals`")
+			on, same := "this data directory", "--data"
+			if f.Store.Redis != "" || f.Store.Postgres != "" {
+				on, same = "this store", "store"
+			}
+			fmt.Fprintf(stderr, "  approvals no console is running on %s: calls that need approval wait until someone "+
+				"starts `interlock serve` with the same %s (its console decides them), or decides them with `interlock approvals`\n", on, same)
 		}
 	}
 
