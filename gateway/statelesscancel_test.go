@@ -112,6 +112,10 @@ func TestStatelessCancellation(t *testing.T) {
 	})
 	// Each ended call is on record as cancelled, not as a failure of
 	// interlock's.
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(logged.String(), "outcome=CANCELLED") < 5 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if out := logged.String(); strings.Count(out, "outcome=CANCELLED") != 5 || strings.Contains(out, "INTERNAL_ERROR") {
 		t.Errorf("the gateway's log of the calls:\n%s", out)
 	}
