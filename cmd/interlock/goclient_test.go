@@ -389,10 +389,11 @@ var goGaps = map[string]map[string]*regexp.Regexp{}
 
 // TestGoClientReferenceServer runs server-everything's features with the
 // go-sdk client directly (a stdio child, where the client negotiates
-// 2025-11-25) and through interlock serve (HTTP with sessions, without
-// them, and --stdio, where it speaks 2026-07-28): each feature must work
-// through interlock exactly when it works directly, with the same value,
-// except the named gaps. -v prints the table.
+// 2025-11-25) and through interlock serve (over HTTP and --stdio, where it
+// speaks 2026-07-28, also with --stateless; and pinned to 2025-11-25, over
+// HTTP with sessions and --stdio): each feature must work through
+// interlock exactly when it works directly, with the same value, except
+// the named gaps. -v prints the table.
 func TestGoClientReferenceServer(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -425,13 +426,20 @@ func TestGoClientReferenceServer(t *testing.T) {
 			return &mcp.CommandTransport{Command: command("false", "serve", "--stdio", "--data", t.TempDir(), "--config", config)}
 		},
 	}
-	columns := []string{"direct", "http", "stateless", "stdio"}
+	// The same client pinned to 2025-11-25, the generation before, where
+	// the gateway serves it on a session and pushes questions to it.
+	connect["http 2025"], connect["stdio 2025"] = connect["http"], connect["stdio"]
+	pinned := map[string]*mcp.ClientSessionOptions{
+		"http 2025":  {ProtocolVersion: "2025-11-25"},
+		"stdio 2025": {ProtocolVersion: "2025-11-25"},
+	}
+	columns := []string{"direct", "http", "stateless", "stdio", "http 2025", "stdio 2025"}
 	results := map[string]map[string]goOutcome{}
 	versions := map[string]string{}
 	for _, col := range columns {
 		seen := &goSeen{}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cs, err := goClient(seen, rootURI).Connect(ctx, connect[col](), nil)
+		cs, err := goClient(seen, rootURI).Connect(ctx, connect[col](), pinned[col])
 		if err != nil {
 			cancel()
 			t.Fatalf("%s: connecting: %v", col, err)
