@@ -15,6 +15,10 @@ type SQL struct {
 	Schema string
 	// Append writes one linked record: seq, hash, canonical record.
 	Append string
+	// AppendRows writes n linked records in one statement, their seq,
+	// hash and canonical record in turn: a batch costs a statement per
+	// rows, not per record.
+	AppendRows func(n int) string
 	// Head reads the seq and hash of the last record.
 	Head string
 	// From reads the canonical records from a seq on, in order.
@@ -50,6 +54,19 @@ func (d Dialect) params(n int) string {
 	return strings.Join(p, ", ")
 }
 
+// appendRows is SQL.AppendRows in dialect d.
+func (d Dialect) appendRows(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO audit (seq, hash, record) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(%s, %s, %s)", d.param(3*i+1), d.param(3*i+2), d.param(3*i+3))
+	}
+	return b.String()
+}
+
 // checkpointColumns are the columns ScanCheckpoints reads, in order.
 const checkpointColumns = "seq, hash, time, key_id, signature"
 
@@ -71,6 +88,7 @@ CREATE TABLE IF NOT EXISTS audit_checkpoints (
 	signature %[2]s NOT NULL
 );`, d.Integer, d.Text),
 		Append:           "INSERT INTO audit (seq, hash, record) VALUES (" + d.params(3) + ")",
+		AppendRows:       d.appendRows,
 		Head:             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
 		From:             "SELECT record FROM audit WHERE seq >= " + d.param(1) + " ORDER BY seq",
 		AppendCheckpoint: appendCheckpoint,

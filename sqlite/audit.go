@@ -53,9 +53,13 @@ type Audit struct {
 	// connection: parsing head and insert anew was a fifth of an append's
 	// cost, and BEGIN and COMMIT a twentieth. begin and end begin and
 	// commit the batch's transaction.
-	begin, head, insert, end *sql.Stmt
-	db                       *sql.DB
-	path                     string
+	begin, head, end *sql.Stmt
+	// inserts write rowsPer[i] records in one statement each: a batch is
+	// written in as few of them as its size allows, a statement's own
+	// cost paid once for many records.
+	inserts [len(rowsPer)]*sql.Stmt
+	db      *sql.DB
+	path    string
 }
 
 var (
@@ -83,7 +87,9 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 	for _, st := range []struct {
 		stmt  **sql.Stmt
 		query string
-	}{{&a.begin, "BEGIN IMMEDIATE"}, {&a.head, auditSQL.Head}, {&a.insert, auditSQL.Append}, {&a.end, "COMMIT"}} {
+	}{{&a.begin, "BEGIN IMMEDIATE"}, {&a.head, auditSQL.Head}, {&a.end, "COMMIT"},
+		{&a.inserts[0], auditSQL.AppendRows(rowsPer[0])}, {&a.inserts[1], auditSQL.AppendRows(rowsPer[1])},
+		{&a.inserts[2], auditSQL.AppendRows(rowsPer[2])}, {&a.inserts[3], auditSQL.AppendRows(rowsPer[3])}} {
 		if *st.stmt, err = writer.PrepareContext(ctx, st.query); err != nil {
 			break
 		}
@@ -96,6 +102,10 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 	a.GroupCommit = audit.NewGroupCommit(a.commit)
 	return a, nil
 }
+
+// rowsPer are the numbers of records the prepared inserts write, largest
+// first and ending in 1, so any batch is written by them.
+var rowsPer = [...]int{64, 16, 4, 1}
 
 // commit writes one batch in one transaction, after the head it finds.
 func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) (err error) {
@@ -125,16 +135,27 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) 
 	if err != nil {
 		return fmt.Errorf("audit log %s: reading the head: %w", a.path, err)
 	}
-	for _, r := range recs {
-		seq++
-		b, err := r.Link(seq, prev)
-		if err != nil {
-			return err
+	args := make([]any, 0, 3*min(len(recs), rowsPer[0]))
+	for len(recs) > 0 {
+		// The largest statement the records left fill.
+		i := 0
+		for rowsPer[i] > len(recs) {
+			i++
 		}
-		if _, err := a.insert.ExecContext(ctx, r.Seq, r.Hash, string(b)); err != nil {
-			return fmt.Errorf("audit log %s: writing record %d: %w", a.path, r.Seq, err)
+		args = args[:0]
+		for _, r := range recs[:rowsPer[i]] {
+			seq++
+			b, err := r.Link(seq, prev)
+			if err != nil {
+				return err
+			}
+			args = append(args, r.Seq, r.Hash, string(b))
+			prev = r.Hash
 		}
-		prev = r.Hash
+		if _, err := a.inserts[i].ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("audit log %s: writing records %d to %d: %w", a.path, recs[0].Seq, recs[rowsPer[i]-1].Seq, err)
+		}
+		recs = recs[rowsPer[i]:]
 	}
 	if _, err := a.end.ExecContext(ctx); err != nil {
 		return fmt.Errorf("audit log %s: committing: %w", a.path, err)
@@ -198,5 +219,9 @@ func (a *Audit) Checkpoints(ctx context.Context) ([]audit.Checkpoint, error) {
 // Close writes what is queued and closes the database.
 func (a *Audit) Close() error {
 	a.GroupCommit.Close()
-	return errors.Join(a.begin.Close(), a.head.Close(), a.insert.Close(), a.end.Close(), a.writer.Close(), a.db.Close())
+	errs := []error{a.begin.Close(), a.head.Close(), a.end.Close()}
+	for _, st := range a.inserts {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(append(errs, a.writer.Close(), a.db.Close())...)
 }
