@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -15,15 +16,32 @@ import (
 	"github.com/interlock-mcp/interlock/gateway"
 )
 
-// TestApprovalOverStdio: a gateway on stdio and one on HTTP share a data
-// directory with no store configured. A call over stdio that needs
-// approval waits; once the HTTP gateway runs, its answer names that
-// gateway's console; an approver approves over REST there, and the stdio
-// client's re-call runs exactly once.
+// TestApprovalOverStdio: a gateway on stdio and one on HTTP share a store:
+// the data directory, with no store configured, or Redis or PostgreSQL,
+// each gateway then on a data directory of its own. A call over stdio
+// that needs approval waits; once the HTTP gateway runs, its answer names
+// that gateway's console, which it announced in the store; an approver
+// approves over REST there, and the stdio client's re-call runs exactly
+// once.
 func TestApprovalOverStdio(t *testing.T) {
-	data := t.TempDir()
-	config := filepath.Join(data, "interlock.yaml")
-	cfg := fmt.Sprintf(`upstreams:
+	tests := []struct {
+		name, on string
+		// store is the configuration's store section; own says whether
+		// each gateway has a data directory of its own.
+		store func(t *testing.T) string
+		own   bool
+	}{
+		{"data directory", "this data directory", func(*testing.T) string { return "" }, false},
+		{"redis", "this store", func(*testing.T) string {
+			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:stdio-approval:%d:\"\n", time.Now().UnixNano())
+		}, true},
+		{"postgres", "this store", func(t *testing.T) string { return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t)) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := t.TempDir()
+			config := filepath.Join(data, "interlock.yaml")
+			cfg := fmt.Sprintf(`upstreams:
   - name: demo
     command: [%q, demo, --db, %q]
 auth:
@@ -34,49 +52,55 @@ rules:
     match: {tools: [send_reminder]}
     mode: approval
     approvers: [bob]
-`, binary, filepath.Join(data, "demo.db"), gateway.HashKey("bob-key"))
-	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := command("false", "serve", "--stdio", "--config", config, "--data", data)
-	var banner lockedBuffer
-	cmd.Stderr = &banner
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "editor"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	remind := func() interlock.Body {
-		t.Helper()
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_reminder", Arguments: map[string]any{"customer_id": "acct_9931"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return interlock.BodyOfResult(res)
-	}
+%s`, binary, filepath.Join(data, "demo.db"), gateway.HashKey("bob-key"), tt.store(t))
+			if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			stdioData, httpData := data, data
+			if tt.own {
+				stdioData, httpData = t.TempDir(), t.TempDir()
+			}
+			cmd := command("false", "serve", "--stdio", "--config", config, "--data", stdioData)
+			var banner lockedBuffer
+			cmd.Stderr = &banner
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "editor"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs.Close() })
+			remind := func() interlock.Body {
+				t.Helper()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_reminder", Arguments: map[string]any{"customer_id": "acct_9931"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return interlock.BodyOfResult(res)
+			}
 
-	first := remind()
-	if first.Code != interlock.CodeApprovalPending || first.ApprovalURL != "" || !strings.Contains(first.RecoveryHint, "no console is running") {
-		t.Fatalf("before any console runs: %+v", first)
-	}
-	if !strings.Contains(banner.String(), "no console is running on this data directory") {
-		t.Errorf("the stdio banner does not warn that approvals cannot be decided:\n%s", banner.String())
-	}
+			first := remind()
+			if first.Code != interlock.CodeApprovalPending || first.ApprovalURL != "" || !strings.Contains(first.RecoveryHint, "no console is running") {
+				t.Fatalf("before any console runs: %+v", first)
+			}
+			if !strings.Contains(banner.String(), "no console is running on "+tt.on) {
+				t.Errorf("the stdio banner does not warn that approvals cannot be decided:\n%s", banner.String())
+			}
 
-	base, _, _ := serveLogged(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", data)
-	waiting := remind()
-	if waiting.Code != interlock.CodeApprovalPending || waiting.ApprovalID != first.ApprovalID ||
-		waiting.ApprovalURL != base+"/console/approvals/"+first.ApprovalID {
-		t.Fatalf("with the HTTP gateway's console running: %+v (console at %s)", waiting, base)
-	}
-	if status, body := restPost(t, base+"/v1/approvals/"+first.ApprovalID+"/approve", "bob-key", `{"reason":"ok"}`); status != http.StatusOK {
-		t.Fatalf("bob approves on the HTTP gateway: %d %v", status, body)
-	}
-	if ran := remind(); ran.Code != "" {
-		t.Fatalf("the stdio client's re-call: %+v", ran)
-	}
-	if again := remind(); again.Code != interlock.CodeApprovalPending || again.ApprovalID == first.ApprovalID {
-		t.Errorf("a second re-call ran again, or did not ask anew: %+v", again)
+			base, _, _ := serveLogged(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", httpData)
+			waiting := remind()
+			if waiting.Code != interlock.CodeApprovalPending || waiting.ApprovalID != first.ApprovalID ||
+				waiting.ApprovalURL != base+"/console/approvals/"+first.ApprovalID {
+				t.Fatalf("with the HTTP gateway's console running: %+v (console at %s)", waiting, base)
+			}
+			if status, body := restPost(t, base+"/v1/approvals/"+first.ApprovalID+"/approve", "bob-key", `{"reason":"ok"}`); status != http.StatusOK {
+				t.Fatalf("bob approves on the HTTP gateway: %d %v", status, body)
+			}
+			if ran := remind(); ran.Code != "" {
+				t.Fatalf("the stdio client's re-call: %+v", ran)
+			}
+			if again := remind(); again.Code != interlock.CodeApprovalPending || again.ApprovalID == first.ApprovalID {
+				t.Errorf("a second re-call ran again, or did not ask anew: %+v", again)
+			}
+		})
 	}
 }
 
