@@ -93,13 +93,3 @@ func (s *Approvals) gateways(ctx context.Context, within time.Duration) ([]Gatew
 	}
 	return out, rows.Err()
 }
-
-// ConsoleURL returns the console base URL of the gateway seen most
-// recently that serves one, "" when none was seen within.
-func (s *Approvals) ConsoleURL(ctx context.Context, within time.Duration) string {
-	gws, err := s.Gateways(ctx, within)
-	if err != nil {
-		return ""
-	}
-	return roster.ConsoleURL(gws)
-}

@@ -17,6 +17,9 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 	ctx := context.Background()
 	t.Run("announce, renew, list, depart", func(t *testing.T) {
 		a, b := open(t)
+		if gws, err := a.Gateways(ctx, time.Minute); err != nil || len(gws) != 0 {
+			t.Fatalf("before any announcement: %+v %v", gws, err)
+		}
 		first := roster.Gateway{ID: "gw-a", Version: "1.0", ConsoleURL: "http://127.0.0.1:8740", ConfigDigest: "abc", Authenticates: true}
 		if err := a.Announce(ctx, first); err != nil {
 			t.Fatal(err)
@@ -26,6 +29,9 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 			t.Fatal(err)
 		}
 		gws, err := a.Gateways(ctx, time.Minute)
+		if err == nil && len(gws) == 2 && (gws[0].ConsoleURL != "" || gws[0].Authenticates) {
+			t.Errorf("gw-b, which serves no console and needs no key, read back as %+v", gws[0])
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,9 +50,10 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 			t.Errorf("drift %q", d)
 		}
 
-		// A renewal keeps the time first announced and moves the time seen.
+		// A renewal (after a reload) replaces what the gateway said, keeps
+		// the time first announced and moves the time seen.
 		time.Sleep(5 * time.Millisecond)
-		first.ConfigDigest = "abd"
+		first.ConfigDigest, first.Authenticates = "abd", false
 		if err := a.Announce(ctx, first); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +61,8 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(gws) != 2 || gws[0].ID != "gw-a" || !gws[0].Since.Equal(got.Since) || !gws[0].Seen.After(got.Seen) {
+		if len(gws) != 2 || gws[0].ID != "gw-a" || gws[0].ConfigDigest != "abd" || gws[0].Authenticates ||
+			!gws[0].Since.Equal(got.Since) || !gws[0].Seen.After(got.Seen) {
 			t.Fatalf("after renewing gw-a: %+v (first %+v)", gws, got)
 		}
 		if d := roster.Drift(gws); d != "" {
