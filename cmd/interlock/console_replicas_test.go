@@ -14,8 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/interlock-mcp/interlock/gateway"
 )
 
 // consoleBalancer is a round-robin load balancer without affinity of
@@ -126,17 +124,7 @@ func TestConsoleAcrossReplicasInBrowser(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			config := filepath.Join(dir, "interlock.yaml")
-			err := os.WriteFile(config, fmt.Appendf(nil, `
-upstreams:
-  - name: demo
-    command: [%q, demo, --db, %q]
-%s
-auth:
-  keys:
-    - {sha256: %s, principal: agent}
-    - {sha256: %s, principal: bob}
-rules:
+			config := keyedDemoConfig(t, dir, tt.store(t), `
   - name: large-refunds
     match: {tools: [refund_invoice]}
     mode: approval
@@ -146,10 +134,7 @@ rules:
     mode: approval
     approvers: [bob]
     require_passkey: true
-`, binary, filepath.Join(dir, "demo.db"), tt.store(t), gateway.HashKey("agent-key"), gateway.HashKey("bob-key")), 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
+`)
 			env := []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("c", 40)}
 			var bases []string
 			shared := t.TempDir()
