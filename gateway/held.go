@@ -215,7 +215,7 @@ func (u *upstream) resume(ctx context.Context, name string, req *mcp.CallToolReq
 	u.callsMu.Lock()
 	h.fl.ctx, h.fl.req = ctx, req
 	u.callsMu.Unlock()
-	u.retrackProgress(h.progress, ctx, req)
+	u.retrackProgress(ctx, h.progress, req)
 	q := h.pending
 	h.pending = nil
 	q.answer <- answerFor(q.request, r.Responses[q.id])

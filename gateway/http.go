@@ -167,28 +167,24 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		notReady := g.Ready(r.Context())
-		// Gateways that drifted apart still serve: drift is for the
-		// operator to read, never a reason to take one out of rotation.
-		drift := ""
-		if g.drift != nil && holdsKey(r) {
-			drift = g.drift(r.Context())
-		}
-		if len(notReady) == 0 {
-			writeJSON(w, http.StatusOK, struct {
-				Status string `json:"status"`
-				Drift  string `json:"drift,omitempty"`
-			}{"ready", drift})
-			return
-		}
 		body := struct {
 			Status   string     `json:"status"`
 			NotReady []NotReady `json:"not_ready,omitempty"`
 			Drift    string     `json:"drift,omitempty"`
-		}{Status: "not ready", Drift: drift}
-		if holdsKey(r) {
-			body.NotReady = notReady
+		}{Status: "ready"}
+		// Gateways that drifted apart still serve: drift is for the
+		// operator to read, never a reason to take one out of rotation.
+		if g.drift != nil && holdsKey(r) {
+			body.Drift = g.drift(r.Context())
 		}
-		writeJSON(w, http.StatusServiceUnavailable, body)
+		status := http.StatusOK
+		if len(notReady) > 0 {
+			body.Status, status = "not ready", http.StatusServiceUnavailable
+			if holdsKey(r) {
+				body.NotReady = notReady
+			}
+		}
+		writeJSON(w, status, body)
 	})
 	return mux
 }

@@ -530,7 +530,7 @@ func (u *upstream) trackProgress(ctx context.Context, req *mcp.CallToolRequest) 
 // retrackProgress points the progress of the call the upstream knows by
 // tok at the client's request req: each round of a held call is a request
 // of its own, with its own progress token or none.
-func (u *upstream) retrackProgress(tok string, ctx context.Context, req *mcp.CallToolRequest) {
+func (u *upstream) retrackProgress(ctx context.Context, tok string, req *mcp.CallToolRequest) {
 	if tok == "" {
 		return
 	}

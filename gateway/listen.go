@@ -59,9 +59,12 @@ func listsChanges(f mcp.NotificationSubscriptions) bool {
 // receiving is the middleware that keeps track of each session's streams.
 func (l *listens) receiving(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != methodListen || ctx.Value(againKey{}) != nil {
+			return next(ctx, method, req)
+		}
 		p, ok := req.GetParams().(*mcp.SubscriptionsListenParams)
 		ss, isServer := req.GetSession().(*mcp.ServerSession)
-		if method != methodListen || !ok || p == nil || p.Notifications == nil || !isServer || ctx.Value(againKey{}) != nil {
+		if !ok || p == nil || p.Notifications == nil || !isServer {
 			return next(ctx, method, req)
 		}
 		this := &listen{ctx: ctx, filter: *p.Notifications}

@@ -231,13 +231,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		store += "; approvals, grants and console sessions in postgres " + redactURL(f.Store.Postgres)
 	}
-	opts.Drift = func(ctx context.Context) string {
-		gws, err := gateways.Gateways(ctx, consoleSeen)
-		if err != nil {
-			return ""
-		}
-		return roster.Drift(gws)
+	// seen are the gateways on the store now; none when it cannot say.
+	seen := func(ctx context.Context) []roster.Gateway {
+		gws, _ := gateways.Gateways(ctx, consoleSeen)
+		return gws
 	}
+	opts.Drift = func(ctx context.Context) string { return roster.Drift(seen(ctx)) }
 	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
 	if err != nil {
 		return err
@@ -286,13 +285,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		// --public-url, or at the console a gateway on the same data
 		// store announces.
 		opts.PublicURL = *publicURL
-		opts.FindConsole = func(ctx context.Context) string {
-			gws, err := gateways.Gateways(ctx, consoleSeen)
-			if err != nil {
-				return ""
-			}
-			return roster.ConsoleURL(gws)
-		}
+		opts.FindConsole = func(ctx context.Context) string { return roster.ConsoleURL(seen(ctx)) }
 	}
 	// Approvers are told of new approvals with a link to them, by the
 	// webhooks configured now or after a reload.
@@ -358,15 +351,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			consoleAt = link + " (signs in the operator, once, within a day; interlock console link makes another)"
 		}
 	}
-	{
-		digest, _ := versionOf(f)
-		me := roster.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: digest, Authenticates: f.Auth.Configured()}
-		if !*stdio {
-			me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
-		}
-		stopAnnouncing := announce(ctx, gateways, me, reloaded, opts.Metrics, log)
-		defer stopAnnouncing()
+	digest, _ := versionOf(f)
+	me := roster.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: digest, Authenticates: f.Auth.Configured()}
+	if !*stdio {
+		me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
 	}
+	stopAnnouncing := announce(ctx, gateways, me, reloaded, opts.Metrics, log)
+	defer stopAnnouncing()
 	printBanner(stderr, where, consoleAt, dataDir, store, sealing, auditWhere, f, gw)
 	if *stdio && opts.PublicURL == "" && hasApprovalRule(f) {
 		if opts.FindConsole == nil || opts.FindConsole(ctx) == "" {
