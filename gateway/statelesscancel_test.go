@@ -99,6 +99,19 @@ func TestStatelessCancellation(t *testing.T) {
 		closeStream()
 		settles("closed", 0)
 	})
+	t.Run("a cancellation naming no call in flight ends nothing", func(t *testing.T) {
+		closeStream := slow("alice-acme")
+		settles("started", 1)
+		for _, id := range []string{`"slow-2"`, `"SLOW-1"`, `{"id":"slow-1"}`, `["slow-1"]`, `null`, `"slow-1\u0000"`, `"` + strings.Repeat("x", 70000) + `"`} {
+			status, b := rawMCP(t, url, "alice-acme", "", nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+id+`}}`)
+			if status >= 500 {
+				t.Errorf("cancelling %.40s: %d %.200s", id, status, b)
+			}
+		}
+		settles("after cancellations of other ids", 1)
+		closeStream()
+		settles("closed", 0)
+	})
 	t.Run("two calls of one caller with that id: neither is ended", func(t *testing.T) {
 		closeFirst, closeSecond := slow("alice-acme"), slow("alice-acme")
 		settles("started", 2)
@@ -113,10 +126,10 @@ func TestStatelessCancellation(t *testing.T) {
 	// Each ended call is on record as cancelled, not as a failure of
 	// interlock's.
 	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(logged.String(), "outcome=CANCELLED") < 5 && time.Now().Before(deadline) {
+	for strings.Count(logged.String(), "outcome=CANCELLED") < 6 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if out := logged.String(); strings.Count(out, "outcome=CANCELLED") != 5 || strings.Contains(out, "INTERNAL_ERROR") {
+	if out := logged.String(); strings.Count(out, "outcome=CANCELLED") != 6 || strings.Contains(out, "INTERNAL_ERROR") {
 		t.Errorf("the gateway's log of the calls:\n%s", out)
 	}
 }
