@@ -392,12 +392,60 @@ func runNodeSuite(t *testing.T, dir, module string, env ...string) {
 	cmd.Dir = abs
 	cmd.Env = append(append(os.Environ(), "INTERLOCK_BIN="+binary), env...)
 	out, err := cmd.CombinedOutput()
+	// The failing tests come first: a log that keeps only a run's head
+	// and tail still says what failed and why.
 	if err != nil {
-		t.Fatalf("%s suite failed: %v\n%s", dir, err, out)
+		t.Fatalf("%s suite failed: %v\nfailing:\n%s\nwhole output:\n%s", dir, err, tapFailures(string(out)), out)
 	}
 	if !strings.Contains(string(out), "# fail 0") {
-		t.Fatalf("%s suite did not report zero failures:\n%s", dir, out)
+		t.Fatalf("%s suite did not report zero failures:\nfailing:\n%s\nwhole output:\n%s", dir, tapFailures(string(out)), out)
 	}
+}
+
+// tapFailures picks out of a node test run's TAP output each "not ok"
+// line with its details (the error, the expected and actual values),
+// without the stack traces.
+func tapFailures(out string) string {
+	var b strings.Builder
+	lines := strings.Split(out, "\n")
+	for i := 0; i < len(lines); i++ {
+		trimmed := strings.TrimLeft(lines[i], " ")
+		if !strings.HasPrefix(trimmed, "not ok ") {
+			continue
+		}
+		indent := len(lines[i]) - len(trimmed)
+		b.WriteString(lines[i] + "\n")
+		skipUnder := -1 // the indent of a stack block being skipped
+		kept := 0
+		for i+1 < len(lines) {
+			next := lines[i+1]
+			rest := strings.TrimLeft(next, " ")
+			depth := len(next) - len(rest)
+			if rest != "" && depth <= indent {
+				break
+			}
+			i++
+			if rest == "..." && depth == indent+2 {
+				break
+			}
+			if skipUnder >= 0 && (rest == "" || depth > skipUnder) {
+				continue
+			}
+			skipUnder = -1
+			if strings.HasPrefix(rest, "stack:") {
+				skipUnder = depth
+				continue
+			}
+			if kept < 60 {
+				b.WriteString(next + "\n")
+			}
+			kept++
+		}
+	}
+	if b.Len() == 0 {
+		return "(no \"not ok\" line)\n"
+	}
+	return b.String()
 }
 
 // TestReadyzThroughServe: the built-in gateway is ready once its demo
@@ -412,5 +460,28 @@ func TestReadyzThroughServe(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != `{"status":"ready"}` {
 		t.Errorf("/readyz: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestTapFailures: what a failed node suite reports first is each failing
+// test and its assertion, not the stack, nor the tests that passed.
+func TestTapFailures(t *testing.T) {
+	out, err := os.ReadFile(filepath.Join("testdata", "failing.tap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tapFailures(string(out))
+	for _, want := range []string{"not ok 2 - fails", "a: works directly, fails through", "0: 'a: works directly, fails through'", "not ok 1 - outer", "1 subtest failed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"ok 1 - passes", "Test.runInAsyncScope", "# pass 1"} {
+		if strings.Contains(got, not) {
+			t.Errorf("%q should be left out:\n%s", not, got)
+		}
+	}
+	if got := tapFailures("TAP version 13\nok 1 - fine\n# fail 0\n"); !strings.Contains(got, "no \"not ok\" line") {
+		t.Errorf("a run with no failure: %q", got)
 	}
 }
