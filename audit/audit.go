@@ -48,7 +48,8 @@ type Record struct {
 	Time time.Time `json:"time"`
 	// Event is "call" for decisions and outcomes of tool calls, or the
 	// name of an event: "auth_refused", "upstream_restarted",
-	// "hints_loosened", "config_reloaded", "config_rejected".
+	// "hints_loosened", "gateway_started", "config_reloaded",
+	// "config_rejected".
 	Event     string `json:"event"`
 	Tenant    string `json:"tenant,omitempty"`
 	Principal string `json:"principal,omitempty"`

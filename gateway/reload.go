@@ -101,6 +101,18 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 	return errors.Join(errs...)
 }
 
+// RecordStart writes to the audit log that this gateway started, of which
+// version, and on which configuration (the file and the digest that
+// config_reloaded names too), so that the log says what decided every call
+// from the first one on.
+func (g *Gateway) RecordStart(ctx context.Context, version, digest string) {
+	file := g.config().Path
+	if file == "" {
+		file = "(built-in)"
+	}
+	g.event(ctx, "gateway_started", &audit.Record{Detail: file + " sha256:" + digest + " version " + version})
+}
+
 // RejectConfig records in the audit log that a changed configuration file
 // was refused for the problems found in it: the configuration in force
 // stays.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -118,6 +120,11 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	if err := os.WriteFile(config, reminderConfig(t, dir, "deny", false), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	first, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstSum := sha256.Sum256(first)
 	data := filepath.Join(dir, "data")
 	base, logs, cmd := serveLogged(t, []string{"MCP_DRY_RUN=false", "INTERLOCK_SECRET=" + strings.Repeat("h", 40)},
 		"--config", config, "--data", data)
@@ -176,6 +183,11 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	rc, out, errOut := runBinary(t, "audit", "export", "--data", data)
 	if rc != 0 || !strings.Contains(out, `"config_rejected"`) || !strings.Contains(out, `"config_reloaded"`) {
 		t.Errorf("audit export (exit %d) lacks the reload events:\n%s%s", rc, out, errOut)
+	}
+	// The start is on record with the configuration it began with.
+	want := config + " sha256:" + hex.EncodeToString(firstSum[:]) + " version " + version
+	if !strings.Contains(out, `"gateway_started"`) || !strings.Contains(out, want) {
+		t.Errorf("audit export lacks the start, on %q:\n%s", want, out)
 	}
 }
 

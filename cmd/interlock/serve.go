@@ -308,6 +308,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := gw.Start(ctx); err != nil {
 		return err
 	}
+	startDigest, _ := versionOf(f)
+	gw.RecordStart(ctx, version, startDigest)
 	// SIGHUP, and with --watch a change of the file, reload the
 	// configuration; reloading ends before the gateway closes.
 	rctx, stopReloads := context.WithCancel(ctx)
@@ -351,8 +353,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			consoleAt = link + " (signs in the operator, once, within a day; interlock console link makes another)"
 		}
 	}
-	digest, _ := versionOf(f)
-	me := roster.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: digest, Authenticates: f.Auth.Configured()}
+	me := roster.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: startDigest, Authenticates: f.Auth.Configured()}
 	if !*stdio {
 		me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
 	}
