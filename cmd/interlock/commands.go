@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -53,6 +55,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", stderr)
 	configFile := fs.String("config", "", "configuration `file` (default: the built-in config)")
 	connect := fs.Bool("connect", false, "also start or reach every upstream and check the rules against the tools it offers")
+	data := fs.String("data", ".interlock", "data `directory` the gateways will use (as given to interlock serve), where a running console is looked for when a rule asks for approval")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -105,7 +108,62 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "; connected: %d tools", tools)
 	}
 	fmt.Fprintln(stdout, ")")
+	approvalsNote(ctx, stderr, f, *data)
 	return nil
+}
+
+// approvalsNote says, when rules of f ask for approval, where those
+// approvals can be decided: at the console a gateway on the same store
+// announces, or, when none runs, what to start. A gateway on stdio serves
+// no console, so without one its approvals would wait with no place to
+// decide them. The note goes to standard error; it is not a problem of
+// the file, and the check still succeeds.
+func approvalsNote(ctx context.Context, stderr io.Writer, f *config.File, data string) {
+	rules := approvalRules(f)
+	if len(rules) == 0 {
+		return
+	}
+	asking := fmt.Sprintf("rule %s asks", rules[0])
+	if len(rules) > 1 {
+		asking = fmt.Sprintf("rules %s ask", strings.Join(rules, ", "))
+	}
+	on, same := "the data directory "+data, "--data"
+	if f.Store.Redis != "" || f.Store.Postgres != "" {
+		on, same = "the configured store", "store"
+	}
+	// A store that does not answer soon is reported, not waited for.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	base, authenticated, err := announcedConsole(ctx, f, data)
+	url := cmp.Or(base, authenticated)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "approvals: %s for approval; whether a console runs on %s could not be read: %v\n", asking, on, err)
+	case url != "":
+		fmt.Fprintf(stderr, "approvals: %s for approval; the console at %s decides them\n", asking, url)
+	default:
+		fmt.Fprintf(stderr, "warning: %s for approval, and no console runs on %s: such calls wait until `interlock serve` "+
+			"runs over HTTP with the same --config and %s (its console decides them), or someone decides them with `interlock approvals`\n",
+			asking, on, same)
+	}
+}
+
+// approvalRules names the rules of f, the tenants' included, that ask for
+// approval, in file order.
+func approvalRules(f *config.File) []string {
+	var names []string
+	add := func(rules []*policy.Rule) {
+		for _, r := range rules {
+			if r.Mode == interlock.ModeApproval {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	add(f.Rules)
+	for _, t := range f.Tenants {
+		add(t.Rules)
+	}
+	return names
 }
 
 // report prints every problem in file order and sums them up as the

@@ -22,7 +22,7 @@ import (
 // that needs approval waits; once the HTTP gateway runs, its answer names
 // that gateway's console, which it announced in the store; an approver
 // approves over REST there, and the stdio client's re-call runs exactly
-// once.
+// once. interlock check tells first that no console runs, then names it.
 func TestApprovalOverStdio(t *testing.T) {
 	tests := []struct {
 		name, on string
@@ -85,7 +85,18 @@ rules:
 				t.Errorf("the stdio banner does not warn that approvals cannot be decided:\n%s", banner.String())
 			}
 
+			// interlock check says the same before the console runs, and
+			// names the console once it does.
+			if code, _, errText := runCLI(t, "check", "--config", config, "--data", stdioData); code != 0 ||
+				!strings.Contains(errText, "warning: rule reminders-need-approval asks for approval, and no console runs on") {
+				t.Errorf("check before a console runs: exit %d\n%s", code, errText)
+			}
+
 			base, _, _ := serveLogged(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", httpData)
+			if code, _, errText := runCLI(t, "check", "--config", config, "--data", stdioData); code != 0 ||
+				!strings.Contains(errText, "the console at "+base+" decides them") {
+				t.Errorf("check with the console at %s running: exit %d\n%s", base, code, errText)
+			}
 			waiting := remind()
 			if waiting.Code != interlock.CodeApprovalPending || waiting.ApprovalID != first.ApprovalID ||
 				waiting.ApprovalURL != base+"/console/approvals/"+first.ApprovalID {
