@@ -236,7 +236,7 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	}
 	a, err := g.approvedFor(ctx, id, who)
 	if err != nil {
-		return nil, decisionUnavailable(err)
+		return nil, StoreUnavailable(err, "nothing was decided")
 	}
 	if a.State(time.Now()) != approval.Pending {
 		return nil, approval.ErrAlreadyDecided
@@ -245,12 +245,12 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	if a.RequirePasskey {
 		vote.Tenant, vote.Passkey = who.Tenant, assertion
 		if err := g.verifyVote(ctx, a, vote); err != nil {
-			return nil, decisionUnavailable(err)
+			return nil, StoreUnavailable(err, "nothing was decided")
 		}
 	}
 	a, err = g.approvals.Decide(ctx, id, vote)
 	if err != nil {
-		return nil, decisionUnavailable(err)
+		return nil, StoreUnavailable(err, "nothing was decided")
 	}
 	decision := audit.DecisionConfirmed
 	if verdict == approval.Deny {
@@ -263,19 +263,20 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	return a, nil
 }
 
-// decisionUnavailable is what an approver is told when a store failed
-// under their decision (the approvals, or the passkeys it is checked
-// against): nothing was decided, and the same decision may succeed in a
-// moment. An answer of the rules (of approvals, of passkeys, or an
-// [*Error]) passes as it is.
-func decisionUnavailable(err error) error {
-	if _, ok := errors.AsType[*Error](err); ok || approval.IsRuleError(err) ||
+// StoreUnavailable is what an approver is told when interlock's approval
+// store failed under their request (approvals, grants, or the passkeys a
+// decision is checked against): undone says what that left undone
+// ("nothing was decided"), and the same request may succeed in a moment.
+// An answer of the rules (of approvals, of passkeys, or an [*Error])
+// passes as it is; err is kept for the log, never shown.
+func StoreUnavailable(err error, undone string) error {
+	if _, ok := errors.AsType[*Error](err); ok || err == nil || approval.IsRuleError(err) ||
 		errors.Is(err, ErrPasskeyRequired) || errors.Is(err, ErrPasskeyInvalid) || errors.Is(err, ErrPasskeyReplayed) {
 		return err
 	}
 	return &Error{
 		Code:         CodeUpstreamUnavailable,
-		Message:      "interlock's approval store cannot be reached, so nothing was decided.",
+		Message:      "interlock's approval store cannot be reached, so " + undone + ".",
 		Hint:         "Retry in a few seconds; if it keeps failing, tell the operator that interlock's store is down.",
 		RetryAfterMS: 2000,
 		Err:          err,

@@ -42,7 +42,7 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req Gran
 	}
 	pending, err := g.approvedFor(ctx, id, who)
 	if err != nil {
-		return nil, decisionUnavailable(err)
+		return nil, StoreUnavailable(err, "nothing was decided")
 	}
 	ruling := approval.Ruling{Quorum: pending.Quorum, RequirePasskey: pending.RequirePasskey, RuleDigest: pending.RuleDigest}
 	if why := ruling.GrantRefusal(); why != "" {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
-	"github.com/interlock-mcp/interlock/refusal"
 )
 
 // approvalView is an approval as approvers see it over REST.
@@ -64,7 +63,7 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 func (g *Gateway) handleListApprovals(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	pending, err := g.gate.Approvals().List(r.Context())
 	if err != nil {
-		writeError(w, refusal.StoreAway(err, "the approvals cannot be listed now"))
+		writeError(w, interlock.StoreUnavailable(err, "the approvals cannot be listed now"))
 		return
 	}
 	out := []approvalView{}
@@ -84,7 +83,7 @@ func (g *Gateway) handleGetApproval(w http.ResponseWriter, r *http.Request, who 
 		err = approval.ErrUnknown
 	}
 	if err != nil {
-		writeError(w, refusal.StoreAway(err, "the approval cannot be shown now"))
+		writeError(w, interlock.StoreUnavailable(err, "the approval cannot be shown now"))
 		return
 	}
 	writeJSON(w, http.StatusOK, g.view(a))
@@ -124,7 +123,7 @@ func (g *Gateway) handleDecide(verdict approval.Verdict) func(http.ResponseWrite
 func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	live, err := g.gate.Grants().LiveGrants(r.Context())
 	if err != nil {
-		writeError(w, refusal.StoreAway(err, "the grants cannot be listed now"))
+		writeError(w, interlock.StoreUnavailable(err, "the grants cannot be listed now"))
 		return
 	}
 	out := []*approval.StandingGrant{}
@@ -139,7 +138,7 @@ func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who i
 func (g *Gateway) handleRevokeGrant(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
 	sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
 	if err != nil {
-		writeError(w, refusal.StoreAway(err, "nothing was revoked"))
+		writeError(w, interlock.StoreUnavailable(err, "nothing was revoked"))
 		return
 	}
 	writeJSON(w, http.StatusOK, sg)
@@ -182,7 +181,7 @@ func (g *Gateway) handleGrantScope(w http.ResponseWriter, r *http.Request, who i
 	}
 	sg, err := g.gate.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})
 	if err != nil {
-		writeError(w, refusal.StoreAway(err, "no grant was made (the call may stand approved, for one run)"))
+		writeError(w, interlock.StoreUnavailable(err, "no grant was made (the call may stand approved, for one run)"))
 		return
 	}
 	writeJSON(w, http.StatusOK, sg)

@@ -101,22 +101,3 @@ func Status(c interlock.Code) int {
 	}
 	return http.StatusUnprocessableEntity
 }
-
-// StoreAway reads err, met by a face's request to interlock's approval
-// store, for the approver: the rules' answers pass as they are (see
-// [Of]), and any other failure is the store's, which could not be
-// reached. consequence says what that left undone ("nothing was
-// revoked"). The answer is retriable, and carries err for the log, never
-// for the approver.
-func StoreAway(err error, consequence string) error {
-	if err == nil || Of(err) != nil {
-		return err
-	}
-	return &interlock.Error{
-		Code:         interlock.CodeUpstreamUnavailable,
-		Message:      "interlock's approval store cannot be reached, so " + consequence + ".",
-		Hint:         "Retry in a few seconds; if it keeps failing, tell the operator that interlock's store is down.",
-		RetryAfterMS: 2000,
-		Err:          err,
-	}
-}

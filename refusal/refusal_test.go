@@ -67,7 +67,10 @@ func TestStatusOfEveryCode(t *testing.T) {
 	}
 }
 
-func TestStoreAway(t *testing.T) {
+// TestStoreUnavailable: an approver's request that met a store that is
+// away reads, on a face, as a retriable 503 that says what was left
+// undone; the rules' answers read as themselves.
+func TestStoreUnavailable(t *testing.T) {
 	down := errors.New("dial tcp 127.0.0.1:6379: connection refused")
 	tests := []struct {
 		name string
@@ -80,7 +83,7 @@ func TestStoreAway(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := refusal.StoreAway(tt.err, "nothing was revoked")
+			err := interlock.StoreUnavailable(tt.err, "nothing was revoked")
 			// As a face reads it.
 			read := err
 			if e := refusal.Of(err); e != nil {
@@ -103,7 +106,7 @@ func TestStoreAway(t *testing.T) {
 			}
 		})
 	}
-	if refusal.StoreAway(nil, "x") != nil {
-		t.Error("StoreAway(nil) is not nil")
+	if interlock.StoreUnavailable(nil, "x") != nil {
+		t.Error("StoreUnavailable(nil) is not nil")
 	}
 }
