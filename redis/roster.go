@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,12 +88,7 @@ func (s *Roster) Gateways(ctx context.Context, within time.Duration) ([]roster.G
 	}
 	since := time.Now().Add(-within)
 	out := slices.DeleteFunc(all, func(g roster.Gateway) bool { return g.Seen.Before(since) })
-	slices.SortFunc(out, func(a, b roster.Gateway) int {
-		if c := b.Seen.Compare(a.Seen); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(out, func(a, b roster.Gateway) int { return cmp.Or(b.Seen.Compare(a.Seen), strings.Compare(a.ID, b.ID)) })
 	return out, nil
 }
 

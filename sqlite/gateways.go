@@ -9,10 +9,6 @@ import (
 	"github.com/interlock-mcp/interlock/roster"
 )
 
-// Gateway is one interlock process that shares the data directory's
-// state.
-type Gateway = roster.Gateway
-
 var _ roster.Store = (*Approvals)(nil)
 
 const gatewaysSchema = `CREATE TABLE IF NOT EXISTS gateways (
@@ -30,17 +26,14 @@ const gatewaysSchema = `CREATE TABLE IF NOT EXISTS gateways (
 // announces itself at start and then now and then, so the others on the
 // data directory know whom to send approvers to. Announcements not
 // renewed for a day are dropped.
-func (s *Approvals) Announce(ctx context.Context, g Gateway) error {
+func (s *Approvals) Announce(ctx context.Context, g roster.Gateway) error {
 	err := s.change(ctx, func(c *sql.Conn, now time.Time) error {
-		since := g.Since
-		if since.IsZero() {
-			since = now
-		}
+		g := g.SeenAt(now)
 		if _, err := c.ExecContext(ctx, `INSERT INTO gateways (id, version, console_url, since, seen, config_digest, authenticates)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET version = excluded.version, console_url = excluded.console_url, seen = excluded.seen,
 				config_digest = excluded.config_digest, authenticates = excluded.authenticates`,
-			g.ID, g.Version, g.ConsoleURL, since.UnixNano(), now.UnixNano(), g.ConfigDigest, g.Authenticates); err != nil {
+			g.ID, g.Version, g.ConsoleURL, g.Since.UnixNano(), g.Seen.UnixNano(), g.ConfigDigest, g.Authenticates); err != nil {
 			return err
 		}
 		_, err := c.ExecContext(ctx, "DELETE FROM gateways WHERE seen < ?", now.Add(-roster.Forget).UnixNano())
@@ -66,7 +59,7 @@ func (s *Approvals) Depart(ctx context.Context, id string) error {
 
 // Gateways returns the gateways seen within the last within, the most
 // recently seen first.
-func (s *Approvals) Gateways(ctx context.Context, within time.Duration) ([]Gateway, error) {
+func (s *Approvals) Gateways(ctx context.Context, within time.Duration) ([]roster.Gateway, error) {
 	gws, err := s.gateways(ctx, within)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite state %s: listing gateways: %w", s.path, err)
@@ -74,16 +67,16 @@ func (s *Approvals) Gateways(ctx context.Context, within time.Duration) ([]Gatew
 	return gws, nil
 }
 
-func (s *Approvals) gateways(ctx context.Context, within time.Duration) ([]Gateway, error) {
+func (s *Approvals) gateways(ctx context.Context, within time.Duration) ([]roster.Gateway, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, version, console_url, since, seen, config_digest, authenticates
 		FROM gateways WHERE seen >= ? ORDER BY seen DESC, id`, time.Now().Add(-within).UnixNano())
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Gateway
+	var out []roster.Gateway
 	for rows.Next() {
-		var g Gateway
+		var g roster.Gateway
 		var since, seen int64
 		if err := rows.Scan(&g.ID, &g.Version, &g.ConsoleURL, &since, &seen, &g.ConfigDigest, &g.Authenticates); err != nil {
 			return nil, err
