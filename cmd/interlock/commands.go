@@ -127,10 +127,6 @@ func approvalsNote(ctx context.Context, stderr io.Writer, f *config.File, data s
 	if len(rules) > 1 {
 		asking = fmt.Sprintf("rules %s ask", strings.Join(rules, ", "))
 	}
-	on, same := "the data directory "+data, "--data"
-	if f.Store.Redis != "" || f.Store.Postgres != "" {
-		on, same = "the configured store", "store"
-	}
 	// A store that does not answer soon is reported, not waited for.
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -138,13 +134,11 @@ func approvalsNote(ctx context.Context, stderr io.Writer, f *config.File, data s
 	url := cmp.Or(base, authenticated)
 	switch {
 	case err != nil:
-		fmt.Fprintf(stderr, "approvals: %s for approval; whether a console runs on %s could not be read: %v\n", asking, on, err)
+		fmt.Fprintf(stderr, "approvals: %s for approval; whether a console runs on the store could not be read: %v\n", asking, err)
 	case url != "":
 		fmt.Fprintf(stderr, "approvals: %s for approval; the console at %s decides them\n", asking, url)
 	default:
-		fmt.Fprintf(stderr, "warning: %s for approval, and no console runs on %s: such calls wait until `interlock serve` "+
-			"runs over HTTP with the same --config and %s (its console decides them), or someone decides them with `interlock approvals`\n",
-			asking, on, same)
+		fmt.Fprintf(stderr, "warning: %s for approval, and %s\n", asking, noConsoleRuns(f))
 	}
 }
 

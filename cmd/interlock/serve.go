@@ -16,7 +16,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,7 +35,6 @@ import (
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/notify"
-	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/roster"
@@ -360,14 +358,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	stopAnnouncing := announce(ctx, gateways, me, reloaded, opts.Metrics, log)
 	defer stopAnnouncing()
 	printBanner(stderr, where, consoleAt, dataDir, store, sealing, auditWhere, f, gw)
-	if *stdio && opts.PublicURL == "" && hasApprovalRule(f) {
+	if *stdio && opts.PublicURL == "" && len(approvalRules(f)) > 0 {
 		if opts.FindConsole == nil || opts.FindConsole(ctx) == "" {
-			on, same := "this data directory", "--data"
-			if f.Store.Redis != "" || f.Store.Postgres != "" {
-				on, same = "this store", "store"
-			}
-			fmt.Fprintf(stderr, "  approvals no console is running on %s: calls that need approval wait until someone "+
-				"starts `interlock serve` with the same %s (its console decides them), or decides them with `interlock approvals`\n", on, same)
+			fmt.Fprintln(stderr, "  approvals "+noConsoleRuns(f))
 		}
 	}
 
@@ -599,12 +592,14 @@ func announce(ctx context.Context, store roster.Store, g roster.Gateway, reloade
 	}
 }
 
-// hasApprovalRule reports whether any rule, shared or a tenant's, asks for
-// approval.
-func hasApprovalRule(f *config.File) bool {
-	rules := slices.Clone(f.Rules)
-	for _, t := range f.Tenants {
-		rules = append(rules, t.Rules...)
+// noConsoleRuns says that no console runs where the gateways of f keep
+// their approvals, so calls that need one wait, and what decides them:
+// the stdio banner and check say it alike.
+func noConsoleRuns(f *config.File) string {
+	on, same := "this data directory", "--data"
+	if f.Store.Redis != "" || f.Store.Postgres != "" {
+		on, same = "this store", "store"
 	}
-	return slices.ContainsFunc(rules, func(r *policy.Rule) bool { return r.Mode == interlock.ModeApproval })
+	return fmt.Sprintf("no console is running on %s: calls that need approval wait until someone starts `interlock serve` "+
+		"with the same %s (its console decides them), or decides them with `interlock approvals`", on, same)
 }

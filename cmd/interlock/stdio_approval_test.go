@@ -88,7 +88,7 @@ rules:
 			// interlock check says the same before the console runs, and
 			// names the console once it does.
 			if code, _, errText := runCLI(t, "check", "--config", config, "--data", stdioData); code != 0 ||
-				!strings.Contains(errText, "warning: rule reminders-need-approval asks for approval, and no console runs on") {
+				!strings.Contains(errText, "warning: rule reminders-need-approval asks for approval, and no console is running on "+tt.on) {
 				t.Errorf("check before a console runs: exit %d\n%s", code, errText)
 			}
 
