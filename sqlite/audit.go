@@ -84,12 +84,15 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 		return nil, fmt.Errorf("audit log %s: %w", path, err)
 	}
 	a := &Audit{writer: writer, db: db, path: path}
-	for _, st := range []struct {
+	type prepared struct {
 		stmt  **sql.Stmt
 		query string
-	}{{&a.begin, "BEGIN IMMEDIATE"}, {&a.head, auditSQL.Head}, {&a.end, "COMMIT"},
-		{&a.inserts[0], auditSQL.AppendRows(rowsPer[0])}, {&a.inserts[1], auditSQL.AppendRows(rowsPer[1])},
-		{&a.inserts[2], auditSQL.AppendRows(rowsPer[2])}, {&a.inserts[3], auditSQL.AppendRows(rowsPer[3])}} {
+	}
+	statements := []prepared{{&a.begin, "BEGIN IMMEDIATE"}, {&a.head, auditSQL.Head}, {&a.end, "COMMIT"}}
+	for i, n := range rowsPer {
+		statements = append(statements, prepared{&a.inserts[i], auditSQL.AppendRows(n)})
+	}
+	for _, st := range statements {
 		if *st.stmt, err = writer.PrepareContext(ctx, st.query); err != nil {
 			break
 		}
