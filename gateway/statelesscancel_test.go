@@ -1,14 +1,11 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -27,8 +24,8 @@ func TestStatelessCancellation(t *testing.T) {
 	for key, who := range keys {
 		fmt.Fprintf(&yaml, "    - {sha256: %s, principal: %q, tenant: %q}\n", HashKey(key), who[0], who[1])
 	}
-	var logged lockedLog
-	gw := startLogged(t, testConfig(t, yaml.String(), "fx"), "false", slog.New(slog.NewTextHandler(&logged, nil)))
+	var logged logBuffer
+	gw := startLogged(t, testConfig(t, yaml.String(), "fx"), "false", logged.logger())
 	srv := httptest.NewServer(gw.Handler(true))
 	t.Cleanup(srv.Close)
 	url := srv.URL + MCPPath
@@ -132,23 +129,4 @@ func TestStatelessCancellation(t *testing.T) {
 	if out := logged.String(); strings.Count(out, "outcome=CANCELLED") != 6 || strings.Contains(out, "INTERNAL_ERROR") {
 		t.Errorf("the gateway's log of the calls:\n%s", out)
 	}
-}
-
-// lockedLog is a log's output that the gateway writes from several
-// goroutines.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
