@@ -270,6 +270,16 @@ func killDuringCalls(t *testing.T, section string) killed {
 	return k
 }
 
+// pgStore is a configuration's store section on a fresh schema of the
+// test PostgreSQL server (see pgSchema).
+func pgStore(t *testing.T) string { return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t)) }
+
+// redisStore is a configuration's store section on the test Redis, under
+// a prefix no other run shares (its name, then the time).
+func redisStore(name string) string {
+	return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:%s:%d:\"\n", name, time.Now().UnixNano())
+}
+
 // pgSchema makes a fresh schema on the test PostgreSQL server and returns
 // a URL that uses it.
 func pgSchema(t *testing.T) string {

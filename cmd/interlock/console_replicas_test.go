@@ -116,9 +116,7 @@ func TestConsoleAcrossReplicasInBrowser(t *testing.T) {
 			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:console:%d:\"\n  postgres: %q\naudit:\n  postgres: %q\n",
 				time.Now().UnixNano(), pg, pg)
 		}, false},
-		{"redis", func(t *testing.T) string {
-			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:console:%d:\"\n", time.Now().UnixNano())
-		}, false},
+		{"redis", func(*testing.T) string { return redisStore("console") }, false},
 		{"the state file of one data directory", func(*testing.T) string { return "" }, true},
 	}
 	for _, tt := range tests {

@@ -184,12 +184,8 @@ func TestConsoleSessionOutlivesItsGateway(t *testing.T) {
 		// oneDataDirectory runs both gateways on one data directory.
 		oneDataDirectory bool
 	}{
-		{"postgres", func(t *testing.T) string {
-			return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t))
-		}, false},
-		{"redis", func(t *testing.T) string {
-			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:outlives:%d:\"\n", time.Now().UnixNano())
-		}, false},
+		{"postgres", pgStore, false},
+		{"redis", func(*testing.T) string { return redisStore("outlives") }, false},
 		{"the state file of one data directory", func(*testing.T) string { return "" }, true},
 	}
 	for _, tt := range tests {

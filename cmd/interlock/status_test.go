@@ -104,10 +104,8 @@ func TestConsoleLinkInTheConfiguredStore(t *testing.T) {
 		name  string
 		store func(t *testing.T) string
 	}{
-		{"postgres", func(t *testing.T) string { return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t)) }},
-		{"redis", func(t *testing.T) string {
-			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:link:%d:\"\n", time.Now().UnixNano())
-		}},
+		{"postgres", pgStore},
+		{"redis", func(*testing.T) string { return redisStore("link") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -286,10 +284,8 @@ func TestStatusOnASharedStore(t *testing.T) {
 		name  string
 		store func(t *testing.T) string
 	}{
-		{"postgres", func(t *testing.T) string { return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t)) }},
-		{"redis", func(t *testing.T) string {
-			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:status:%d:\"\n", time.Now().UnixNano())
-		}},
+		{"postgres", pgStore},
+		{"redis", func(*testing.T) string { return redisStore("status") }},
 	}
 	digest := func(b []byte) string { sum := sha256.Sum256(b); return hex.EncodeToString(sum[:])[:12] }
 	for _, tt := range tests {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,10 +31,8 @@ func TestApprovalOverStdio(t *testing.T) {
 		own   bool
 	}{
 		{"data directory", "this data directory", func(*testing.T) string { return "" }, false},
-		{"redis", "this store", func(*testing.T) string {
-			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:stdio-approval:%d:\"\n", time.Now().UnixNano())
-		}, true},
-		{"postgres", "this store", func(t *testing.T) string { return fmt.Sprintf("store:\n  postgres: %q\n", pgSchema(t)) }, true},
+		{"redis", "this store", func(*testing.T) string { return redisStore("stdio-approval") }, true},
+		{"postgres", "this store", pgStore, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
