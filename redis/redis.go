@@ -1,8 +1,15 @@
 // Package redis keeps interlock's live confirm tokens in Redis, so that
 // several gateways sharing one Redis server and one INTERLOCK_SECRET honour
 // each token exactly once between them; approvals.go and grants.go keep
-// approvals and standing grants there likewise, and budget.go counts the
-// calls of each budget.
+// approvals and standing grants there likewise, budget.go counts the calls
+// of each budget, console.go keeps the console's sessions, passkeys and
+// links, and roster.go the gateways that share the server.
+//
+// The client's own log lines (a pool that fails to dial, say) go to the
+// default slog logger at debug level: interlock reports each failure of
+// the store in its own words, and the client would print it again,
+// unstructured, on standard error. The client's logger is global, so this
+// holds for every go-redis client in the process once Open has run.
 //
 // Each binding {tenant, principal, tool} has one key holding the nonce of
 // its live token, with the token's TTL as the key's expiry. Issuing
@@ -14,6 +21,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -29,6 +38,17 @@ end
 return 0
 `)
 
+// quietClient sends the client's log to clientLog, once.
+var quietClient sync.Once
+
+// clientLog is where the go-redis client's own log lines go: slog, at
+// debug level.
+type clientLog struct{}
+
+func (clientLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
 // Tokens is an [interlock.TokenStore] in Redis.
 type Tokens struct {
 	client *goredis.Client
@@ -40,6 +60,7 @@ var _ interlock.TokenStore = (*Tokens)(nil)
 // Open connects to the Redis server at url (redis:// or rediss://) and
 // checks that it answers. Every key starts with prefix.
 func Open(ctx context.Context, url, prefix string) (*Tokens, error) {
+	quietClient.Do(func() { goredis.SetLogger(clientLog{}) })
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redis store: %w", err)
