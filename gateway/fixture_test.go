@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,7 +44,10 @@ func TestMain(m *testing.M) {
 //     {"name": …}, or "unset";
 //   - fail (read-only): answers the JSON-RPC error {"code": n, "message": …};
 //   - relabel (read-only): announces the tool {"name": …} again with the
-//     annotations {"annotations": …}, as an upstream pulling the rug would.
+//     annotations {"annotations": …}, as an upstream pulling the rug would;
+//   - roots_seen (read-only), only with INTERLOCK_FIXTURE_ROOTS set, when
+//     the fixture asks its client for roots as soon as it is initialized,
+//     outside any call, as server-filesystem does: answers what came back.
 //
 // With INTERLOCK_FIXTURE=legacy the fixture speaks only protocol
 // 2025-11-25, as servers written before multi round-trip requests do. With
@@ -75,6 +79,33 @@ func serveFixture() {
 	var opts *mcp.ServerOptions
 	if os.Getenv("INTERLOCK_FIXTURE") == "legacy" {
 		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}
+	}
+	var rootsSeen struct {
+		sync.Mutex
+		got string
+	}
+	if os.Getenv("INTERLOCK_FIXTURE_ROOTS") != "" {
+		if opts == nil {
+			opts = &mcp.ServerOptions{}
+		}
+		opts.InitializedHandler = func(_ context.Context, req *mcp.InitializedRequest) {
+			go func() {
+				got := "asked"
+				r, err := req.Session.ListRoots(context.Background(), nil)
+				if err != nil {
+					got = "error: " + err.Error()
+				} else {
+					var uris []string
+					for _, root := range r.Roots {
+						uris = append(uris, root.URI)
+					}
+					got = strings.Join(uris, ",")
+				}
+				rootsSeen.Lock()
+				rootsSeen.got = got
+				rootsSeen.Unlock()
+			}()
+		}
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1"}, opts)
 	object := map[string]any{"type": "object"}
@@ -205,6 +236,14 @@ func serveFixture() {
 			}
 			return text("slept"), nil
 		})
+	if os.Getenv("INTERLOCK_FIXTURE_ROOTS") != "" {
+		s.AddTool(&mcp.Tool{Name: "roots_seen", InputSchema: object, Annotations: readOnly},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				rootsSeen.Lock()
+				defer rootsSeen.Unlock()
+				return text(rootsSeen.got), nil
+			})
+	}
 	s.AddTool(&mcp.Tool{Name: "getenv", InputSchema: object, Annotations: readOnly},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var args struct{ Name string }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -502,12 +503,16 @@ type laneOut interface {
 // be mistaken for the SDK's, which are numbers.
 var questionSeq atomic.Uint64
 
+// errAnswered is what a message meets that comes for a call's stream
+// after the call was answered.
+var errAnswered = errors.New("the call has been answered")
+
 // send writes one message ahead of the answer.
 func (st *laneStream) send(msg []byte) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done {
-		return fmt.Errorf("the call has been answered")
+		return errAnswered
 	}
 	return st.out.ahead(msg)
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -316,14 +317,26 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 				// Asked in the context of the client's call in flight, if
 				// any, the question travels on that call's stream: over
 				// HTTP a client need not hold another stream open for it.
+				// The upstream may answer that call before it hears the
+				// roots, so the answer is awaited for as long as the
+				// upstream waits for it, not only while the call runs.
+				upstreamWaits := ctx
 				if c != nil && c.req != nil && c.req.Session == peer {
-					ctx = c.ctx
+					onCall, stop := context.WithCancel(context.WithoutCancel(c.ctx))
+					defer stop()
+					defer context.AfterFunc(ctx, stop)()
+					ctx = onCall
 				}
 				var res *mcp.ListRootsResult
 				var err error
 				if st := laneStreamOf(ctx); st != nil {
 					res = new(mcp.ListRootsResult)
 					err = st.ask(ctx, "roots/list", &mcp.ListRootsParams{}, res)
+					if errors.Is(err, errAnswered) {
+						// The call ended first: the client is asked as
+						// outside any call.
+						res, err = peer.ListRoots(upstreamWaits, &mcp.ListRootsParams{})
+					}
 				} else {
 					res, err = peer.ListRoots(ctx, &mcp.ListRootsParams{})
 				}

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -86,6 +87,44 @@ func TestQuestionRouting(t *testing.T) {
 				t.Errorf("asked: caller %d, other %d; want %d, 0", a.count(), b.count(), tc.askedA)
 			}
 		})
+	}
+}
+
+// TestRootsAskedAsTheLinkOpens: an upstream that asks for roots as soon as
+// a client's own link is made (server-filesystem does) has its question
+// carried on the stream of the call that made the link, and hears the
+// answer even when it answered that call first, so the call's stream
+// ended before the client's answer came.
+func TestRootsAskedAsTheLinkOpens(t *testing.T) {
+	f := testConfig(t, "", "fx")
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE_ROOTS"] = "1"
+	f.Upstreams[0].PerClient = true
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	client := mcp.NewClient(&mcp.Implementation{Name: "c"}, nil)
+	client.AddRoots(&mcp.Root{URI: "file:///work/project"})
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	// The first call makes the link; the fixture answers it at once.
+	if res := call(t, cs, "echo", map[string]any{}); res.IsError {
+		t.Fatalf("echo: %+v", res.Content)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		seen := call(t, cs, "roots_seen", map[string]any{}).Content[0].(*mcp.TextContent).Text
+		if seen == "file:///work/project" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream's roots: %q, want the client's", seen)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
