@@ -132,8 +132,8 @@ type Console struct {
 	// nil when there is none.
 	signInWith IdentityProvider
 	// flowKeys seal the sign-ins under way into the browser's cookie
-	// (the first) and open them (any), so the console keeps nothing for a
-	// sign-in that has not come back.
+	// (the first) and open them (any), so the console keeps no more than
+	// a one-time mark of a sign-in that has not come back.
 	flowKeys [][]byte
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/consolestate"
 )
 
 // IdentityProvider signs approvers in with an OpenID provider: the
@@ -37,12 +38,18 @@ const (
 	oidcCookie    = "interlock_console_oidc"
 )
 
-// oidcFlow is a sign-in waiting for the provider's answer. It lives only
-// in the cookie of the browser that started it, sealed with the
-// console's key: the console keeps no state for a sign-in that has not
-// come back, so no number of requests to start sign-ins can crowd out a
-// real one.
+// oidcFlow is a sign-in waiting for the provider's answer. It lives in
+// the cookie of the browser that started it, sealed with the console's
+// key. The store keeps only a one-time mark of it, under ID, which the
+// callback spends: a provider may redeem a code more than once, and the
+// cookie sent back again with the same callback must not sign in again.
+// Marks are not counted, so no number of requests to start sign-ins can
+// crowd out a real one; each goes when its flow expires.
 type oidcFlow struct {
+	// ID names the flow's mark. Unlike the state and the nonce, which the
+	// browser carries to the provider, it never leaves the sealed cookie:
+	// nobody can present its mark as a one-time sign-in link.
+	ID       string    `json:"i"`
 	State    string    `json:"s"`
 	Nonce    string    `json:"n"`
 	Verifier string    `json:"v"`
@@ -141,7 +148,7 @@ func setFlowCookie(w http.ResponseWriter, r *http.Request, value string, maxAge 
 
 // oidcStart sends the browser to the identity provider.
 func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
-	f := oidcFlow{State: randomToken(), Nonce: randomToken(), Verifier: randomToken(), Next: safeNext(r.URL.Query().Get("next")),
+	f := oidcFlow{ID: randomToken(), State: randomToken(), Nonce: randomToken(), Verifier: randomToken(), Next: safeNext(r.URL.Query().Get("next")),
 		Expires: time.Now().Add(flowTTL)}
 	target, err := c.signInWith.AuthURL(r.Context(), f.State, f.Nonce, f.Verifier)
 	if err != nil {
@@ -149,13 +156,19 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusServiceUnavailable, "The identity provider cannot be reached right now. Try again in a moment.")
 		return
 	}
+	// The mark is a one-time link that signs nobody in: the callback
+	// spends it, and any replica sharing the store sees it spent.
+	if err := c.state.AddLink(r.Context(), consolestate.Key(f.ID), interlock.Identity{}, f.Expires); err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
 	setFlowCookie(w, r, c.sealFlow(f), int(flowTTL/time.Second))
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
 // oidcCallback finishes a sign-in: the state must be the one this
-// browser started with, the code must redeem, and the ID token must
-// verify with the flow's nonce.
+// browser started with, the flow's mark must not be spent yet, the code
+// must redeem, and the ID token must verify with the flow's nonce.
 func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ck, err := r.Cookie(oidcCookie)
@@ -171,6 +184,17 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	flow, ok := c.openFlow(ck.Value)
 	if !ok || !sameToken(q.Get("state"), flow.State) {
 		refuse("a state this browser did not start", "This sign-in was not started in this browser, or took too long. Sign in again.")
+		return
+	}
+	// Spent before the code is redeemed: of any number of callbacks
+	// with this cookie, on any replica, one goes on.
+	_, fresh, err := c.state.SpendLink(r.Context(), consolestate.Key(flow.ID), time.Now())
+	if err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
+	if !fresh {
+		refuse("a sign-in already used", "This sign-in was already used: each sign-in with the identity provider signs in once. Sign in again.")
 		return
 	}
 	if e := q.Get("error"); e != "" {

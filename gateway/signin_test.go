@@ -48,6 +48,29 @@ func (b *browser) post(raw string, form url.Values) (int, string) {
 	return res.StatusCode, string(page)
 }
 
+// startSignIn makes b stop where the issuer sends it back, starts a
+// sign-in with it on o, and returns the callback the issuer sent it to:
+// b then holds the sign-in cookie, and the callback is not yet sent.
+func startSignIn(t *testing.T, o *oauthGateway, b *browser) string {
+	t.Helper()
+	b.c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), o.srv.URL+console.CallbackPath) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	res, err := b.c.Get(o.srv.URL + "/console/oidc/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	callback := res.Header.Get("Location")
+	if !strings.HasPrefix(callback, o.srv.URL+console.CallbackPath+"?") {
+		t.Fatalf("the issuer sent the browser to %q", callback)
+	}
+	return callback
+}
+
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // TestConsoleSignInWithTheIssuer: an approver signs in to the console
@@ -106,21 +129,7 @@ func TestConsoleSignInWithTheIssuer(t *testing.T) {
 		// The attacker starts a sign-in and stops at the callback; the
 		// victim's browser is sent there.
 		attacker := newBrowser(t)
-		attacker.c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
-			if strings.HasPrefix(req.URL.String(), o.srv.URL+console.CallbackPath) {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		}
-		res, err := attacker.c.Get(o.srv.URL + "/console/oidc/start")
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		forged := res.Header.Get("Location")
-		if !strings.HasPrefix(forged, o.srv.URL+console.CallbackPath) {
-			t.Fatalf("the issuer sent the attacker to %q", forged)
-		}
+		forged := startSignIn(t, o, attacker)
 		status, _, page := victim.get(forged)
 		if status != http.StatusUnauthorized || !strings.Contains(page, "not started in this browser") {
 			t.Errorf("forged callback: %d\n%s", status, page)
@@ -133,4 +142,64 @@ func TestConsoleSignInWithTheIssuer(t *testing.T) {
 			t.Errorf("the victim is signed in: at %s", at)
 		}
 	})
+}
+
+// TestConsoleSignInCookieIsSpent: with an issuer that redeems a code as
+// often as it is presented, the sealed sign-in cookie sent back with the
+// same callback signs in once: the first callback opens a session, the
+// replay of both is refused and opens none.
+func TestConsoleSignInCookieIsSpent(t *testing.T) {
+	o := startOAuthGateway(t, oauthClaims+`
+    console: {client_id: interlock-console, client_secret: console-secret}`, "")
+	o.iss.Register(oauthtest.Client{ID: "interlock-console", Secret: "console-secret", RedirectURI: o.srv.URL + console.CallbackPath})
+	o.iss.SignInAs(map[string]any{"sub": "u-7", "email": "carol@example.com", "org": "acme", "roles": []any{"finance"}}, o.srv.URL+MCPPath)
+	o.iss.RedeemCodesAgain()
+
+	b := newBrowser(t)
+	callback := startSignIn(t, o, b)
+	at, err := url.Parse(callback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flow *http.Cookie
+	for _, ck := range b.c.Jar.Cookies(at) {
+		if ck.Name == "interlock_console_oidc" {
+			flow = ck
+		}
+	}
+	if flow == nil {
+		t.Fatal("the browser holds no sign-in cookie")
+	}
+	// back sends the callback with the sign-in cookie, as a browser (or
+	// whoever copied both) would, and returns the status, the page and
+	// the console session cookie set, if any.
+	back := func() (int, string, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, callback, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.AddCookie(flow)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		page, _ := io.ReadAll(res.Body)
+		session := ""
+		for _, ck := range res.Cookies() {
+			if ck.Name == "interlock_console" && ck.MaxAge >= 0 {
+				session = ck.Value
+			}
+		}
+		return res.StatusCode, string(page), session
+	}
+	status, page, session := back()
+	if status != http.StatusOK || session == "" || !strings.Contains(page, "Signed in as carol@example.com") {
+		t.Fatalf("the first callback: %d, session %q\n%s", status, session, page)
+	}
+	status, page, session = back()
+	if status != http.StatusUnauthorized || session != "" || !strings.Contains(page, "already used") {
+		t.Errorf("the callback replayed with the same cookie: %d, session %q\n%s", status, session, page)
+	}
 }

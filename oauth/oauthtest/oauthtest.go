@@ -66,6 +66,8 @@ type Issuer struct {
 	// introspectionFailing makes /introspect answer this status when not
 	// zero.
 	introspectionFailing int
+	// codesAgain makes /token redeem a code any number of times.
+	codesAgain bool
 
 	jwksFetches    atomic.Int64
 	introspections atomic.Int64
@@ -162,6 +164,15 @@ func (iss *Issuer) Register(c Client) {
 func (iss *Issuer) OverrideIDClaims(claims map[string]any) {
 	iss.mu.Lock()
 	iss.idOverrides = maps.Clone(claims)
+	iss.mu.Unlock()
+}
+
+// RedeemCodesAgain makes /token redeem each code as often as it is
+// presented, as a provider that does not spend its codes would: what
+// keeps a sign-in from being replayed is then the client's alone.
+func (iss *Issuer) RedeemCodesAgain() {
+	iss.mu.Lock()
+	iss.codesAgain = true
 	iss.mu.Unlock()
 }
 
@@ -293,7 +304,7 @@ func (iss *Issuer) authorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, back.String(), http.StatusFound)
 }
 
-// token redeems a code once, for the client it was issued to, with the
+// token redeems a code once (see [Issuer.RedeemCodesAgain]), for the client it was issued to, with the
 // verifier of its challenge.
 func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
@@ -307,7 +318,9 @@ func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	code := r.PostFormValue("code")
 	iss.mu.Lock()
 	g, ok := iss.codes[code]
-	delete(iss.codes, code)
+	if !iss.codesAgain {
+		delete(iss.codes, code)
+	}
 	c := iss.clients[id]
 	user, audience, overrides := maps.Clone(iss.user), iss.audience, maps.Clone(iss.idOverrides)
 	iss.mu.Unlock()
