@@ -106,6 +106,47 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestAFileThatSetsNothing: a file that is empty, holds only whitespace or
+// comments, or is an empty mapping is refused at its first line with what
+// to write, not taken for a configuration without rules; one setting makes
+// a configuration. A shadow policy's file is held to the same.
+func TestAFileThatSetsNothing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "candidate.yaml"), []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, src string
+		want      string // "" when the file loads
+	}{
+		{"empty", "", "p.yaml:1: the file is empty: a configuration needs at least the upstreams interlock fronts"},
+		{"whitespace", " \n\t\r\n", "p.yaml:1: the file is empty:"},
+		{"a byte-order mark", "\ufeff\n", "p.yaml:1: the file is empty:"},
+		{"comments", "# rules to come\n\n   # upstreams too\n", "p.yaml:1: the file holds only comments:"},
+		{"an empty mapping", "{}\n", "p.yaml:1: the file sets nothing:"},
+		{"an empty JSON object", "{\n}\n", "p.yaml:1: the file sets nothing:"},
+		{"a document of nothing", "--- # later\n", "p.yaml:1: the file sets nothing:"},
+		{"an empty shadow policy", "shadow: candidate.yaml\n", "candidate.yaml:1: shadow policy: the file is empty: a shadow policy holds the rules"},
+		{"one setting", "default_mode: deny\n", ""},
+		{"a client's file without servers", `{"mcpServers": {}}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(filepath.Join(dir, "p.yaml"), []byte(tt.src), func(string) (string, bool) { return "", false })
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("Parse = %v", err)
+				}
+				return
+			}
+			var errs LoadErrors
+			if !errors.As(err, &errs) || len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) {
+				t.Errorf("Parse = %v, want one problem with %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestIsSecretAndEnv(t *testing.T) {
 	f, err := Parse("p.yaml", []byte("redact: [card_number]\nupstreams:\n  - name: gh\n    command: [gh]\n    env: {TOKEN: 'Bearer ${GH}'}\n"),
 		func(k string) (string, bool) { return map[string]string{"GH": "s3cret"}[k], k == "GH" })
@@ -195,7 +236,7 @@ func TestHTTPConfig(t *testing.T) {
 		src  string
 		want HTTP
 	}{
-		{"defaults", "", HTTP{
+		{"defaults", "rules: []\n", HTTP{
 			SessionIdleTimeout: DefaultSessionIdleTimeout, MaxSessionsPerPrincipal: DefaultMaxSessionsPerPrincipal,
 			MaxConnections: DefaultMaxConnections, ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout,
 			WriteTimeout: DefaultWriteTimeout, IdleTimeout: DefaultIdleTimeout,
@@ -234,7 +275,7 @@ func TestAuditAllowedCalls(t *testing.T) {
 		src    string
 		queued bool
 	}{
-		{"", false},
+		{"rules: []\n", false},
 		{"audit: {allowed_calls: committed}\n", false},
 		{"audit: {allowed_calls: queued}\n", true},
 	}

@@ -576,12 +576,16 @@ func load(data []byte, f *File) error {
 // messages and lookupEnv expands ${VAR} in upstream environments and
 // headers, and in store and audit URLs.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	// A file that sets nothing is a mistake, such as one an editor has
+	// truncated before writing it, and never a configuration: in force it
+	// would drop every rule.
+	if what := nothingSet(data); what != "" {
+		return nil, LoadErrors{{File: name, Line: 1, Msg: what + ": a configuration needs at least the upstreams interlock fronts (upstreams:, or an MCP client's mcpServers:) or the rules it applies (rules:)"}}
+	}
 	sum := sha256.Sum256(data)
 	f := &File{Policy: policy.Policy{Path: name}, Digest: hex.EncodeToString(sum[:])}
-	if len(bytes.TrimSpace(data)) > 0 {
-		if err := load(data, f); err != nil {
-			return nil, policy.YAMLErrors(name, data, err)
-		}
+	if err := load(data, f); err != nil {
+		return nil, policy.YAMLErrors(name, data, err)
 	}
 	var errs LoadErrors
 	add := func(line int, format string, args ...any) {
@@ -638,6 +642,34 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		return nil, errs
 	}
 	return f, nil
+}
+
+// nothingSet says how data sets nothing at all (it is empty, holds only
+// comments, or is an empty mapping or null), or "" when it sets something.
+func nothingSet(data []byte) string {
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	if len(bytes.TrimSpace(data)) == 0 {
+		return "the file is empty"
+	}
+	comments := true
+	for line := range bytes.Lines(data) {
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' {
+			comments = false
+			break
+		}
+	}
+	if comments {
+		return "the file holds only comments"
+	}
+	var doc yaml.Node
+	if yaml.Load(data, &doc) != nil || len(doc.Content) != 1 {
+		// What does not parse is told about where it is parsed.
+		return ""
+	}
+	if top := doc.Content[0]; top.Kind == yaml.MappingNode && len(top.Content) == 0 || top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		return "the file sets nothing"
+	}
+	return ""
 }
 
 // expander replaces ${VAR} in a value read from the file, reporting a
@@ -797,6 +829,9 @@ func loadShadow(f *File, keyLine lines, lookupEnv func(string) (string, bool)) L
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return LoadErrors{{File: f.Path, Line: keyLine.At("shadow", 0), Msg: fmt.Sprintf("shadow policy: %v", err)}}
+	}
+	if what := nothingSet(data); what != "" {
+		return LoadErrors{{File: name, Line: 1, Msg: "shadow policy: " + what + ": a shadow policy holds the rules it tries beside the live ones (rules:)"}}
 	}
 	if line, ok := topLevelLines(data)["shadow"]; ok {
 		// Checked before parsing it, which would follow it.

@@ -312,6 +312,7 @@ func TestCommandLineErrors(t *testing.T) {
 	}
 	bad := write("bad.yaml", "rules:\n  - name: a\n    mdoe: flag\n  - name: b\n    mode: deny\n    when: 'args.x >'\n")
 	ghost := write("ghost.yaml", "upstreams:\n  - name: ghost\n    command: [/nonexistent/server]\n")
+	empty, blank, comments := write("empty.yaml", ""), write("blank.yaml", "\n  \n"), write("comments.yaml", "# rules to come\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -323,6 +324,10 @@ func TestCommandLineErrors(t *testing.T) {
 		{"check a bad file", []string{"check", "--config", bad}, 1, "", []string{bad + `:3: unknown field "mdoe"`}},
 		{"check a missing file", []string{"check", "--config", filepath.Join(dir, "nope.yaml")}, 1, "", []string{"nope.yaml"}},
 		{"check the built-in config connected", []string{"check", "--connect"}, 0, "built-in config: ok (1 upstreams, 6 rules, 0 API keys; connected: 13 tools)", nil},
+		{"check an empty file", []string{"check", "--config", empty}, 1, "", []string{empty + ":1: the file is empty: a configuration needs at least the upstreams"}},
+		{"check a file of whitespace", []string{"check", "--config", blank}, 1, "", []string{blank + ":1: the file is empty:"}},
+		{"check a file of comments", []string{"check", "--config", comments}, 1, "", []string{comments + ":1: the file holds only comments:"}},
+		{"serve refuses an empty file", []string{"serve", "--stdio", "--config", empty, "--data", dir}, 1, "", []string{empty + ":1: the file is empty:"}},
 		{"check refuses a command that is not here", []string{"check", "--config", ghost}, 1, "", []string{ghost + `:3: upstream "ghost": command "/nonexistent/server" is not an executable on this machine's PATH`}},
 		{"non-loopback without keys", []string{"serve", "--listen", "0.0.0.0:0", "--data", dir}, 1, "", []string{"auth.keys", "interlock key"}},
 		// The gateway serves without it (here until stdin ends) and says why.

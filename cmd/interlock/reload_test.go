@@ -112,8 +112,8 @@ rules:
 }
 
 // TestReloadOnSIGHUP: the real binary takes a new policy on SIGHUP, keeps
-// the running one when the file has a mistake (and logs where it is), and
-// keeps its sessions and the confirm tokens it handed out.
+// the running one when the file is empty or has a mistake (and logs where
+// it is), and keeps its sessions and the confirm tokens it handed out.
 func TestReloadOnSIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	config := filepath.Join(dir, "interlock.yaml")
@@ -152,6 +152,8 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		logged   string
 		reminder interlock.Code // "" means it ran
 	}{
+		// An editor that truncates the file before it writes it.
+		{"an emptied file keeps the running policy", nil, config + ":1: the file is empty", interlock.CodeToolNotAllowed},
 		{"a broken file keeps the running policy", reminderConfig(t, dir, "flag", true), config + ":10: ", interlock.CodeToolNotAllowed},
 		{"a sound file takes effect", reminderConfig(t, dir, "flag", false), "configuration reloaded", ""},
 	}
