@@ -156,8 +156,8 @@ func (g *Gateway) Ready(ctx context.Context) []NotReady {
 	return out
 }
 
-// inFlight counts the tool calls being served, so that a gateway shutting
-// down can let them finish (see [Gateway.Drain]).
+// inFlight counts the tool calls and REST requests being served, so that a
+// gateway shutting down can let them finish (see [Gateway.Drain]).
 type inFlight struct {
 	mu       sync.Mutex
 	n        int
@@ -187,9 +187,10 @@ func (f *inFlight) leave() {
 	}
 }
 
-// Drain refuses every tool call from now on (UPSTREAM_UNAVAILABLE,
-// retriable: nothing ran) and waits until the calls in flight have ended,
-// or ctx has. Upstreams keep running until [Gateway.Close].
+// Drain refuses every tool call and REST request from now on
+// (UPSTREAM_UNAVAILABLE, retriable: nothing ran; 503 on the REST face) and
+// waits until those in flight have ended, or ctx has. Upstreams keep
+// running until [Gateway.Close].
 func (g *Gateway) Drain(ctx context.Context) error {
 	f := &g.inFlight
 	f.mu.Lock()
@@ -211,7 +212,8 @@ func (g *Gateway) Drain(ctx context.Context) error {
 	}
 }
 
-// errDraining answers a tool call that arrives while the gateway shuts down.
+// errDraining answers a tool call or a REST request that arrives while the
+// gateway shuts down.
 var errDraining = &interlock.Error{
 	Code:    interlock.CodeUpstreamUnavailable,
 	Message: "The gateway is shutting down; nothing ran.",

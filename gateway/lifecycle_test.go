@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -215,26 +217,40 @@ func TestReadyz(t *testing.T) {
 	}
 }
 
-// TestDrain: draining refuses new calls, lets those in flight finish, and
-// gives up when its context ends.
+// TestDrain: draining refuses new calls, on MCP and the REST face alike,
+// lets those in flight finish, whichever face they came by, and gives up
+// when its context ends.
 func TestDrain(t *testing.T) {
 	tests := []struct {
 		name    string
+		rest    bool // the call in flight came over the REST face
 		slowMS  int
 		bound   time.Duration
 		drained bool
 	}{
-		{"the call in flight finishes", 300, 10 * time.Second, true},
-		{"the bound ends the wait", 1500, 200 * time.Millisecond, false},
+		{"the call in flight finishes", false, 300, 10 * time.Second, true},
+		{"the bound ends the wait", false, 1500, 200 * time.Millisecond, false},
+		{"the REST call in flight finishes", true, 300, 10 * time.Second, true},
+		{"the bound ends the wait for a REST call", true, 1500, 200 * time.Millisecond, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			gw := start(t, testConfig(t, "", "fx"), "false")
+			srv := httptest.NewServer(gw.Handler(false))
+			defer srv.Close()
 			cs := client(t, gw, nil)
-			slow := make(chan *mcp.CallToolResult, 1)
+			ran := make(chan bool, 1)
 			go func() {
-				res, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": tt.slowMS}})
-				slow <- res
+				if tt.rest {
+					resp, err := http.Post(srv.URL+"/v1/tools/slow/call", "application/json", strings.NewReader(fmt.Sprintf(`{"arguments":{"ms":%d}}`, tt.slowMS)))
+					if err == nil {
+						resp.Body.Close()
+					}
+					ran <- err == nil && resp.StatusCode == http.StatusOK
+					return
+				}
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": tt.slowMS}})
+				ran <- err == nil && !res.IsError
 			}()
 			eventually(t, "the slow call in flight", func() bool {
 				gw.inFlight.mu.Lock()
@@ -250,8 +266,20 @@ func TestDrain(t *testing.T) {
 				defer gw.inFlight.mu.Unlock()
 				return gw.inFlight.draining
 			})
-			if b := body(t, call(t, cs, "echo", map[string]any{})); b.Code != interlock.CodeUpstreamUnavailable || !b.Retriable {
-				t.Errorf("a call while draining: %+v", b)
+			refused := body(t, call(t, cs, "echo", map[string]any{}))
+			if refused.Code != interlock.CodeUpstreamUnavailable || !refused.Retriable {
+				t.Errorf("a call while draining: %+v", refused)
+			}
+			// The REST face answers with the same body, as a 503.
+			var want map[string]any
+			b, _ := json.Marshal(refused)
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			for _, path := range []string{"/v1/tools/echo/call", "/v1/approvals/a1/approve"} {
+				if status, got := post(t, srv.URL+path, "", `{}`); status != http.StatusServiceUnavailable || !reflect.DeepEqual(got, want) {
+					t.Errorf("POST %s while draining: %d %v, want 503 %v", path, status, got, want)
+				}
 			}
 			if got := gw.Ready(context.Background()); len(got) != 1 || got[0].Name != "gateway" {
 				t.Errorf("Ready while draining = %+v, want the gateway not ready", got)
@@ -259,10 +287,8 @@ func TestDrain(t *testing.T) {
 			if err := <-drained; (err == nil) != tt.drained {
 				t.Errorf("Drain = %v", err)
 			}
-			if tt.drained {
-				if res := <-slow; res == nil || res.IsError {
-					t.Errorf("the call in flight: %+v", res)
-				}
+			if tt.drained && !<-ran {
+				t.Error("the call in flight did not run")
 			}
 		})
 	}

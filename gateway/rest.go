@@ -61,7 +61,18 @@ func (g *Gateway) restHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/tools/{name}/call", g.restCall)
 	g.routeApprovals(mux)
-	guarded := crossOriginRefused(mux, func(w http.ResponseWriter) {
+	// A REST request is in flight as an MCP tool call is: refused once the
+	// gateway drains, and waited for while it runs, so a call or a vote
+	// never meets upstreams or stores that are closing.
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.inFlight.enter() {
+			writeError(w, errDraining)
+			return
+		}
+		defer g.inFlight.leave()
+		mux.ServeHTTP(w, r)
+	})
+	guarded := crossOriginRefused(counted, func(w http.ResponseWriter) {
 		writeError(w, &interlock.Error{Code: interlock.CodePermissionDenied, Message: crossOriginMessage, Hint: crossOriginHint})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
