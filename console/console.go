@@ -110,6 +110,11 @@ type Options struct {
 	// ([FlowKeys] derives them from the sealing keys every replica
 	// shares). A random key of this process when empty.
 	FlowKeys [][]byte
+	// Instance is the id the gateway announces itself and this console
+	// under in the store; the console proves it at [InstancePath] to a
+	// gateway on stdio about to send approvers there ([Prober]). Empty
+	// proves nothing.
+	Instance string
 }
 
 // Console serves the approvers' pages.
@@ -135,6 +140,8 @@ type Console struct {
 	// (the first) and open them (any), so the console keeps no more than
 	// a one-time mark of a sign-in that has not come back.
 	flowKeys [][]byte
+	// instance is the id the console was announced under.
+	instance string
 }
 
 // New returns a console. Its watcher of approvals runs until [Console.Close].
@@ -163,7 +170,8 @@ func New(opts Options) *Console {
 		}
 	}
 	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, signInWith: opts.SignIn, history: opts.History,
-		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKeys: opts.FlowKeys}
+		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKeys: opts.FlowKeys,
+		instance: opts.Instance}
 	if len(c.flowKeys) == 0 {
 		c.flowKeys = [][]byte{newFlowKey()}
 	}
@@ -241,6 +249,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /console/login", c.loginPage)
 	mux.HandleFunc("POST /console/login", c.login)
 	mux.HandleFunc("POST /console/logout", c.signedIn(c.logout))
+	mux.HandleFunc("GET "+InstancePath, c.answerInstance)
 	if c.signInWith != nil {
 		mux.HandleFunc("GET "+oidcStartPath, c.oidcStart)
 		mux.HandleFunc("GET "+CallbackPath, c.oidcCallback)

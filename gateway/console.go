@@ -11,9 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
-	"github.com/interlock-mcp/interlock/consolestate"
 )
 
 // Operator is whom a one-time console link signs in on a gateway without
@@ -25,10 +23,10 @@ const Operator = "operator"
 // state is shared by (see [Options.ConsoleState]), where one-time links
 // are kept too, whoever made them; the sealing keys every replica shares
 // seal its sign-ins under way.
-func (g *Gateway) newConsole(log audit.Log, public string, state consolestate.Store, signal consolestate.Signal, sealing [][]byte) *console.Console {
-	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(public), Recheck: g.recheckCredential, State: state, Signal: signal,
-		FlowKeys: console.FlowKeys(sealing),
-		Refused:  func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
+func (g *Gateway) newConsole(o Options, sealing [][]byte) *console.Console {
+	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(o.PublicURL), Recheck: g.recheckCredential,
+		State: o.ConsoleState, Signal: o.ConsoleSignal, FlowKeys: console.FlowKeys(sealing), Instance: o.Instance,
+		Refused: func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
 	if len(g.config().Auth.Keys) > 0 {
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, console.Credential, error) {
 			ti, err := g.verifyKey(ctx, key, nil)
@@ -38,7 +36,7 @@ func (g *Gateway) newConsole(log audit.Log, public string, state consolestate.St
 			return approverOf(ti), console.Credential{Kind: console.CredentialKey, Ref: HashKey(key)}, nil
 		}
 	}
-	if h, ok := log.(console.History); ok {
+	if h, ok := o.Gate.Audit.(console.History); ok {
 		opts.History = h
 	}
 	c := console.New(opts)

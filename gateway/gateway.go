@@ -66,6 +66,10 @@ type Options struct {
 	// "" when there is none. A pending approval's approval_url points
 	// there.
 	FindConsole func(context.Context) string
+	// Instance is the id this gateway announces itself under in the store
+	// it shares: its console proves it to a gateway on stdio that found
+	// the console there, before that one sends approvers to it.
+	Instance string
 	// ConsoleState keeps the console's sessions, passkeys and one-time
 	// links, and ConsoleSignal carries the word that approvals changed,
 	// between the gateways sharing them: with both in a shared store, an
@@ -168,7 +172,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 		getenv = os.Getenv
 	}
 	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
-	g.console = g.newConsole(opts.Gate.Audit, opts.PublicURL, opts.ConsoleState, opts.ConsoleSignal, sealing)
+	g.console = g.newConsole(opts, sealing)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +

@@ -12,6 +12,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
+	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/postgres"
@@ -112,7 +113,9 @@ func consoleLink(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // announcedConsole returns the console a gateway without authentication
 // announced where the gateways running f announce themselves (see
 // openRoster), and one with authentication; "" for each that runs there
-// with no console.
+// with no console. A console counts only while it answers as the gateway
+// that announced it: a link sent to a dead gateway's port would sign in
+// whoever took that port.
 func announcedConsole(ctx context.Context, f *config.File, dir string) (base, authenticated string, err error) {
 	gateways, closeRoster, err := openRoster(ctx, f, dir)
 	if err != nil || gateways == nil {
@@ -123,9 +126,10 @@ func announcedConsole(ctx context.Context, f *config.File, dir string) (base, au
 	if err != nil {
 		return "", "", err
 	}
+	consoles := console.NewProber()
 	for _, g := range gws {
 		switch {
-		case g.ConsoleURL == "":
+		case g.ConsoleURL == "" || !consoles.Answers(ctx, g.ConsoleURL, g.ID):
 		case g.Authenticates:
 			authenticated = cmp.Or(authenticated, g.ConsoleURL)
 		case base == "":

@@ -283,8 +283,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		// --public-url, or at the console a gateway on the same data
 		// store announces.
 		opts.PublicURL = *publicURL
-		opts.FindConsole = func(ctx context.Context) string { return roster.ConsoleURL(seen(ctx)) }
+		consoles := console.NewProber()
+		opts.FindConsole = func(ctx context.Context) string { return answeringConsole(ctx, seen(ctx), consoles) }
 	}
+	// The id this gateway announces itself under: its console proves it
+	// to gateways on stdio before they send approvers there.
+	opts.Instance = randomText()[:12]
 	// Approvers are told of new approvals with a link to them, by the
 	// webhooks configured now or after a reload.
 	base := strings.TrimSuffix(opts.PublicURL, "/")
@@ -351,7 +355,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			consoleAt = link + " (signs in the operator, once, within a day; interlock console link makes another)"
 		}
 	}
-	me := roster.Gateway{ID: randomText()[:12], Version: version, ConfigDigest: startDigest, Authenticates: f.Auth.Configured()}
+	me := roster.Gateway{ID: opts.Instance, Version: version, ConfigDigest: startDigest, Authenticates: f.Auth.Configured()}
 	if !*stdio {
 		me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
 	}
@@ -538,6 +542,20 @@ func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit s
 	} else {
 		fmt.Fprintln(w, "  dry run   OFF: confirmed calls run")
 	}
+}
+
+// answeringConsole returns the console base URL of the gateway in gws
+// seen most recently whose console answers at it as that gateway's; ""
+// when none does. An announcement outlives a gateway killed without
+// departing by up to consoleSeen, and whatever binds its port meanwhile
+// must not be sent approvers and their credentials.
+func answeringConsole(ctx context.Context, gws []roster.Gateway, p *console.Prober) string {
+	for _, g := range gws {
+		if g.ConsoleURL != "" && p.Answers(ctx, g.ConsoleURL, g.ID) {
+			return g.ConsoleURL
+		}
+	}
+	return ""
 }
 
 // consoleSeen is how recently a gateway must have announced its console

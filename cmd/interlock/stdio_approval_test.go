@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,42 +39,13 @@ func TestApprovalOverStdio(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			data := t.TempDir()
-			config := filepath.Join(data, "interlock.yaml")
-			cfg := fmt.Sprintf(`upstreams:
-  - name: demo
-    command: [%q, demo, --db, %q]
-auth:
-  keys:
-    - {sha256: %s, principal: bob, tenant: local}
-rules:
-  - name: reminders-need-approval
-    match: {tools: [send_reminder]}
-    mode: approval
-    approvers: [bob]
-%s`, binary, filepath.Join(data, "demo.db"), gateway.HashKey("bob-key"), tt.store(t))
-			if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			config := reminderApprovalConfig(t, data, tt.store(t))
 			stdioData, httpData := data, data
 			if tt.own {
 				stdioData, httpData = t.TempDir(), t.TempDir()
 			}
-			cmd := command("false", "serve", "--stdio", "--config", config, "--data", stdioData)
 			var banner lockedBuffer
-			cmd.Stderr = &banner
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "editor"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cs.Close() })
-			remind := func() interlock.Body {
-				t.Helper()
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_reminder", Arguments: map[string]any{"customer_id": "acct_9931"}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return interlock.BodyOfResult(res)
-			}
+			remind := stdioReminders(t, config, stdioData, &banner)
 
 			first := remind()
 			if first.Code != interlock.CodeApprovalPending || first.ApprovalURL != "" || !strings.Contains(first.RecoveryHint, "no console is running") {
@@ -109,6 +82,97 @@ rules:
 				t.Errorf("a second re-call ran again, or did not ask anew: %+v", again)
 			}
 		})
+	}
+}
+
+// reminderApprovalConfig writes into dir a configuration of the demo, its
+// database there, in which send_reminder waits for bob's approval
+// (bob-key), with the store section given, and returns its path.
+func reminderApprovalConfig(t *testing.T, dir, store string) string {
+	t.Helper()
+	return writeFile(t, dir, "interlock.yaml", fmt.Sprintf(`upstreams:
+  - name: demo
+    command: [%q, demo, --db, %q]
+auth:
+  keys:
+    - {sha256: %s, principal: bob, tenant: local}
+rules:
+  - name: reminders-need-approval
+    match: {tools: [send_reminder]}
+    mode: approval
+    approvers: [bob]
+%s`, binary, filepath.Join(dir, "demo.db"), gateway.HashKey("bob-key"), store))
+}
+
+// stdioReminders starts `interlock serve --stdio` on config and data, as
+// an editor does, its standard error into banner, and returns a call of
+// send_reminder through it.
+func stdioReminders(t *testing.T, config, data string, banner io.Writer) func() interlock.Body {
+	t.Helper()
+	cmd := command("false", "serve", "--stdio", "--config", config, "--data", data)
+	cmd.Stderr = banner
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "editor"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return func() interlock.Body {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_reminder", Arguments: map[string]any{"customer_id": "acct_9931"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return interlock.BodyOfResult(res)
+	}
+}
+
+// TestStdioNamesOnlyALiveConsole: a gateway on stdio names the console
+// the HTTP gateway on its data directory announced while it answers
+// there. Once that gateway is killed (SIGKILL: its announcement stays in
+// the store), calls name no console and say that none runs, also after
+// another server took its port and answers 200 to everything.
+func TestStdioNamesOnlyALiveConsole(t *testing.T) {
+	data := t.TempDir()
+	config := reminderApprovalConfig(t, data, "")
+	httpGateway := startCrashable(t, []string{"MCP_DRY_RUN=false"}, "--config", config, "--data", data)
+	remind := stdioReminders(t, config, data, io.Discard)
+
+	named := remind()
+	if named.Code != interlock.CodeApprovalPending || named.ApprovalURL != httpGateway.base+"/console/approvals/"+named.ApprovalID {
+		t.Fatalf("with the HTTP gateway's console running at %s: %+v", httpGateway.base, named)
+	}
+	noConsole := func(b interlock.Body) bool {
+		return b.Code == interlock.CodeApprovalPending && b.ApprovalURL == "" && strings.Contains(b.RecoveryHint, "no console is running")
+	}
+	httpGateway.kill()
+	waitFor(t, "calls to stop naming the killed gateway's console", func() bool {
+		b := remind()
+		if b.ApprovalURL != "" && b.ApprovalURL != named.ApprovalURL {
+			t.Fatalf("after the kill: %+v", b)
+		}
+		return noConsole(b)
+	})
+
+	// Whatever binds the port next is not named either.
+	ln, err := net.Listen("tcp", strings.TrimPrefix(httpGateway.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	squatter := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	})}
+	go func() { _ = squatter.Serve(ln) }()
+	t.Cleanup(func() { squatter.Close() })
+	waitFor(t, "the server on the port to be asked", func() bool {
+		if b := remind(); !noConsole(b) {
+			t.Fatalf("with another server on the killed gateway's port: %+v", b)
+		}
+		return asked.Load() > 0
+	})
+	if b := remind(); !noConsole(b) {
+		t.Errorf("after the server on the port was asked: %+v", b)
 	}
 }
 
