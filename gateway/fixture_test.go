@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 //
 // With INTERLOCK_FIXTURE=legacy the fixture speaks only protocol
 // 2025-11-25, as servers written before multi round-trip requests do. With
+// INTERLOCK_FIXTURE=probe it serves probeServer instead; with
 // INTERLOCK_FIXTURE_UNTIL naming a file, it exits at once while that file
 // does not exist, as a server that is down does; with
 // INTERLOCK_FIXTURE=hang it never answers; with INTERLOCK_FIXTURE_LIFETIME
@@ -70,8 +71,15 @@ func serveFixture() {
 			f.Close()
 		}
 	}
-	if os.Getenv("INTERLOCK_FIXTURE") == "hang" {
+	switch os.Getenv("INTERLOCK_FIXTURE") {
+	case "hang":
 		select {}
+	case "probe":
+		if err := probeServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "fixture:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if lifetime, err := time.ParseDuration(os.Getenv("INTERLOCK_FIXTURE_LIFETIME")); err == nil {
 		time.AfterFunc(lifetime, func() { os.Exit(3) })

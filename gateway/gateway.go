@@ -211,6 +211,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 		}
 		if opts.Metrics != nil {
 			u.onUp = func(up bool) { opts.Metrics.UpstreamUp(cfg.Name, up) }
+			u.onDropped = func() { opts.Metrics.Event("upstream_log_dropped") }
 		}
 		u.guard = resilience.New(guardConfig(cfg), transient, func(state string) {
 			log.Warn("upstream circuit changed", "upstream", cfg.Name, "state", state)

@@ -214,6 +214,9 @@ func (u *upstream) resume(ctx context.Context, name string, req *mcp.CallToolReq
 	h.timer.Stop()
 	u.callsMu.Lock()
 	h.fl.ctx, h.fl.req = ctx, req
+	if req != nil {
+		h.fl.peer = req.Session
+	}
 	u.callsMu.Unlock()
 	u.retrackProgress(ctx, h.progress, req)
 	q := h.pending

@@ -287,88 +287,11 @@ func (u *upstream) questions(peer *mcp.ServerSession) mcp.Middleware {
 			case "elicitation/create":
 				return u.elicit(ctx, req.(*mcp.ElicitRequest))
 			case "roots/list":
-				link := req.GetSession().(*mcp.ClientSession)
-				c := u.callOn(link)
-				if h := u.heldOf(c); h != nil {
-					// A client of 2026-07-28 is asked in its call's result.
-					if !declaresRoots(c.req.ClientCapabilities()) {
-						return nil, noAnswer("roots", false)
-					}
-					a, err := h.ask(ctx, &mcp.ListRootsParams{})
-					if res, ok := a.(*mcp.ListRootsResult); ok && err == nil {
-						return res, nil
-					}
-					return nil, noAnswer("roots", true)
-				}
-				if c == nil && peer != nil {
-					// A server may ask as soon as a client's own link is
-					// made, before the call that made it is on it: that
-					// call's stream can carry the question.
-					c = u.callOpening(peer)
-				}
-				if peer == nil {
-					// The shared link asks the client of the call in
-					// flight; outside a call nobody's roots may be given.
-					if c == nil || c.req == nil || c.req.Session == nil || !declaresRoots(askable(c.req)) {
-						return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no client of a call in flight offers roots"}
-					}
-					peer = c.req.Session
-				}
-				// Asked in the context of the client's call in flight, if
-				// any, the question travels on that call's stream: over
-				// HTTP a client need not hold another stream open for it.
-				// The upstream may answer that call before it hears the
-				// roots, so the answer is awaited for as long as the
-				// upstream waits for it, not only while the call runs.
-				upstreamWaits := ctx
-				if c != nil && c.req != nil && c.req.Session == peer {
-					onCall, stop := context.WithCancel(context.WithoutCancel(c.ctx))
-					defer stop()
-					defer context.AfterFunc(ctx, stop)()
-					ctx = onCall
-				}
-				var res *mcp.ListRootsResult
-				var err error
-				if st := laneStreamOf(ctx); st != nil {
-					res = new(mcp.ListRootsResult)
-					err = st.ask(ctx, "roots/list", &mcp.ListRootsParams{}, res)
-					if errors.Is(err, errAnswered) {
-						// The call ended first: the client is asked as
-						// outside any call.
-						res, err = peer.ListRoots(upstreamWaits, &mcp.ListRootsParams{})
-					}
-				} else {
-					res, err = peer.ListRoots(ctx, &mcp.ListRootsParams{})
-				}
-				if err != nil {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not list its roots"}
-				}
-				return res, nil
+				return u.roots(ctx, peer, req.(*mcp.ListRootsRequest))
 			}
 			return next(ctx, method, req)
 		}
 	}
-}
-
-// askable returns the capabilities of the client of call when the
-// upstream's questions can be pushed to it during the call: a client of a
-// protocol before 2026-07-28, over stdio or on an HTTP session. nil for
-// any other: a client of 2026-07-28 takes questions only as input
-// requests in a result, which a question pushed by an upstream of an
-// earlier protocol is not.
-func askable(call *mcp.CallToolRequest) *mcp.ClientCapabilities {
-	if call == nil || call.Session == nil || exchange.Of(call).Native {
-		return nil
-	}
-	if call.Extra != nil && call.Extra.Header != nil && call.Session.ID() == "" {
-		// Over HTTP without a session there is no stream to ask it on.
-		return nil
-	}
-	ip := call.Session.InitializeParams()
-	if ip == nil {
-		return nil
-	}
-	return ip.Capabilities
 }
 
 // declaresRoots reports whether caps say the client can list roots.
@@ -386,73 +309,103 @@ func (u *upstream) forwardLevel(ctx context.Context, cs *mcp.ClientSession, peer
 	}
 }
 
-// callOn returns the downstream call to which a push on link belongs: the
-// only one in flight on it, or, when several are, the latest of them if
-// they all came from one client session (a per-client link), since the
-// push can then reach no other client. Otherwise nil.
-func (u *upstream) callOn(link *mcp.ClientSession) *inflight {
-	if link == nil {
-		return nil
+// roots answers the upstream's roots/list with the roots of the client
+// its request in flight belongs to, or of the client the link serves alone
+// (peer), never interlock's own; the shared link has none to offer
+// outside a request.
+func (u *upstream) roots(ctx context.Context, peer *mcp.ServerSession, req *mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	var meta mcp.Meta
+	if req.Params != nil {
+		// roots/list may come without params.
+		meta = req.Params.Meta
 	}
-	u.callsMu.Lock()
-	defer u.callsMu.Unlock()
-	var found *inflight
-	for c := range u.calls {
-		if c.link != link {
-			continue
+	c := u.ownerOf(req.Session, meta)
+	if h := u.heldOf(c); h != nil {
+		// A client of 2026-07-28 is asked in its call's result.
+		if !declaresRoots(c.req.ClientCapabilities()) {
+			return nil, noAnswer("roots", false)
 		}
-		if found != nil && (found.req == nil || c.req == nil || found.req.Session != c.req.Session) {
-			return nil
+		a, err := h.ask(ctx, &mcp.ListRootsParams{})
+		if res, ok := a.(*mcp.ListRootsResult); ok && err == nil {
+			return res, nil
 		}
-		if found == nil || c.seq > found.seq {
-			found = c
-		}
+		return nil, noAnswer("roots", true)
 	}
-	return found
+	if c == nil && peer != nil {
+		// A server may ask as soon as a client's own link is made, before
+		// the call that made it is on it: that call's stream can carry the
+		// question.
+		c = u.callOpening(peer)
+	}
+	if peer == nil {
+		// The shared link asks the client of the request in flight;
+		// outside one nobody's roots may be given.
+		if c == nil || c.peer == nil || !declaresRoots(c.pushable) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no client of a request in flight offers roots"}
+		}
+		peer = c.peer
+	}
+	// Asked in the context of the client's request in flight, if any, the
+	// question travels on that request's stream: over HTTP a client need
+	// not hold another stream open for it. The upstream may answer that
+	// request before it hears the roots, so the answer is awaited for as
+	// long as the upstream waits for it, not only while the request runs.
+	upstreamWaits := ctx
+	if c != nil && c.peer == peer {
+		onCall, stop := context.WithCancel(context.WithoutCancel(c.ctx))
+		defer stop()
+		defer context.AfterFunc(ctx, stop)()
+		ctx = onCall
+	}
+	var res *mcp.ListRootsResult
+	var err error
+	if st := laneStreamOf(ctx); st != nil {
+		res = new(mcp.ListRootsResult)
+		err = st.ask(ctx, "roots/list", &mcp.ListRootsParams{}, res)
+		if errors.Is(err, errAnswered) {
+			// The call ended first: the client is asked as outside any
+			// call.
+			res, err = peer.ListRoots(upstreamWaits, &mcp.ListRootsParams{})
+		}
+	} else {
+		res, err = peer.ListRoots(ctx, &mcp.ListRootsParams{})
+	}
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not list its roots"}
+	}
+	return res, nil
 }
 
-// callOpening returns the newest call of peer's that waits for its link
-// to open; nil when there is none.
-func (u *upstream) callOpening(peer *mcp.ServerSession) *inflight {
-	u.callsMu.Lock()
-	defer u.callsMu.Unlock()
-	var found *inflight
-	for c := range u.calls {
-		if c.link == nil && c.req != nil && c.req.Session == peer && (found == nil || c.seq > found.seq) {
-			found = c
-		}
-	}
-	return found
-}
-
-// sample carries the upstream's sampling request to the client whose call
-// it belongs to.
+// sample carries the upstream's sampling request to the client whose
+// request it belongs to.
 func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
-	c := u.callOn(req.Session)
-	if c == nil || c.req == nil || c.req.Session == nil {
+	c := u.ownerOf(req.Session, req.Params.Meta)
+	if c == nil || c.peer == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
 	}
+	q := *req.Params
+	q.Meta = unmarked(q.Meta)
 	if h := u.heldOf(c); h != nil {
 		// A client of 2026-07-28 is asked in its call's result.
 		if caps := c.req.ClientCapabilities(); caps == nil || caps.Sampling == nil {
 			return nil, noAnswer("sampling", false)
 		}
-		a, err := h.ask(ctx, req.Params)
+		a, err := h.ask(ctx, &q)
 		if res, ok := a.(*mcp.CreateMessageWithToolsResult); ok && err == nil {
 			return res, nil
 		}
 		return nil, noAnswer("sampling", true)
 	}
-	if caps := askable(c.req); caps == nil || caps.Sampling == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client of this call does not offer sampling"}
+	if c.pushable == nil || c.pushable.Sampling == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client of this request does not offer sampling"}
 	}
 	var res *mcp.CreateMessageWithToolsResult
 	var err error
 	if st := laneStreamOf(c.ctx); st != nil {
 		res = new(mcp.CreateMessageWithToolsResult)
-		err = st.ask(c.ctx, "sampling/createMessage", req.Params, res)
+		err = st.ask(c.ctx, "sampling/createMessage", &q, res)
 	} else {
-		res, err = c.req.Session.CreateMessageWithTools(c.ctx, req.Params)
+		res, err = c.peer.CreateMessageWithTools(c.ctx, &q)
 	}
 	if err != nil {
 		u.log().Warn("the client did not answer a sampling request", "upstream", u.cfg.Name, "error", logText(err.Error()))
@@ -462,34 +415,41 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 }
 
 // relayLog carries a log message of the upstream to the client session of
-// the call that caused it, or to the client session the link serves
-// (peer). On the shared link with several calls in flight it is dropped
-// rather than risk handing one caller's log to another.
+// the request that caused it, or to the client session the link serves
+// (peer). One that belongs to no client's request on the shared link is
+// dropped and counted, rather than risk handing one caller's log to
+// another.
 func (u *upstream) relayLog(ctx context.Context, peer *mcp.ServerSession, req *mcp.LoggingMessageRequest) {
 	defer u.handled(req.Session)
-	c := u.callOn(req.Session)
-	if (c == nil || c.req == nil) && peer != nil {
-		_ = peer.Log(ctx, req.Params)
+	c := u.ownerOf(req.Session, req.Params.Meta)
+	p := *req.Params
+	p.Meta = unmarked(p.Meta)
+	if (c == nil || c.peer == nil) && peer != nil {
+		_ = peer.Log(ctx, &p)
 		return
 	}
-	if c == nil || c.req == nil || c.req.Session == nil {
-		u.log().Debug("dropped an upstream log message no call can be matched to", "upstream", u.cfg.Name)
+	if c == nil || c.peer == nil {
+		u.logsDropped.Add(1)
+		if u.onDropped != nil {
+			u.onDropped()
+		}
+		u.log().Debug("dropped an upstream log message that belongs to no one client's request", "upstream", u.cfg.Name)
 		return
 	}
 	if st := laneStreamOf(c.ctx); st != nil {
 		// As the session's Log would: nothing until the client sets a
 		// level, then what is at that level or above.
-		level := u.levelOf(c.req.Session)
-		if asked, ok := c.req.Params.Meta[mcp.MetaKeyLogLevel].(string); ok {
+		level := u.levelOf(c.peer)
+		if c.level != "" {
 			// A request of 2026-07-28 names its level itself.
-			level = mcp.LoggingLevel(asked)
+			level = c.level
 		}
-		if level != "" && levelRank(req.Params.Level) >= levelRank(level) {
-			_ = st.notify("notifications/message", req.Params)
+		if level != "" && levelRank(p.Level) >= levelRank(level) {
+			_ = st.notify("notifications/message", &p)
 		}
 		return
 	}
-	_ = c.req.Session.Log(c.ctx, req.Params)
+	_ = c.peer.Log(c.ctx, &p)
 }
 
 // levelOf is the log level the client of ss set, "" when none.
@@ -572,7 +532,7 @@ func (u *upstream) relayProgress(_ context.Context, req *mcp.ProgressNotificatio
 		return
 	}
 	p := *req.Params
-	p.ProgressToken = e.token
+	p.ProgressToken, p.Meta = e.token, unmarked(p.Meta)
 	if st := laneStreamOf(e.ctx); st != nil {
 		_ = st.notify("notifications/progress", &p)
 		return
@@ -580,30 +540,33 @@ func (u *upstream) relayProgress(_ context.Context, req *mcp.ProgressNotificatio
 	_ = e.session.NotifyProgress(e.ctx, &p)
 }
 
-// elicit carries a question the upstream pushes during a call to the
-// client whose call it is. Only a client of an earlier protocol with a
-// session can be asked this way; for any other client, or when the
-// question cannot be matched to one client's call, the upstream is
-// answered with cancel and the call ends CANCELLED.
+// elicit carries a question the upstream pushes during a request to the
+// client whose request it is. Only a client of an earlier protocol with a
+// session can be asked this way, or one of 2026-07-28 whose call is held;
+// for any other client, or when the question belongs to no one client's
+// request, the upstream is answered with cancel (and a tool call ends
+// CANCELLED).
 func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	c := u.callOn(req.Session)
+	c := u.ownerOf(req.Session, req.Params.Meta)
 	if c == nil {
-		u.log().Warn("upstream asked a question that cannot be matched to one client's call; answering cancel", "upstream", u.cfg.Name)
+		u.log().Warn("upstream asked a question that belongs to no one client's request; answering cancel", "upstream", u.cfg.Name)
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
-	if h := u.heldOf(c); h != nil && heldCanShow(c.req, req.Params) {
+	q := *req.Params
+	q.Meta = unmarked(q.Meta)
+	if h := u.heldOf(c); h != nil && heldCanShow(c.req, &q) {
 		// A client of 2026-07-28 is asked in its call's result.
-		a, err := h.ask(ctx, req.Params)
+		a, err := h.ask(ctx, &q)
 		if res, ok := a.(*mcp.ElicitResult); ok && err == nil {
 			return res, nil
 		}
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
-	if c.req != nil && c.req.Session != nil && canCarry(c.req, req.Params) {
+	if c.peer != nil && c.canShow(&q) {
 		if st := laneStreamOf(c.ctx); st != nil {
-			return st.elicit(c.ctx, req.Params)
+			return st.elicit(c.ctx, &q)
 		}
-		return c.req.Session.Elicit(c.ctx, req.Params)
+		return c.peer.Elicit(c.ctx, &q)
 	}
 	u.callsMu.Lock()
 	c.cancelled = true
@@ -611,19 +574,20 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 	return &mcp.ElicitResult{Action: "cancel"}, nil
 }
 
-// canCarry reports whether the client of call can be sent the question
+// canShow reports whether the client of fl can be sent the question q
 // now: a client of an earlier protocol, on a session, that declared the
 // question's mode of elicitation.
-func canCarry(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
-	ex := exchange.Of(call)
-	if ex.Native {
+func (fl *inflight) canShow(q *mcp.ElicitParams) bool {
+	caps := fl.pushable
+	if caps == nil || caps.Elicitation == nil {
 		return false
 	}
 	if q.Mode == "url" {
-		caps := call.ClientCapabilities()
-		return ownsLink(call.Session) && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+		return ownsLink(fl.peer) && caps.Elicitation.URL != nil
 	}
-	return ex.Form
+	// Since 2025-11-25 "elicitation": {} still means form support; a
+	// client that lists only URL mode cannot show a form.
+	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
 }
 
 // heldCanShow reports whether the client of a held call declared the mode

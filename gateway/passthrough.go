@@ -57,21 +57,21 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		case "resources/list":
-			return g.listResources(ctx, ss)
+			return g.listResources(ctx, req)
 		case "resources/templates/list":
-			return g.listTemplates(ctx, ss)
+			return g.listTemplates(ctx, req)
 		case "resources/read":
-			res, err := g.readResource(ctx, ss, req.GetParams().(*mcp.ReadResourceParams))
+			res, err := g.readResource(ctx, req, req.GetParams().(*mcp.ReadResourceParams))
 			return relayed(ss, res, err)
 		case "prompts/list":
-			return g.listPrompts(ctx, ss)
+			return g.listPrompts(ctx, req)
 		case "prompts/get":
-			res, err := g.getPrompt(ctx, ss, req.GetParams().(*mcp.GetPromptParams))
+			res, err := g.getPrompt(ctx, req, req.GetParams().(*mcp.GetPromptParams))
 			return relayed(ss, res, err)
 		case "logging/setLevel":
 			res, err := next(ctx, method, req)
 			if err == nil {
-				g.setLevel(ctx, ss, req.GetParams().(*mcp.SetLoggingLevelParams).Level)
+				g.setLevel(ctx, req, req.GetParams().(*mcp.SetLoggingLevelParams).Level)
 			}
 			return res, err
 		}
@@ -208,33 +208,37 @@ func (u *upstream) forwardError(method string, err error) error {
 const codeResourceNotFound = -32002
 
 // gather lists one kind of item from every upstream offering resources,
-// over the links of ss, keeping the first item of each key.
-func gather[T any](ctx context.Context, g *Gateway, ss *mcp.ServerSession, method string,
-	list func(*mcp.ClientSession) iter.Seq2[T, error], key func(T) string) ([]T, map[string]*upstream, error) {
+// for the client request from, keeping the first item of each key.
+func gather[T any](ctx context.Context, g *Gateway, from mcp.Request, method string,
+	list func(context.Context, *mcp.ClientSession) iter.Seq2[T, error], key func(T) string) ([]T, map[string]*upstream, error) {
 	items := []T{}
 	owners := map[string]*upstream{}
 	for _, u := range g.offering(ctx, hasResources) {
-		cs, err := u.linkFor(ctx, ss)
+		err := u.forward(ctx, method, from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) error {
+			for item, err := range list(ctx, cs) {
+				if err != nil {
+					return err
+				}
+				if _, taken := owners[key(item)]; taken {
+					continue
+				}
+				owners[key(item)] = u
+				items = append(items, item)
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, nil, u.forwardError(method, err)
-		}
-		for item, err := range list(cs) {
-			if err != nil {
-				return nil, nil, u.forwardError(method, err)
-			}
-			if _, taken := owners[key(item)]; taken {
-				continue
-			}
-			owners[key(item)] = u
-			items = append(items, item)
 		}
 	}
 	return items, owners, nil
 }
 
-func (g *Gateway) listResources(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListResourcesResult, error) {
-	items, owners, err := gather(ctx, g, ss, "resources/list",
-		func(cs *mcp.ClientSession) iter.Seq2[*mcp.Resource, error] { return cs.Resources(ctx, nil) },
+func (g *Gateway) listResources(ctx context.Context, from mcp.Request) (*mcp.ListResourcesResult, error) {
+	items, owners, err := gather(ctx, g, from, "resources/list",
+		func(ctx context.Context, cs *mcp.ClientSession) iter.Seq2[*mcp.Resource, error] {
+			return cs.Resources(ctx, nil)
+		},
 		func(r *mcp.Resource) string { return r.URI })
 	if err != nil {
 		return nil, err
@@ -245,9 +249,9 @@ func (g *Gateway) listResources(ctx context.Context, ss *mcp.ServerSession) (*mc
 	return &mcp.ListResourcesResult{Resources: items, Cacheable: uncached}, nil
 }
 
-func (g *Gateway) listTemplates(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListResourceTemplatesResult, error) {
-	items, owners, err := gather(ctx, g, ss, "resources/templates/list",
-		func(cs *mcp.ClientSession) iter.Seq2[*mcp.ResourceTemplate, error] {
+func (g *Gateway) listTemplates(ctx context.Context, from mcp.Request) (*mcp.ListResourceTemplatesResult, error) {
+	items, owners, err := gather(ctx, g, from, "resources/templates/list",
+		func(ctx context.Context, cs *mcp.ClientSession) iter.Seq2[*mcp.ResourceTemplate, error] {
 			return cs.ResourceTemplates(ctx, nil)
 		},
 		func(t *mcp.ResourceTemplate) string { return t.URITemplate })
@@ -276,15 +280,14 @@ func (g *Gateway) resourceOwners(ctx context.Context, uri string) []*upstream {
 // handlers, and protocol 2026-07-28 requires them.
 var uncached = mcp.Cacheable{CacheScope: "private"}
 
-func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+func (g *Gateway) readResource(ctx context.Context, from mcp.Request, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	var last error = &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found"}
 	for _, u := range g.resourceOwners(ctx, p.URI) {
-		cs, err := u.linkFor(ctx, ss)
-		if err != nil {
-			last = u.forwardError("resources/read", err)
-			continue
-		}
-		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p.URI})
+		var res *mcp.ReadResourceResult
+		err := u.forward(ctx, "resources/read", from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) (err error) {
+			res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p.URI})
+			return err
+		})
 		if err == nil {
 			res.Cacheable = uncached
 			return res, nil
@@ -294,28 +297,30 @@ func (g *Gateway) readResource(ctx context.Context, ss *mcp.ServerSession, p *mc
 	return nil, last
 }
 
-func (g *Gateway) listPrompts(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListPromptsResult, error) {
+func (g *Gateway) listPrompts(ctx context.Context, from mcp.Request) (*mcp.ListPromptsResult, error) {
 	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}, Cacheable: uncached}
 	owners := map[string]*upstream{}
 	for _, u := range g.offering(ctx, hasPrompts) {
-		cs, err := u.linkFor(ctx, ss)
+		err := u.forward(ctx, "prompts/list", from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) error {
+			for p, err := range cs.Prompts(ctx, nil) {
+				if err != nil {
+					return err
+				}
+				name := u.cfg.Prefix + p.Name
+				if other, taken := owners[name]; taken {
+					g.log.Error("skipping colliding prompt: give one of the upstreams a prefix", "prompt", name,
+						"upstream", u.cfg.Name, "offered_by", other.cfg.Name)
+					continue
+				}
+				owners[name] = u
+				view := *p
+				view.Name = name
+				out.Prompts = append(out.Prompts, &view)
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, u.forwardError("prompts/list", err)
-		}
-		for p, err := range cs.Prompts(ctx, nil) {
-			if err != nil {
-				return nil, u.forwardError("prompts/list", err)
-			}
-			name := u.cfg.Prefix + p.Name
-			if other, taken := owners[name]; taken {
-				g.log.Error("skipping colliding prompt: give one of the upstreams a prefix", "prompt", name,
-					"upstream", u.cfg.Name, "offered_by", other.cfg.Name)
-				continue
-			}
-			owners[name] = u
-			view := *p
-			view.Name = name
-			out.Prompts = append(out.Prompts, &view)
 		}
 	}
 	g.catalog.mu.Lock()
@@ -326,14 +331,14 @@ func (g *Gateway) listPrompts(ctx context.Context, ss *mcp.ServerSession) (*mcp.
 
 // promptOwner finds the upstream of a prompt as clients name it, listing
 // the prompts again when it is not known yet.
-func (g *Gateway) promptOwner(ctx context.Context, ss *mcp.ServerSession, name string) *upstream {
+func (g *Gateway) promptOwner(ctx context.Context, from mcp.Request, name string) *upstream {
 	g.catalog.mu.Lock()
 	u := g.catalog.prompts[name]
 	g.catalog.mu.Unlock()
 	if u != nil && mayUse(ctx, u) {
 		return u
 	}
-	if _, err := g.listPrompts(ctx, ss); err != nil {
+	if _, err := g.listPrompts(ctx, from); err != nil {
 		return nil
 	}
 	g.catalog.mu.Lock()
@@ -344,21 +349,21 @@ func (g *Gateway) promptOwner(ctx context.Context, ss *mcp.ServerSession, name s
 	return nil
 }
 
-func (g *Gateway) getPrompt(ctx context.Context, ss *mcp.ServerSession, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	u := g.promptOwner(ctx, ss, p.Name)
+func (g *Gateway) getPrompt(ctx context.Context, from mcp.Request, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	u := g.promptOwner(ctx, from, p.Name)
 	if u == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt"}
-	}
-	cs, err := u.linkFor(ctx, ss)
-	if err != nil {
-		return nil, u.forwardError("prompts/get", err)
 	}
 	fwd := *p
 	fwd.Name = strings.TrimPrefix(p.Name, u.cfg.Prefix)
 	// The client's _meta belongs to its hop: it may name a protocol the
 	// upstream link does not speak.
 	fwd.Meta = nil
-	res, err := cs.GetPrompt(ctx, &fwd)
+	var res *mcp.GetPromptResult
+	err := u.forward(ctx, "prompts/get", from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) (err error) {
+		res, err = cs.GetPrompt(ctx, &fwd)
+		return err
+	})
 	if err != nil {
 		return nil, u.forwardError("prompts/get", err)
 	}
@@ -375,7 +380,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	var u *upstream
 	switch ref.Type {
 	case "ref/prompt":
-		if u = g.promptOwner(ctx, req.Session, ref.Name); u != nil {
+		if u = g.promptOwner(ctx, req, ref.Name); u != nil {
 			ref.Name = strings.TrimPrefix(ref.Name, u.cfg.Prefix)
 		}
 	case "ref/resource":
@@ -392,11 +397,11 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	if u == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "nothing behind interlock completes this reference"}
 	}
-	cs, err := u.linkFor(ctx, req.Session)
-	if err != nil {
-		return nil, u.forwardError("completion/complete", err)
-	}
-	res, err := cs.Complete(ctx, &p)
+	var res *mcp.CompleteResult
+	err := u.forward(ctx, "completion/complete", req, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) (err error) {
+		res, err = cs.Complete(ctx, &p)
+		return err
+	})
 	if err != nil {
 		return nil, u.forwardError("completion/complete", err)
 	}
@@ -422,10 +427,9 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	}
 	var last error
 	for _, u := range owners {
-		cs, err := u.connect(ctx)
-		if err == nil {
-			err = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
-		}
+		err := u.forward(ctx, "resources/subscribe", req, sharedLink, func(ctx context.Context, cs *mcp.ClientSession) error {
+			return cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		})
 		if err == nil {
 			if g.catalog.subscribers == nil {
 				g.catalog.subscribers = map[string]int{}
@@ -473,15 +477,16 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 	}
 	delete(g.catalog.subscribers, uri)
 	for _, u := range owners {
-		if cs, err := u.connect(ctx); err == nil {
-			_ = cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
-		}
+		_ = u.forward(ctx, "resources/unsubscribe", req, sharedLink, func(ctx context.Context, cs *mcp.ClientSession) error {
+			return cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+		})
 	}
 	return nil
 }
 
 // setLevel passes a client session's log level on to its upstream links.
-func (g *Gateway) setLevel(ctx context.Context, ss *mcp.ServerSession, level mcp.LoggingLevel) {
+func (g *Gateway) setLevel(ctx context.Context, from mcp.Request, level mcp.LoggingLevel) {
+	ss, _ := from.GetSession().(*mcp.ServerSession)
 	if !ownsLink(ss) {
 		return
 	}
@@ -506,11 +511,10 @@ func (g *Gateway) setLevel(ctx context.Context, ss *mcp.ServerSession, level mcp
 			// filters what reaches it (see relayLog).
 			continue
 		}
-		cs, err := u.linkFor(ctx, ss)
+		err := u.forward(ctx, "logging/setLevel", from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) error {
+			return cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+		})
 		if err != nil {
-			continue
-		}
-		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
 			u.log().Warn("forwarding the log level failed", "upstream", u.cfg.Name, "error", logText(err.Error()))
 		}
 	}

@@ -26,6 +26,7 @@ type requestState struct {
 	wire       *verbatim          // the same carrier on the upstream leg, where the link fills it
 	limits     *tenantUpstreams   // the upstreams the caller's tenant may use, when limited
 	request    context.Context    // the HTTP request a request without a session is served in (stateless.go)
+	flight     *inflight          // the request in flight on an upstream's link (owners.go)
 }
 
 // tenantUpstreams names the upstreams a tenant limited to some may use.

@@ -66,11 +66,15 @@ type upstream struct {
 	closed       bool
 
 	callsMu sync.Mutex
-	// calls are the downstream calls in flight on this upstream, so that a
-	// question the upstream pushes (elicitation/create) can be carried to
-	// the client whose call it belongs to.
+	// calls are the flights on this upstream's links: every request in
+	// flight, so that what the upstream sends during one reaches only the
+	// client it belongs to (see owners.go).
 	calls   map[*inflight]struct{}
 	callSeq uint64
+	// logsDropped counts the upstream's log messages that belonged to no
+	// one client's request; onDropped, when set, hears each.
+	logsDropped atomic.Int64
+	onDropped   func()
 
 	// links are the upstream sessions of client sessions that own one
 	// (see ownsLink); levels the log level each of them chose.
@@ -98,25 +102,6 @@ type upstream struct {
 	hooks upstreamHooks
 	// extras are the fields of the upstream's tools the SDK does not model.
 	extras toolExtras
-}
-
-// inflight is one downstream call being served by the upstream.
-type inflight struct {
-	// req is the downstream request; nil for a preview.
-	req *mcp.CallToolRequest
-	// ctx is the downstream handler's, so that what the upstream pushes
-	// during the call travels with the call to its client.
-	ctx context.Context
-	// link is the upstream session the call went over.
-	link *mcp.ClientSession
-	// seq orders the calls of a link.
-	seq uint64
-	// cancelled records that a question of the upstream could not be
-	// carried and was answered with cancel.
-	cancelled bool
-	// held is set when the call is held across its client's requests
-	// (see held.go): the upstream's questions go to it.
-	held *heldCall
 }
 
 // where names the upstream's definition for messages to the operator.
@@ -260,7 +245,7 @@ func (u *upstream) httpClient() *http.Client {
 	pool.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 	origin, _ := url.Parse(u.cfg.URL)
 	u.client = &http.Client{
-		Transport: extrasTrip{next: withHeaders{headers: u.cfg.Headers, next: pool}, extras: &u.extras},
+		Transport: extrasTrip{next: ownerTrip{next: withHeaders{headers: u.cfg.Headers, next: pool}}, extras: &u.extras},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if !sameOrigin(req.URL, origin) {
 				u.log().Warn("refused a redirect to another origin: the upstream's headers are sent only to its configured origin",
@@ -320,21 +305,17 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 // tools lists every tool the upstream offers, following pagination, over
 // the link via, or the shared one when via is nil.
 func (u *upstream) tools(ctx context.Context, via *mcp.ClientSession) ([]*mcp.Tool, error) {
-	cs := via
-	if cs == nil {
-		var err error
-		if cs, err = u.connect(ctx); err != nil {
-			return nil, err
-		}
-	}
 	var out []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("upstream %q: listing tools: %w", u.cfg.Name, err)
+	err := u.forward(ctx, "tools/list", nil, onLink(via), func(ctx context.Context, cs *mcp.ClientSession) error {
+		for t, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("upstream %q: listing tools: %w", u.cfg.Name, err)
+			}
+			out = append(out, t)
 		}
-		out = append(out, t)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 func (u *upstream) log() *slog.Logger {
@@ -342,25 +323,6 @@ func (u *upstream) log() *slog.Logger {
 		return u.logger
 	}
 	return slog.Default()
-}
-
-// track records a downstream call in flight on link; the returned func
-// ends it.
-func (u *upstream) track(ctx context.Context, req *mcp.CallToolRequest, link *mcp.ClientSession) (*inflight, func()) {
-	fl := &inflight{req: req, ctx: ctx, link: link}
-	u.callsMu.Lock()
-	u.callSeq++
-	fl.seq = u.callSeq
-	if u.calls == nil {
-		u.calls = map[*inflight]struct{}{}
-	}
-	u.calls[fl] = struct{}{}
-	u.callsMu.Unlock()
-	return fl, func() {
-		u.callsMu.Lock()
-		delete(u.calls, fl)
-		u.callsMu.Unlock()
-	}
 }
 
 // call forwards a call the gate let through, under the upstream's guard
@@ -459,7 +421,13 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	// on its client's first call, and a question the upstream asks as it
 	// opens (server-filesystem asks for roots at once) belongs to that
 	// call, on whose stream the client surely listens (see callOpening).
-	fl, done := u.track(ctx, req, nil)
+	var from mcp.Request
+	if req != nil {
+		from = req
+	}
+	fl := newFlight(ctx, "tools/call", from)
+	done := u.track(fl)
+	ctx = withState(ctx, func(s *requestState) { s.flight = fl })
 	cs, err := u.linkFor(ctx, downstream)
 	if err != nil {
 		done()
@@ -486,9 +454,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	if retried {
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
-	u.callsMu.Lock()
-	fl.link = cs
-	u.callsMu.Unlock()
+	u.boarded(fl, cs)
 	if holds(req, cs) {
 		h := u.hold(ctx, fl, token, func(hctx context.Context) (*mcp.CallToolResult, error) {
 			res, err := cs.CallTool(hctx, params)
