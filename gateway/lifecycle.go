@@ -64,8 +64,8 @@ func (e unreachable) Unwrap() []error { return []error{e.err, errLinkDown} }
 
 // reconnectLater starts the background loop that restores the shared
 // link, unless one runs or the gateway is closing. While it runs, calls
-// are answered UPSTREAM_UNAVAILABLE at once instead of each starting a
-// child or dialling of its own. The caller holds u.mu.
+// wait for it (see connect) instead of each starting a child or dialling
+// of its own. The caller holds u.mu.
 func (u *upstream) reconnectLater() {
 	if u.reconnecting || u.closed || u.life == nil {
 		return
@@ -87,6 +87,7 @@ func (u *upstream) reconnectLater() {
 		})
 		u.mu.Lock()
 		u.reconnecting = false
+		u.relink()
 		u.mu.Unlock()
 	}()
 }

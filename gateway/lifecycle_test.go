@@ -335,3 +335,10 @@ func TestUpstreamThatFlaps(t *testing.T) {
 		t.Errorf("%d starts in 3.5 s", n)
 	}
 }
+
+// reconnectingNow reports whether the loop that restores u's shared link runs.
+func (u *upstream) reconnectingNow() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.reconnecting
+}

@@ -206,9 +206,10 @@ func (w *witness) client() *mcp.Client {
 // sessions) and 2026-07-28.
 func TestEveryMessageReachesItsOwner(t *testing.T) {
 	generations := []struct {
-		name string
-		opts *mcp.ClientSessionOptions
-	}{{"2025-11-25", onSession}, {"2026-07-28", nil}}
+		name      string
+		opts      *mcp.ClientSessionOptions
+		stateless bool // served by --stateless
+	}{{"2025-11-25", onSession, false}, {"2025-11-25 without a session", onSession, true}, {"2026-07-28", nil, false}}
 	kinds := []string{"tools/call", "resources/read", "prompts/get", "completion/complete", "resources/subscribe"}
 	for _, transport := range []string{"stdio", "http"} {
 		for _, perClient := range []bool{false, true} {
@@ -230,12 +231,17 @@ auth:
 				}
 				f.Upstreams = append(f.Upstreams, up)
 				gw := start(t, f, "false")
-				srv := httptest.NewServer(gw.Handler(false))
+				srv, stateless := httptest.NewServer(gw.Handler(false)), httptest.NewServer(gw.Handler(true))
 				t.Cleanup(srv.Close)
-				connect := func(w *witness, key string, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+				t.Cleanup(stateless.Close)
+				connect := func(w *witness, key string, opts *mcp.ClientSessionOptions, withoutSession bool) *mcp.ClientSession {
 					t.Helper()
+					url := srv.URL
+					if withoutSession {
+						url = stateless.URL
+					}
 					cs, err := w.client().Connect(context.Background(), &mcp.StreamableClientTransport{
-						Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{key}}}, opts)
+						Endpoint: url + MCPPath, HTTPClient: &http.Client{Transport: bearer{key}}}, opts)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -252,12 +258,12 @@ auth:
 				// Over stdio with per_client, each link is a child of its
 				// own, which alone knows what it heard: the upstream is
 				// asked on the link the request went over.
-				onShared := connect(&witness{name: "reader"}, "globex-key", nil)
+				onShared := connect(&witness{name: "reader"}, "globex-key", nil, false)
 				n := 0
 				for _, genA := range generations {
 					for _, genB := range generations {
 						acme, globex := &witness{name: "acme"}, &witness{name: "globex"}
-						csA, csB := connect(acme, "acme-key", genA.opts), connect(globex, "globex-key", genB.opts)
+						csA, csB := connect(acme, "acme-key", genA.opts, genA.stateless), connect(globex, "globex-key", genB.opts, genB.stateless)
 						for _, kind := range kinds {
 							n++
 							data := fmt.Sprintf("globex-secret-%d", n)
@@ -273,7 +279,9 @@ auth:
 								}()
 								eventually(t, "acme's call in flight on the upstream", func() bool { return flightsOnLinks(gw) == 1 })
 								dropped := gw.upstreams[0].logsDropped.Load()
-								if err := send(csB, kind, data); err != nil {
+								if err := send(csB, kind, data); err != nil && !(genB.stateless && strings.Contains(err.Error(), `"CANCELLED"`)) {
+									// A client without a session cannot be shown the
+									// upstream's form, and its call is CANCELLED.
 									t.Errorf("globex's %s: %v", kind, err)
 								}
 								if err := os.WriteFile(release, nil, 0o600); err != nil {
@@ -283,7 +291,7 @@ auth:
 									t.Errorf("acme's own call ended %+v, want released", res.Content[0])
 								}
 								reader := onShared
-								if ownLink(genB.name, kind, perClient) {
+								if ownLink(genB.name, kind, perClient) && !genB.stateless {
 									reader = csB
 								}
 								heard := call(t, reader, "probe_seen", map[string]any{"data": data}).Content[0].(*mcp.TextContent).Text
@@ -295,7 +303,9 @@ auth:
 								}
 								// Where globex can be asked, it is asked and answers.
 								own := transport == "http" || ownLink(genB.name, kind, perClient) || ownLink(genA.name, "tools/call", perClient)
-								askable := genB.name == "2025-11-25" || kind == "tools/call"
+								// A client on a session is asked during any request; one of
+								// 2026-07-28 in its call's result.
+								askable := genB.name == "2025-11-25" || (genB.opts == nil && kind == "tools/call")
 								if own && askable {
 									want := "sample=from-globex;roots=file:///home/globex;elicit=accept:globex"
 									if heard != want {
@@ -332,9 +342,10 @@ func send(cs *mcp.ClientSession, kind, data string) error {
 	ctx := context.Background()
 	switch kind {
 	case "tools/call":
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "probe", Arguments: map[string]any{"data": data}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "probe", Arguments: map[string]any{"data": data},
+			Meta: mcp.Meta{"progressToken": "progress-" + data}})
 		if err == nil && res.IsError {
-			err = fmt.Errorf("%v", res.Content)
+			err = fmt.Errorf("%s", res.Content[0].(*mcp.TextContent).Text)
 		}
 		return err
 	case "resources/read":

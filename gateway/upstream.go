@@ -62,6 +62,7 @@ type upstream struct {
 	// many links in a row died young, closed that the gateway closed.
 	life         context.Context
 	reconnecting bool
+	relinked     chan struct{} // closed by relink; nil when nobody waits
 	quickDeaths  int
 	closed       bool
 
@@ -113,17 +114,48 @@ func (u *upstream) where() string {
 }
 
 // connect returns the shared link, starting the child and completing the
-// MCP handshake when there is none.
+// MCP handshake when there is none. While the loop in the background makes
+// it again, a request that has not reached the upstream waits for it
+// within ctx and the upstream's call timeout: a restart takes a moment (a
+// child that starts with npx, seconds), and failing every call in that
+// window would fail them for nothing.
 func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.session != nil {
-		return u.session, nil
+	var bounded context.CancelFunc
+	for {
+		u.mu.Lock()
+		if u.session != nil {
+			cs := u.session
+			u.mu.Unlock()
+			return cs, nil
+		}
+		if !u.reconnecting {
+			defer u.mu.Unlock()
+			return u.connectLocked(ctx)
+		}
+		if u.relinked == nil {
+			u.relinked = make(chan struct{})
+		}
+		relinked := u.relinked
+		u.mu.Unlock()
+		if bounded == nil {
+			ctx, bounded = context.WithTimeout(ctx, u.timeout())
+			defer bounded()
+		}
+		select {
+		case <-relinked:
+		case <-ctx.Done():
+			return nil, unreachable{fmt.Errorf("upstream %q is down; reconnecting in the background", u.cfg.Name)}
+		}
 	}
-	if u.reconnecting {
-		return nil, unreachable{fmt.Errorf("upstream %q is down; reconnecting in the background", u.cfg.Name)}
+}
+
+// relink wakes the requests waiting for the shared link: it was made
+// again, or the loop making it ended. The caller holds u.mu.
+func (u *upstream) relink() {
+	if u.relinked != nil {
+		close(u.relinked)
+		u.relinked = nil
 	}
-	return u.connectLocked(ctx)
 }
 
 // connectLocked makes the shared link. The caller holds u.mu.
@@ -133,6 +165,7 @@ func (u *upstream) connectLocked(ctx context.Context) (*mcp.ClientSession, error
 		return nil, unreachable{err}
 	}
 	u.session, u.upSince = cs, time.Now()
+	u.relink()
 	if u.started || u.reconnecting {
 		// A restarted child may offer other tools than the one before, and
 		// one that was down at start has offered none yet. It has not
@@ -334,7 +367,15 @@ func (u *upstream) log() *slog.Logger {
 // there is one (a preview has none).
 func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest, repeatable bool) (*mcp.CallToolResult, error) {
 	var res *mcp.CallToolResult
+	attempts := 0
 	err := u.guard.Do(ctx, repeatable, func(ctx context.Context) error {
+		attempts++
+		if attempts > 1 && !u.connected() {
+			// The first attempt waited for the link, or reached the
+			// upstream and lost it (a call that crashes its server):
+			// a retry does not wait for a restart again.
+			return u.unavailable(name, unreachable{fmt.Errorf("upstream %q is down; reconnecting in the background", u.cfg.Name)})
+		}
 		var err error
 		res, err = u.attempt(ctx, name, args, req)
 		return err
@@ -431,13 +472,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	cs, err := u.linkFor(ctx, downstream)
 	if err != nil {
 		done()
-		u.log().Warn("upstream not reachable", "upstream", u.cfg.Name, "tool", name, "error", logText(err.Error()))
-		return nil, &interlock.Error{
-			Code:    interlock.CodeUpstreamUnavailable,
-			Message: fmt.Sprintf("The server behind %s is not running or cannot be reached.", name),
-			Hint:    "Retry in a few seconds; if it keeps failing, tell the operator that the upstream is down.",
-			Err:     err,
-		}
+		return nil, u.unavailable(name, err)
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{}}
 	if trace.SpanContextFromContext(ctx).IsValid() {
@@ -491,6 +526,17 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	}
 	done()
 	return u.outcome(ctx, cs, name, fl, res, err)
+}
+
+// unavailable is the answer to a call of name whose link could not be had.
+func (u *upstream) unavailable(name string, err error) *interlock.Error {
+	u.log().Warn("upstream not reachable", "upstream", u.cfg.Name, "tool", name, "error", logText(err.Error()))
+	return &interlock.Error{
+		Code:    interlock.CodeUpstreamUnavailable,
+		Message: fmt.Sprintf("The server behind %s is not running or cannot be reached.", name),
+		Hint:    "Retry in a few seconds; if it keeps failing, tell the operator that the upstream is down.",
+		Err:     err,
+	}
 }
 
 // outcome is what the client gets of a call on link that the upstream
