@@ -143,7 +143,7 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		"arguments after retry_after_ms; it runs once approved. Do not change the arguments: that asks for a new approval.", c.Tool)
 	if url == "" {
 		hint = fmt.Sprintf("Tell the user the call waits for approval %s by %s, and that no console is running where they can decide it: "+
-			"they start `interlock serve` on the same data directory (it prints a sign-in link), or decide with `interlock approvals`. "+
+			"they start `interlock serve` on the same data directory or store (it prints a one-time sign-in link to its console). "+
 			"Then call %s again with the same arguments; it runs once approved.", a.ID, a.Deciders(), c.Tool)
 	}
 	msg := fmt.Sprintf("%s waits for approval by %s; it has not run.", c.Tool, a.Deciders())
@@ -259,7 +259,7 @@ func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict appr
 	g.RecordEvent(ctx, &audit.Record{Event: "approval_decided", Tenant: a.Tenant, Principal: who.Principal, Tool: a.Tool,
 		Upstream: a.Upstream, Rule: a.Rule, Decision: decision, Approval: a.ID, Caller: a.Principal,
 		RuleApprovers: a.Approvers, Reason: vote.Reason,
-		Detail: fmt.Sprintf("%s: %s of %s's call", a.ID, verdict.Past(), a.Principal)})
+		Detail: fmt.Sprintf("%s: %s the call of %s", a.ID, verdict.Past(), a.Principal)})
 	return a, nil
 }
 

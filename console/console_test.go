@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -527,11 +528,13 @@ func TestHistory(t *testing.T) {
 	log := memoryHistory{
 		{Seq: 1, Time: at, Event: "call", Tenant: "acme", Principal: "alice", Tool: "refund_invoice", Mode: "approval", Decision: "asked", Outcome: "APPROVAL_PENDING"},
 		{Seq: 2, Time: at, Event: "approval_decided", Tenant: "acme", Principal: "bob", Tool: "refund_invoice", Decision: "confirmed",
-			Detail: "apr_1: approved of alice's call"},
+			Detail: "apr_1: approved the call of alice"},
 		{Seq: 3, Time: at, Event: "call", Tenant: "acme", Principal: "alice", Tool: "refund_invoice", Mode: "approval", Decision: "confirmed",
 			ConfirmedBy: "approval", Approvers: []string{"bob"}, Outcome: "ok"},
+		{Seq: 6, Time: at, Event: "call", Tenant: "acme", Principal: "alice", Tool: "refund_invoice", Mode: "approval", Decision: "confirmed",
+			ConfirmedBy: "approval", Approvers: []string{"bob"}, Outcome: "tool_error"},
 		{Seq: 4, Time: at, Event: "approval_decided", Tenant: "globex", Principal: "zed", Tool: "delete_customer", Decision: "declined",
-			Detail: "apr_9: denied of yan's call"},
+			Detail: "apr_9: denied the call of yan"},
 		{Seq: 5, Time: at, Event: "call", Tenant: "acme", Principal: "alice", Tool: "send_reminder", Mode: "flag", Decision: "confirmed", Outcome: "ok"},
 	}
 	r := newRig(t, false, log)
@@ -543,9 +546,12 @@ func TestHistory(t *testing.T) {
 		text  string
 		shown bool
 	}{
-		{"a decision", "approved of alice&#39;s call", true},
+		{"a decision", "approved the call of alice", true},
+		{"an outcome in words", "<td>ran</td>", true},
+		{"a failed tool's outcome in words", "ran; the tool answered with an error", true},
+		{"no outcome as a code word", "tool_error", false},
 		{"the call it decided", "ran, approved by bob", true},
-		{"another tenant's decision", "denied of yan", false},
+		{"another tenant's decision", "denied the call of yan", false},
 		{"a call confirmed otherwise", "send_reminder", false},
 		{"a call still waiting", "APPROVAL_PENDING", false},
 	}
@@ -583,5 +589,22 @@ func TestRefreshLeavesTheFlash(t *testing.T) {
 				t.Errorf("shows the flash: %t, want %t:\n%s", !s.shows, s.shows, page)
 			}
 		})
+	}
+}
+
+// TestArgRowsShowWhatWasSent: an approver reads nested values as compact
+// JSON, written as sent: <script> in an array is not shown as
+// \u003cscript\u003e (the page escapes it for HTML itself).
+func TestArgRowsShowWhatWasSent(t *testing.T) {
+	rows := argRows(map[string]any{
+		"name":      "<script>",
+		"deletions": []any{map[string]any{"entityName": "<b>Bob</b>", "observations": []any{"likes & coffee"}}},
+	})
+	want := []argRow{
+		{"deletions", `[{"entityName":"<b>Bob</b>","observations":["likes & coffee"]}]`},
+		{"name", "<script>"},
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("rows = %q, want %q", rows, want)
 	}
 }

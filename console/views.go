@@ -51,11 +51,15 @@ func argRows(args map[string]any) []argRow {
 		case string:
 			value = v
 		default:
-			b, err := json.Marshal(v)
-			if err != nil {
+			// Without HTML escaping: the page escapes what it shows, and
+			// an approver must read <script> as written, not \u003cscript\u003e.
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(v); err != nil {
 				value = fmt.Sprint(v)
 			} else {
-				value = string(b)
+				value = strings.TrimSuffix(b.String(), "\n")
 			}
 		}
 		rows = append(rows, argRow{name, value})
@@ -282,6 +286,20 @@ func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, s *session
 	c.render(w, r, http.StatusOK, "history", c.pageFor(s, "History", "history", page{Data: d}))
 }
 
+// outcomeWords says a call's outcome as an approver reads it: words for
+// what the audit log records as a word, the code of an error as it is.
+func outcomeWords(outcome string) string {
+	switch outcome {
+	case audit.OutcomeOK:
+		return "ran"
+	case audit.OutcomeToolError:
+		return "ran; the tool answered with an error"
+	case audit.OutcomeInputRequired:
+		return "the tool asked for more input"
+	}
+	return outcome
+}
+
 // historyOf turns an audit record into a history line: decisions on
 // approvals, and the calls approvals decided. Who sees a line is who may
 // see the approval it is about ([approval.MaySee]).
@@ -301,7 +319,7 @@ func historyOf(rec *audit.Record, who interlock.Identity) (historyRow, bool) {
 			row.What = about
 		}
 	case rec.Event == "call" && rec.Mode == string(interlock.ModeApproval) && rec.Outcome != "":
-		row.Who, row.Outcome = rec.Principal, rec.Outcome
+		row.Who, row.Outcome = rec.Principal, outcomeWords(rec.Outcome)
 		switch rec.Decision {
 		case audit.DecisionConfirmed:
 			row.What = "ran, approved by " + strings.Join(rec.Approvers, ", ")

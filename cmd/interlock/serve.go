@@ -619,5 +619,5 @@ func noConsoleRuns(f *config.File) string {
 		on, same = "this store", "store"
 	}
 	return fmt.Sprintf("no console is running on %s: calls that need approval wait until someone starts `interlock serve` "+
-		"with the same %s (its console decides them), or decides them with `interlock approvals`", on, same)
+		"with the same %s: its console decides them, and its banner prints a one-time sign-in link", on, same)
 }
