@@ -584,6 +584,12 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	}
 	sum := sha256.Sum256(data)
 	f := &File{Policy: policy.Policy{Path: name}, Digest: hex.EncodeToString(sum[:])}
+	// An MCP client's JSON is read as the client reads it, comments and
+	// trailing commas allowed, then as the YAML it is a subset of.
+	data, err := jsonDocument(name, data)
+	if err != nil {
+		return nil, err
+	}
 	if err := load(data, f); err != nil {
 		return nil, policy.YAMLErrors(name, data, err)
 	}
