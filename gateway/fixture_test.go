@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,7 +55,9 @@ func TestMain(m *testing.M) {
 // INTERLOCK_FIXTURE=probe it serves probeServer instead; with
 // INTERLOCK_FIXTURE_UNTIL naming a file, it exits at once while that file
 // does not exist, as a server that is down does; with
-// INTERLOCK_FIXTURE=hang it never answers; with INTERLOCK_FIXTURE_LIFETIME
+// INTERLOCK_FIXTURE=hang it never answers; with INTERLOCK_FIXTURE=stderr it
+// writes INTERLOCK_FIXTURE_STDERR (or a line saying a token is not set) on
+// standard error and exits; with INTERLOCK_FIXTURE_LIFETIME
 // (a duration) it exits that long after it started, as a server that flaps
 // does; INTERLOCK_FIXTURE_STARTS names a file it adds a line to on each
 // start.
@@ -74,6 +77,12 @@ func serveFixture() {
 	switch os.Getenv("INTERLOCK_FIXTURE") {
 	case "hang":
 		select {}
+	case "stderr":
+		// A server that cannot start says why on standard error and
+		// exits, as one without its token or an npm package that is not
+		// found does.
+		fmt.Fprint(os.Stderr, cmp.Or(os.Getenv("INTERLOCK_FIXTURE_STDERR"), "Error: GITHUB_PERSONAL_ACCESS_TOKEN not set\n"))
+		os.Exit(1)
 	case "probe":
 		if err := probeServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "fixture:", err)

@@ -109,6 +109,23 @@ func (u *upstream) connected() bool {
 	return u.session != nil
 }
 
+// Unreachable returns, by upstream name, why each upstream whose shared
+// link is down could not be started or reached the last time it was
+// tried: the command, the failure and the child's last lines on standard
+// error. For the operator only: a client learns that the upstream is down,
+// never why.
+func (g *Gateway) Unreachable() map[string]string {
+	out := map[string]string{}
+	for _, u := range g.upstreams {
+		u.mu.Lock()
+		if u.session == nil && u.down != "" {
+			out[u.cfg.Name] = u.down
+		}
+		u.mu.Unlock()
+	}
+	return out
+}
+
 // Probe checks that something the gateway needs answers: a store, a log.
 type Probe struct {
 	// Name says what it checks, for /readyz ("token store", "audit log").

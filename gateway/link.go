@@ -170,7 +170,7 @@ func (u *upstream) ownLink(ctx context.Context, ss *mcp.ServerSession) (*mcp.Cli
 // upstream what the clients behind it can answer. protocol is the
 // version it asks for, "" for the latest.
 func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol string) (*mcp.ClientSession, error) {
-	transport, what := u.transport()
+	transport, what, stderr := u.transport(peer == nil && protocol == "")
 	pending := new(atomic.Int64)
 	if child, _ := u.describe(); child {
 		// Only a child's connection can be wrapped: an HTTP upstream's
@@ -188,7 +188,7 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol s
 	cs, err := client.Connect(cctx, transport, sopts)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %q (%s): %s did not answer as an MCP server: %w; fix it in %s",
-			u.cfg.Name, u.where(), what, err, u.where())
+			u.cfg.Name, u.where(), what, withStderr(err, stderr), u.where())
 	}
 	u.progressMu.Lock()
 	if u.pending == nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 
@@ -48,12 +50,14 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
 				r.Capabilities, r.Instructions = g.offered(r.Capabilities, r.Instructions)
+				r.Instructions = g.noteDown(ctx, req, r.Instructions)
 			}
 			return res, err
 		case "server/discover":
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.DiscoverResult); ok && err == nil {
 				r.Capabilities, r.Instructions = g.offered(r.Capabilities, r.Instructions)
+				r.Instructions = g.noteDown(ctx, req, r.Instructions)
 			}
 			return res, err
 		case "resources/list":
@@ -161,6 +165,35 @@ func (g *Gateway) offered(caps *mcp.ServerCapabilities, instructions string) (*m
 		}
 	}
 	return out, strings.Join(notes, "\n\n")
+}
+
+// noteDown adds to a client's instructions the upstreams it may use that
+// are down now, by name alone: without a word, a client that finds their
+// tools missing cannot tell an outage from a gateway that offers none.
+// Why they are down is the operator's to read, in the log.
+func (g *Gateway) noteDown(ctx context.Context, req mcp.Request, instructions string) string {
+	cfg := g.config()
+	who := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()})
+	names, limited := cfg.TenantUpstreams(who.Tenant)
+	var down []string
+	for _, u := range g.upstreams {
+		if (!limited || slices.Contains(names, u.cfg.Name)) && !u.connected() {
+			down = append(down, u.cfg.Name)
+		}
+	}
+	if len(down) == 0 {
+		return instructions
+	}
+	which := "the upstream server " + down[0] + " is"
+	if len(down) > 1 {
+		which = "the upstream servers " + strings.Join(down, ", ") + " are"
+	}
+	note := fmt.Sprintf("UPSTREAM_UNAVAILABLE: %s down now, so their tools are missing; they appear, with a "+
+		"tools/list_changed notification, when they run again. If you need them, tell the user which upstream is down.", which)
+	if instructions == "" {
+		return note
+	}
+	return instructions + "\n\n" + note
 }
 
 // offering returns the upstreams whose capabilities pass has, of those the

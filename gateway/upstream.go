@@ -99,6 +99,13 @@ type upstream struct {
 	// question of an upstream of an earlier protocol (see held.go).
 	heldCalls
 
+	// stderr remembers what the shared link's last child wrote on
+	// standard error.
+	stderr stderrMemory
+	// down is why the shared link could not be made, from the last
+	// failed attempt until one succeeds; "" while it is up or untried.
+	down string
+
 	// hooks hear what the shared link announces for every client.
 	hooks upstreamHooks
 	// extras are the fields of the upstream's tools the SDK does not model.
@@ -162,9 +169,14 @@ func (u *upstream) relink() {
 func (u *upstream) connectLocked(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := u.dial(ctx, nil, "")
 	if err != nil {
+		if said, ok := errors.AsType[stderrSaid](err); !ok || said.said != sameAsLastStart || u.down == "" {
+			// A child that says again what it said before leaves the
+			// first words in place, for the operator who asks later.
+			u.down = err.Error()
+		}
 		return nil, unreachable{err}
 	}
-	u.session, u.upSince = cs, time.Now()
+	u.session, u.upSince, u.down = cs, time.Now(), ""
 	u.relink()
 	if u.started || u.reconnecting {
 		// A restarted child may offer other tools than the one before, and
@@ -203,21 +215,29 @@ func (u *upstream) initialized() *mcp.InitializeResult {
 }
 
 // transport makes the connection to the upstream: a child over stdio, or
-// streamable HTTP with the configured headers. what names it for messages.
-func (u *upstream) transport() (mcp.Transport, string) {
-	_, what := u.describe()
+// streamable HTTP with the configured headers. what names it for messages;
+// stderr, a child's only, keeps what the child says on standard error.
+// shared says the connection is the shared link, whose starts are compared
+// with each other (see stderrLog).
+func (u *upstream) transport(shared bool) (t mcp.Transport, what string, stderr *stderrLog) {
+	_, what = u.describe()
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{
 			Endpoint:   u.cfg.URL,
 			HTTPClient: u.httpClient(),
-		}, what
+		}, what, nil
 	}
 	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
 	cmd.Dir = u.cfg.Dir
 	cmd.Env = childEnv(os.Environ(), u.cfg)
-	cmd.Stderr = &stderrLog{log: u.log(), upstream: u.cfg.Name}
+	if shared {
+		stderr = u.stderr.next(u.log(), u.cfg.Name)
+	} else {
+		stderr = &stderrLog{log: u.log(), upstream: u.cfg.Name}
+	}
+	cmd.Stderr = stderr
 	inOwnGroup(cmd)
-	return groupTransport{Transport: &mcp.CommandTransport{Command: cmd}, cmd: cmd}, what
+	return groupTransport{Transport: &mcp.CommandTransport{Command: cmd}, cmd: cmd}, what, stderr
 }
 
 // describe says whether the upstream is a child, and names it for
@@ -226,7 +246,7 @@ func (u *upstream) describe() (child bool, what string) {
 	if u.cfg.URL != "" {
 		return false, fmt.Sprintf("url %s", u.cfg.URL)
 	}
-	return true, fmt.Sprintf("command %q", strings.Join(u.cfg.Command, " "))
+	return true, "command " + CommandText(u.cfg.Command)
 }
 
 // ChildEnvBase lists the variables of the gateway's environment that every
@@ -629,11 +649,16 @@ const maxLoggedError = 2048
 // logText makes an upstream's text fit for one log record: valid UTF-8, at
 // most maxLoggedError bytes, with a note of what was cut.
 func logText(s string) string {
-	s = strings.ToValidUTF8(s, "\ufffd")
-	if len(s) <= maxLoggedError {
+	return cutText(strings.ToValidUTF8(s, "\ufffd"), maxLoggedError)
+}
+
+// cutText keeps at most n bytes of the valid UTF-8 s, cut at a character's
+// start, with a note of what was cut.
+func cutText(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	cut := maxLoggedError
+	cut := n
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
