@@ -202,7 +202,7 @@ func upstreamFailure(u *config.Upstream, err error) string {
 	if cause == nil {
 		return err.Error()
 	}
-	what := fmt.Sprintf("command %q", strings.Join(u.Command, " "))
+	what := "command " + gateway.CommandText(u.Command)
 	if u.URL != "" {
 		what = "url " + u.URL
 	}

@@ -530,7 +530,14 @@ func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit s
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	down := gw.Unreachable()
 	for _, n := range names {
+		if why, ok := down[n]; ok {
+			// The operator's terminal is where a child that exits at once
+			// is noticed; clients only learn that it is down.
+			fmt.Fprintf(w, "  upstream  %s: down, retrying in the background: %s\n", n, why)
+			continue
+		}
 		fmt.Fprintf(w, "  upstream  %s: %d tools\n", n, counts[n])
 	}
 	if gw.Gate().DryRun() {

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A child that exits at once is named in the banner with its command and
+// what it said on standard error; the gateway serves the rest.
+func TestServeBannerSaysWhyAnUpstreamIsDown(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "down.yaml")
+	body := "upstreams:\n  - name: github\n    command: [sh, -c, \"echo 'Error: GITHUB_PERSONAL_ACCESS_TOKEN not set' >&2; exit 1\"]\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runBinary(t, "serve", "--stdio", "--config", config, "--data", dir)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		`  upstream  github: down, retrying in the background: upstream "github" (` + config + `:2): command ["sh","-c",`,
+		`its stderr ended with ["Error: GITHUB_PERSONAL_ACCESS_TOKEN not set"]`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not contain %q:\n%s", want, stderr)
+		}
+	}
+}
