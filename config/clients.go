@@ -66,7 +66,7 @@ func clientUpstreams(key string, servers map[string]*ClientServer, add func(int,
 		if s.Disabled {
 			continue
 		}
-		u := &Upstream{Name: name, Env: s.Env, Dir: s.Cwd, Headers: s.Headers, Line: s.Line, lines: s.lines}
+		u := &Upstream{Name: name, Env: s.Env, Dir: s.Cwd, Headers: s.Headers, Line: s.Line, lines: s.lines, client: true}
 		switch strings.ToLower(s.Type) {
 		case "", "stdio":
 			if s.URL != "" && s.Command == "" {

@@ -126,6 +126,9 @@ type Upstream struct {
 
 	Line  int `yaml:"-"`
 	lines lines
+	// client is set for a server of a client's mcpServers or servers,
+	// whose command, args, url and cwd expand variables as the client's do.
+	client bool
 }
 
 // Breaker configures an upstream's circuit breaker.
@@ -518,7 +521,6 @@ func Load(name string) (*File, error) {
 var (
 	prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
 	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	envVarRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 )
 
 // ownKeys are the top-level keys of interlock's configuration, read from
@@ -620,8 +622,8 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 		switch {
 		case secret != "":
 			add(line, "%s refers to ${%s}: the sealing keys stay inside the gateway; use another variable", what, secret)
-		case missing != "":
-			add(line, "%s refers to ${%s}, which is not set in interlock's environment", what, missing)
+		case missing.ref != "":
+			add(line, "%s", missing.message(what))
 		}
 		return expanded
 	}
@@ -692,6 +694,9 @@ func checkUpstreams(f *File, expand expander, add func(int, string, ...any)) map
 	f.Upstreams = append(f.Upstreams, clientUpstreams("servers", f.Servers, add)...)
 	names := map[string]int{}
 	for _, u := range f.Upstreams {
+		if u.client {
+			expandClientFields(u, expand)
+		}
 		switch {
 		case u.Name == "":
 			add(u.Line, "upstream has no name: add name: <short name>")
@@ -1055,27 +1060,6 @@ func topLevelLines(data []byte) lines {
 		return lines{}
 	}
 	return keyLines(&doc)
-}
-
-// expandEnv replaces each ${VAR} in s with its value. It returns the first
-// variable that is not set, and the first that names the sealing keys,
-// which are never expanded.
-func expandEnv(s string, lookupEnv func(string) (string, bool)) (out, missing, secret string) {
-	out = envVarRE.ReplaceAllStringFunc(s, func(m string) string {
-		name := m[2 : len(m)-1]
-		if isSecretVar(name) {
-			if secret == "" {
-				secret = name
-			}
-			return ""
-		}
-		v, ok := lookupEnv(name)
-		if !ok && missing == "" {
-			missing = name
-		}
-		return v
-	})
-	return out, missing, secret
 }
 
 // SecretFileEnv names the environment variable that may name a file
