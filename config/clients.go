@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -94,4 +96,81 @@ func clientUpstreams(key string, servers map[string]*ClientServer, add func(int,
 		out = append(out, u)
 	}
 	return out
+}
+
+// valueOf returns the value of key in a mapping node, or nil.
+func valueOf(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// projectServers picks the servers of Claude Code's user file
+// (~/.claude.json) that a gateway started in dir fronts: that project's
+// own ("projects" > dir > "mcpServers", what `claude mcp add` writes by
+// default) when it has some, else the user's, which Claude Code runs in
+// every project (the top-level "mcpServers"). Only one of the two: the
+// client routed through interlock must not also run the same servers
+// beside it. It returns their path from the top and their node; a nil
+// path for a file without projects, which is read as any client's. When
+// neither dir nor the user has servers but other projects do, it says
+// which.
+func projectServers(top *yaml.Node, dir string) ([]string, *yaml.Node, error) {
+	projects := valueOf(top, "projects")
+	if projects == nil || projects.Kind != yaml.MappingNode {
+		return nil, nil, nil
+	}
+	count := func(servers *yaml.Node) int {
+		if servers == nil || servers.Kind != yaml.MappingNode {
+			return 0
+		}
+		return len(servers.Content) / 2
+	}
+	if dir != "" {
+		for i := 0; i+1 < len(projects.Content); i += 2 {
+			if p := projects.Content[i].Value; filepath.Clean(p) == filepath.Clean(dir) {
+				if servers := valueOf(projects.Content[i+1], "mcpServers"); count(servers) > 0 {
+					return []string{"projects", p, "mcpServers"}, servers, nil
+				}
+			}
+		}
+	}
+	user := valueOf(top, "mcpServers")
+	if count(user) > 0 {
+		return []string{"mcpServers"}, user, nil
+	}
+	var others []string
+	for i := 0; i+1 < len(projects.Content); i += 2 {
+		if n := count(valueOf(projects.Content[i+1], "mcpServers")); n > 0 {
+			others = append(others, fmt.Sprintf("%s (%d)", projects.Content[i].Value, n))
+		}
+	}
+	if len(others) > 0 {
+		return nil, nil, fmt.Errorf("Claude Code keeps no servers in this file for %s, nor for every project (mcpServers), only for the projects %s: run interlock in one of those directories, or give interlock init --project DIR",
+			dir, strings.Join(others, ", "))
+	}
+	return []string{"mcpServers"}, user, nil
+}
+
+// ServersPath says where in an MCP client's file (data, as [JSONC]
+// returns it) are the servers a gateway started in dir fronts, as keys
+// from the top: "mcpServers" or "servers", or for Claude Code's user file
+// the project's or the user's (see projectServers). Nil means the
+// file's "mcpServers" and "servers" both.
+func ServersPath(name string, data []byte, dir string) ([]string, error) {
+	var doc yaml.Node
+	if err := yaml.Load(data, &doc); err != nil || len(doc.Content) != 1 {
+		return nil, nil
+	}
+	path, _, err := projectServers(doc.Content[0], dir)
+	if err != nil {
+		return nil, LoadErrors{{File: name, Line: valueOf(doc.Content[0], "projects").Line, Msg: err.Error()}}
+	}
+	return path, nil
 }

@@ -124,3 +124,53 @@ func TestClientFileKeepsInterlockKeys(t *testing.T) {
 		t.Errorf("a JSON file that is no client's file: %v", err)
 	}
 }
+
+// TestClaudeCodeUserFile: Claude Code's ~/.claude.json keeps servers per
+// project, under projects > DIR > mcpServers, and the user's for every
+// project at the top: a gateway started in a project fronts that project's
+// own, elsewhere the user's, and where neither has any it says which
+// directories do.
+func TestClaudeCodeUserFile(t *testing.T) {
+	here := t.TempDir()
+	t.Chdir(here)
+	file := func(projectServers string) []byte {
+		return fmt.Appendf(nil, `{
+  "numStartups": 12,
+  "projects": {
+    "/work/other": {"allowedTools": [], "mcpServers": {"other": {"command": "o"}, "more": {"command": "m"}}},
+    %q: {
+      "allowedTools": [],
+      "mcpServers": {%s},
+      "hasTrustDialogAccepted": true
+    }
+  },
+  "mcpServers": {%%s}
+}`, here, projectServers)
+	}
+	none := func(string) (string, bool) { return "", false }
+	for _, tt := range []struct {
+		name, project, user string
+		want                string
+	}{
+		{"the project's own", `"db": {"command": "db-server"}`, `"user": {"command": "u"}`, "db@7"},
+		{"the user's, when the project has none", ``, `"user": {"command": "u"}`, "user@11"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse(".claude.json", fmt.Appendf(nil, string(file(tt.project)), tt.user), none)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, u := range f.Upstreams {
+				got = append(got, fmt.Sprintf("%s@%d", u.Name, u.Line))
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("upstreams %v, want %s", got, tt.want)
+			}
+		})
+	}
+	_, err := Parse(".claude.json", fmt.Appendf(nil, string(file("")), ""), none)
+	if want := ".claude.json:3: Claude Code keeps no servers in this file for " + here + ", nor for every project (mcpServers), only for the projects /work/other (2): run interlock in one of those directories, or give interlock init --project DIR"; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+}

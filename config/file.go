@@ -544,11 +544,13 @@ var ownKeys = func() []string {
 }()
 
 // load decodes data into f, refusing unknown fields. A JSON object that
-// holds mcpServers or servers is a client's own file: the top-level keys
+// holds mcpServers, servers or projects (Claude Code's user file, whose
+// servers of the working directory are read, see projectServers) is a
+// client's own file: the top-level keys
 // that are not interlock's are the client's own settings (Claude
 // Desktop's, say) and are read past, so the file is a configuration as it
 // is. interlock's own keys are read as always, so none is ever dropped.
-func load(data []byte, f *File) error {
+func load(name string, data []byte, f *File) error {
 	if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
 		return yaml.Load(data, f, yaml.WithKnownFields())
 	}
@@ -561,8 +563,15 @@ func load(data []byte, f *File) error {
 		top = top.Content[0]
 	}
 	if top.Kind == yaml.MappingNode && slices.ContainsFunc(top.Content, func(n *yaml.Node) bool {
-		return n.Value == "mcpServers" || n.Value == "servers"
+		return n.Value == "mcpServers" || n.Value == "servers" || n.Value == "projects"
 	}) {
+		// Claude Code's user file keeps servers per project: those of the
+		// directory the gateway runs in are the file's mcpServers.
+		dir, _ := os.Getwd()
+		path, servers, err := projectServers(top, dir)
+		if err != nil {
+			return LoadErrors{{File: name, Line: valueOf(top, "projects").Line, Msg: err.Error()}}
+		}
 		var kept []*yaml.Node
 		for i := 0; i+1 < len(top.Content); i += 2 {
 			if slices.Contains(ownKeys, top.Content[i].Value) {
@@ -570,6 +579,13 @@ func load(data []byte, f *File) error {
 			}
 		}
 		top.Content = kept
+		if len(path) > 1 {
+			if v := valueOf(top, "mcpServers"); v != nil {
+				*v = *servers
+			} else {
+				top.Content = append(top.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "mcpServers", Line: servers.Line}, servers)
+			}
+		}
 	}
 	return doc.Load(f, yaml.WithKnownFields())
 }
@@ -592,7 +608,10 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	if err != nil {
 		return nil, err
 	}
-	if err := load(data, f); err != nil {
+	if err := load(name, data, f); err != nil {
+		if les, ok := err.(LoadErrors); ok {
+			return nil, les
+		}
 		return nil, policy.YAMLErrors(name, data, err)
 	}
 	var errs LoadErrors
