@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -80,4 +82,50 @@ func (g *Gateway) ListedTools(ctx context.Context) (map[string]*mcp.Tool, error)
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// warnings are what is wrong with the configuration in force that does
+// not stop the gateway: what the rules expect of tools the upstreams do
+// not offer (a glob with a typo matches nothing, and the tool it meant
+// falls to the default mode without a word), compared again at start, on
+// each reload and whenever an upstream's tools change.
+type warnings struct {
+	mu    sync.Mutex
+	tools []string
+}
+
+// Warnings returns what the gateway found wrong with its configuration
+// and the tools it serves, each as file:line: message, for the banner,
+// /readyz and the operator. It does not keep the gateway from serving.
+func (g *Gateway) Warnings() []string {
+	g.warnings.mu.Lock()
+	defer g.warnings.mu.Unlock()
+	return slices.Clone(g.warnings.tools)
+}
+
+// checkOffered compares the rules in force with the tools the upstreams
+// offer, as check --connect does, and logs what does not fit: always when
+// loud (a start, a reload), else when it changed. While an upstream is
+// down its tools are unknown, and a glob would seem to match nothing; the
+// comparison waits until it is up, as its tools arriving call this again.
+func (g *Gateway) checkOffered(loud bool) {
+	for _, u := range g.upstreams {
+		if !u.connected() {
+			return
+		}
+	}
+	var found []string
+	for _, p := range g.config().CheckTools(g.OfferedTools()) {
+		found = append(found, p.Error())
+	}
+	g.warnings.mu.Lock()
+	changed := !slices.Equal(found, g.warnings.tools)
+	g.warnings.tools = found
+	g.warnings.mu.Unlock()
+	if !loud && !changed {
+		return
+	}
+	for _, w := range found {
+		g.log.Warn("the rules do not fit the tools the upstreams offer; interlock check --connect says the same", "problem", w)
+	}
 }

@@ -124,6 +124,10 @@ type Gateway struct {
 	listens listens
 	// stateless knows the calls served without a session (stateless.go).
 	stateless statelessCalls
+
+	// warnings are what is wrong with the configuration that does not stop
+	// the gateway (check.go).
+	warnings warnings
 }
 
 // upstreamTool names a tool as its upstream does.
@@ -319,6 +323,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	g.checkOffered(true)
 	return errors.Join(errs...)
 }
 

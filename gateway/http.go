@@ -171,7 +171,13 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 			Status   string     `json:"status"`
 			NotReady []NotReady `json:"not_ready,omitempty"`
 			Drift    string     `json:"drift,omitempty"`
+			// Warnings do not take a gateway out of rotation either;
+			// they name the file's lines, for the operator alone.
+			Warnings []string `json:"warnings,omitempty"`
 		}{Status: "ready"}
+		if holdsKey(r) {
+			body.Warnings = g.Warnings()
+		}
 		// Gateways that drifted apart still serve: drift is for the
 		// operator to read, never a reason to take one out of rotation.
 		if g.drift != nil && holdsKey(r) {

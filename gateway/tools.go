@@ -83,6 +83,7 @@ func (g *Gateway) refreshLogged(u *upstream, via *mcp.ClientSession) {
 	if err := g.refresh(context.Background(), u, via, false); err != nil {
 		g.log.Error("refreshing tools", "upstream", u.cfg.Name, "error", err)
 	}
+	g.checkOffered(false)
 }
 
 // refresh mirrors the upstream's current tools: new ones are added, changed
