@@ -540,6 +540,9 @@ func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit s
 		}
 		fmt.Fprintf(w, "  upstream  %s: %d tools\n", n, counts[n])
 	}
+	for _, warning := range gw.Warnings() {
+		fmt.Fprintf(w, "  warning   %s\n", warning)
+	}
 	if gw.Gate().DryRun() {
 		why := "MCP_DRY_RUN is not set"
 		if v, ok := os.LookupEnv("MCP_DRY_RUN"); ok {
