@@ -125,14 +125,22 @@ func TestUpstreamDownAtStart(t *testing.T) {
 // ends UPSTREAM_UNAVAILABLE, the other upstreams serve on, and the child
 // is started again in the background.
 func TestChildThatDiesFailsItsCalls(t *testing.T) {
-	gw := start(t, testConfig(t, "", "fx", "other:o_"), "false")
+	f := testConfig(t, "", "fx", "other:o_")
+	// No retries: the client gets the answer of the attempt the child
+	// took, not that of a retry made after the child was gone.
+	none := 0
+	f.Upstreams[0].Retries = &none
+	gw := start(t, f, "false")
 	cs := client(t, gw, nil)
 	slow := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		res, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 20000}})
 		slow <- res
 	}()
-	time.Sleep(200 * time.Millisecond) // the slow call reaches the child
+	// The slow call must be on the child's link when the child dies: a
+	// call still waiting for a link would wait for the restart instead,
+	// and prove nothing about a call the child took.
+	eventually(t, "the slow call in flight on the child's link", func() bool { return flightsOnLinks(gw) == 1 })
 	if b := body(t, call(t, cs, "crash", map[string]any{})); b.Code != interlock.CodeUpstreamUnavailable {
 		t.Errorf("crash: %+v", b)
 	}
@@ -141,11 +149,18 @@ func TestChildThatDiesFailsItsCalls(t *testing.T) {
 		if res == nil {
 			t.Fatal("the call in flight failed as a protocol error")
 		}
-		if b := body(t, res); b.Code != interlock.CodeUpstreamUnavailable || !b.Retriable || strings.Contains(b.Message, "EOF") {
+		// The child took the call: it may have run, and the answer says so.
+		if b := body(t, res); b.Code != interlock.CodeUpstreamUnavailable || !b.Retriable ||
+			!strings.Contains(b.Message, "may or may not have run") || strings.Contains(b.Message, "EOF") {
 			t.Errorf("the call in flight: %+v", b)
 		}
 	case <-time.After(10 * time.Second):
+		// Half the slow call's 20 s: a call made again on the restarted
+		// child would still be running.
 		t.Fatal("the call in flight did not end with its child")
+	}
+	if n := flightsOnLinks(gw); n != 0 {
+		t.Errorf("%d requests still in flight after the child died", n)
 	}
 	if res := call(t, cs, "o_echo", map[string]any{}); res.IsError {
 		t.Errorf("the other upstream stopped serving: %+v", body(t, res))
