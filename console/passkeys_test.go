@@ -353,16 +353,48 @@ func TestPasskeySignatureCounter(t *testing.T) {
 func TestPasskeyCounterRace(t *testing.T) {
 	r := newPasskeyRig(t, 5)
 	approvals := []*approval.Approval{r.pending(t, 100), r.pending(t, 200)}
+	// Both assertions read the stored counter before either moves it: the
+	// first two compare-and-swaps wait for each other, so one of them
+	// always loses, rather than only when the scheduler happens to
+	// interleave the two.
+	swaps := &swapBarrier{Store: r.keys.state, want: 2, met: make(chan struct{})}
+	r.keys.state = swaps
 	errs := make([]error, len(approvals))
 	var wg sync.WaitGroup
 	for i, a := range approvals {
 		wg.Go(func() { errs[i] = r.approve(t, a, 6) })
 	}
 	wg.Wait()
+	if swaps.late.Load() {
+		t.Fatal("the two assertions did not reach the counter's compare-and-swap at once")
+	}
 	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), interlock.ErrPasskeyReplayed) {
 		t.Errorf("two assertions with counter 6: %v", errs)
 	}
 	if r.stored(t) != 6 || len(r.audit.Events("passkey_refused")) != 1 {
 		t.Errorf("stored counter %d, %d refusals recorded", r.stored(t), len(r.audit.Events("passkey_refused")))
 	}
+}
+
+// swapBarrier holds the first want compare-and-swaps of a passkey until
+// want of them have arrived, or five seconds pass (late).
+type swapBarrier struct {
+	consolestate.Store
+	want    int
+	arrived atomic.Int32
+	met     chan struct{}
+	late    atomic.Bool
+}
+
+func (b *swapBarrier) SwapPasskey(ctx context.Context, owner consolestate.Owner, p consolestate.Passkey) (bool, error) {
+	if n := int(b.arrived.Add(1)); n == b.want {
+		close(b.met)
+	} else if n < b.want {
+		select {
+		case <-b.met:
+		case <-time.After(5 * time.Second):
+			b.late.Store(true)
+		}
+	}
+	return b.Store.SwapPasskey(ctx, owner, p)
 }
