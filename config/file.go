@@ -42,7 +42,11 @@ type File struct {
 	policy.Policy `yaml:",inline"`
 	// Digest is the hex SHA-256 of the bytes the file was parsed from,
 	// which names this version of it (in the audit log of a reload, say).
-	Digest    string      `yaml:"-"`
+	Digest string `yaml:"-"`
+	// Warnings are what is likely wrong with the file but does not stop
+	// it: check prints them, and a gateway logs them and shows them on
+	// its banner and /readyz.
+	Warnings  LoadErrors  `yaml:"-"`
 	Upstreams []*Upstream `yaml:"upstreams"`
 	// MCPServers and Servers are an MCP client's own list of servers, as
 	// Claude Desktop, Claude Code and Cursor ("mcpServers") and VS Code
@@ -661,6 +665,8 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	// outside itself is checked here.
 	errs = append(errs, f.Policy.Provision(keyLine)...)
 	checkUpstreamNames(f, names, add)
+	f.Warnings = checkApprovers(f, add)
+	f.Warnings = append(f.Warnings, checkArguments(f)...)
 	// In file order: a rule's problems are found key by key, not line by
 	// line. The shadow file's come after this file's, in their own order.
 	slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })

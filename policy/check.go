@@ -148,10 +148,20 @@ func argumentList(t OfferedTool) string {
 // nearest suggests the offered tool name closest to a mistyped one, as
 // ": did you mean x?"; "" when none is close.
 func nearest(name string, tools []OfferedTool) string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return Nearest(name, names)
+}
+
+// Nearest suggests the one of names closest to a mistyped name, as ": did
+// you mean x?"; "" when none is close.
+func Nearest(name string, names []string) string {
 	best, bestDistance := "", len(name)/3+1
-	for _, t := range tools {
-		if d := editDistance(name, t.Name); d > 0 && d <= bestDistance && (d < bestDistance || best == "" || t.Name < best) {
-			best, bestDistance = t.Name, d
+	for _, n := range names {
+		if d := editDistance(name, n); d > 0 && d <= bestDistance && (d < bestDistance || best == "" || n < best) {
+			best, bestDistance = n, d
 		}
 	}
 	if best == "" {
