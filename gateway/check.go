@@ -98,9 +98,21 @@ type warnings struct {
 // and the tools it serves, each as file:line: message, for the banner,
 // /readyz and the operator. It does not keep the gateway from serving.
 func (g *Gateway) Warnings() []string {
+	var out []string
+	for _, w := range g.config().Warnings {
+		out = append(out, w.Error())
+	}
 	g.warnings.mu.Lock()
 	defer g.warnings.mu.Unlock()
-	return slices.Clone(g.warnings.tools)
+	return append(out, g.warnings.tools...)
+}
+
+// logConfigWarnings logs what config.Parse found likely wrong with the
+// file in force, which does not stop it.
+func (g *Gateway) logConfigWarnings() {
+	for _, w := range g.config().Warnings {
+		g.log.Warn("the configuration is likely wrong here; interlock check says the same", "problem", w.Error())
+	}
 }
 
 // checkOffered compares the rules in force with the tools the upstreams

@@ -323,6 +323,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	g.logConfigWarnings()
 	g.checkOffered(true)
 	return errors.Join(errs...)
 }

@@ -79,6 +79,7 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 			errs = append(errs, fmt.Errorf("listing the tools of upstream %q again: %w", u.cfg.Name, err))
 		}
 	}
+	g.logConfigWarnings()
 	g.checkOffered(true)
 	g.event(ctx, "config_reloaded", &audit.Record{Detail: f.Path + " sha256:" + digest})
 	// A session of the console stands on its credential: one whose key

@@ -78,6 +78,10 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Warnings do not fail the check: what they point at may be meant.
+	for _, w := range f.Warnings {
+		fmt.Fprintf(stderr, "warning: %v\n", w)
+	}
 	errs, missing := missingCommands(f)
 	tools := 0
 	if *connect {
