@@ -10,7 +10,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -25,6 +27,7 @@ import (
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/policy"
+	"github.com/interlock-mcp/interlock/redact"
 )
 
 // initConfig writes a starter configuration from an MCP client's own file:
@@ -39,6 +42,7 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dataFlag := fs.String("data", "", "state `directory` the client's interlock uses (default: .interlock beside --out)")
 	force := fs.Bool("force", false, "overwrite --out if it exists")
 	write := fs.Bool("write", false, "also rewrite --from to route the client through interlock, after copying it to FILE.bak")
+	project := fs.String("project", "", "for Claude Code's ~/.claude.json, the project `directory` whose servers to front (default: the working directory)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -75,6 +79,23 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("reading the client's file: %w", err)
 	}
+	// Read as the client reads it, and as check and serve do.
+	var errs policy.LoadErrors
+	if raw, err = config.JSONC(fromPath, raw); errors.As(err, &errs) {
+		return report(stderr, errs)
+	}
+	dir := *project
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return err
+		}
+	} else if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	path, err := config.ServersPath(fromPath, raw, dir)
+	if errors.As(err, &errs) {
+		return report(stderr, errs)
+	}
 	// Everything that can refuse does so before a server is started or a
 	// file written.
 	if fromPath == outPath {
@@ -93,24 +114,30 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%s: %w: init reads a client's JSON file", *from, err)
 	}
-	f, err := loadServers(fromPath, top)
-	var errs policy.LoadErrors
+	sel, err := serversIn(top, path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *from, err)
+	}
+	if len(path) > 1 {
+		fmt.Fprintf(stderr, "Reading the servers of project %s\n", path[1])
+	}
+	f, err := loadServers(fromPath, sel)
 	if errors.As(err, &errs) {
 		return report(stderr, errs)
 	}
 	if err != nil {
 		return err
 	}
-	servers, key, err := clientServers(raw)
+	servers, key, err := clientServers(sel)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *from, err)
 	}
 	if len(servers) == 0 {
 		return fmt.Errorf("%s has no servers under \"mcpServers\" or \"servers\": nothing to put behind interlock", *from)
 	}
-	exe, err := os.Executable()
+	exe, err := clientExecutable()
 	if err != nil {
-		return fmt.Errorf("finding this program for the client to run: %w", err)
+		return err
 	}
 	for name, s := range servers {
 		if len(s.Args) > 0 && s.Args[0] == "serve" && (s.Command == exe || filepath.Base(s.Command) == "interlock") {
@@ -131,13 +158,22 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("no server could be started or reached, so no rule could be proposed; nothing was written: fix them (interlock check --config FILE --connect says more) and run init again")
 	}
 
+	passed := secretRefs(servers)
 	doc, counts, err := starterYAML(fromPath, outPath, servers, f.Upstreams, tools, listed, failed)
 	if err != nil {
 		return err
 	}
 	// What init writes must load as it is: anything else is init's bug,
 	// and the user is told so rather than handed a file that fails later.
-	if _, err := config.Parse(outPath, doc, os.LookupEnv); err != nil {
+	// The values it names are the client's to pass.
+	lookup := func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok {
+			return v, true
+		}
+		v, ok := passed[k]
+		return v, ok
+	}
+	if _, err := config.Parse(outPath, doc, lookup); err != nil {
 		return fmt.Errorf("the configuration init proposes does not load, so it was not written; this is a bug in interlock init, please report it with the client's file:\n%v\n\n%s", err, doc)
 	}
 	if err := os.WriteFile(outPath, doc, 0o600); err != nil {
@@ -149,8 +185,13 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	fmt.Fprintf(stderr, "Wrote %s. Review its rules; check it with: interlock check --config %s --connect\n", outPath, outPath)
+	if len(passed) > 0 {
+		names := slices.Sorted(maps.Keys(passed))
+		fmt.Fprintf(stderr, "It reads %s from its environment, which the client's file passes to interlock (values stay there, not in %s); set them before checking it from a shell.\n",
+			strings.Join(names, ", "), filepath.Base(outPath))
+	}
 
-	snippet, err := routedClientFile(top, key, exe, outPath, dataDir)
+	snippet, err := routedClientFile(top, path, key, exe, outPath, dataDir, passed)
 	if err != nil {
 		return err
 	}
@@ -178,14 +219,11 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // serve it. The client's other keys (Claude Desktop's globalShortcut, say)
 // are none of interlock's, so only the servers are parsed, each at its own
 // line so that problems are reported where they are.
-func loadServers(name string, top []member) (*config.File, error) {
+func loadServers(name string, sel []member) (*config.File, error) {
 	var doc bytes.Buffer
 	doc.WriteString("{")
 	line, sep := 1, ""
-	for _, m := range top {
-		if m.key != "mcpServers" && m.key != "servers" {
-			continue
-		}
+	for _, m := range sel {
 		for ; line < m.line; line++ {
 			doc.WriteString("\n")
 		}
@@ -247,22 +285,47 @@ func listTools(ctx context.Context, f *config.File) ([]policy.OfferedTool, map[s
 // clientServers reads the servers of a client's file as written, ${VAR}
 // and all (config.Parse expands them, and the starter file must not hold
 // what they stand for), and says under which key they are.
-func clientServers(raw []byte) (map[string]*config.ClientServer, string, error) {
-	var file struct {
-		MCPServers map[string]*config.ClientServer `yaml:"mcpServers"`
-		Servers    map[string]*config.ClientServer `yaml:"servers"`
-	}
-	if err := yaml.Load(raw, &file); err != nil {
-		return nil, "", err
-	}
+func clientServers(sel []member) (map[string]*config.ClientServer, string, error) {
 	servers, key := map[string]*config.ClientServer{}, "mcpServers"
-	if file.MCPServers == nil && file.Servers != nil {
-		key = "servers"
+	for _, m := range sel {
+		var these map[string]*config.ClientServer
+		if err := yaml.Load(m.value, &these); err != nil {
+			return nil, "", err
+		}
+		if m.key == "servers" && !slices.ContainsFunc(sel, func(m member) bool { return m.key == "mcpServers" }) {
+			key = "servers"
+		}
+		maps.Copy(servers, these)
 	}
-	maps.Copy(servers, file.MCPServers)
-	maps.Copy(servers, file.Servers)
 	maps.DeleteFunc(servers, func(_ string, s *config.ClientServer) bool { return s == nil })
 	return servers, key, nil
+}
+
+// serversIn returns the members of a client's file that hold its servers:
+// at the top, "mcpServers" and "servers" when path is nil; else the one
+// value at path (config.ServersPath), named mcpServers, at its line.
+func serversIn(top []member, path []string) ([]member, error) {
+	if len(path) == 0 {
+		return slices.DeleteFunc(slices.Clone(top), func(m member) bool { return m.key != "mcpServers" && m.key != "servers" }), nil
+	}
+	members, at := top, 1
+	for i, key := range path {
+		j := slices.IndexFunc(members, func(m member) bool { return m.key == key })
+		if j < 0 {
+			return nil, nil
+		}
+		m := members[j]
+		m.line += at - 1
+		if i == len(path)-1 {
+			return []member{{key: "mcpServers", value: m.value, line: m.line}}, nil
+		}
+		var err error
+		if members, err = jsonObject(m.value); err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Join(path[:i+1], "."), err)
+		}
+		at = m.line
+	}
+	return nil, nil
 }
 
 // member is one top-level key of a JSON object, its value as written.
@@ -309,10 +372,14 @@ type interlockServer struct {
 }
 
 // routedClientFile is the client's file with its servers replaced by
-// interlock, every other top-level key as it was.
-func routedClientFile(top []member, key, exe, config, dataDir string) ([]byte, error) {
+// interlock, every other key as it was. passed is what interlock's entry
+// gives it in its environment, beside MCP_DRY_RUN: the values of the
+// variables its configuration names, as the client's file held them.
+// The file is written back as plain JSON: comments are not kept.
+func routedClientFile(top []member, path []string, key, exe, config, dataDir string, passed map[string]string) ([]byte, error) {
 	s := interlockServer{Command: exe, Args: []string{"serve", "--stdio", "--config", config, "--data", dataDir},
 		Env: map[string]string{"MCP_DRY_RUN": "true"}}
+	maps.Copy(s.Env, passed)
 	if key == "servers" {
 		s.Type = "stdio"
 	}
@@ -320,17 +387,43 @@ func routedClientFile(top []member, key, exe, config, dataDir string) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
+	doc, err := replaceServers(top, path, key, value)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, doc, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteString("\n")
+	return out.Bytes(), nil
+}
+
+// replaceServers writes members as an object, with value in place of the
+// servers at path (nil: the top's mcpServers and servers).
+func replaceServers(members []member, path []string, key string, value json.RawMessage) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString("{")
 	placed := false
-	for i, m := range top {
+	for i, m := range members {
 		v := m.value
-		if m.key == "mcpServers" || m.key == "servers" {
+		switch {
+		case len(path) == 0 && (m.key == "mcpServers" || m.key == "servers"):
 			// Both keys in one file is rare; interlock goes in the one
 			// chosen and the other is emptied, as both are behind it now.
 			v = json.RawMessage("{}")
 			if m.key == key && !placed {
 				v, placed = value, true
+			}
+		case len(path) == 1 && m.key == path[0]:
+			v = value
+		case len(path) > 1 && m.key == path[0]:
+			inner, err := jsonObject(m.value)
+			if err != nil {
+				return nil, err
+			}
+			if v, err = replaceServers(inner, path[1:], key, value); err != nil {
+				return nil, err
 			}
 		}
 		name, _ := json.Marshal(m.key)
@@ -340,12 +433,7 @@ func routedClientFile(top []member, key, exe, config, dataDir string) ([]byte, e
 		fmt.Fprintf(&buf, "%s:%s", name, v)
 	}
 	buf.WriteString("}")
-	var out bytes.Buffer
-	if err := json.Indent(&out, buf.Bytes(), "", "  "); err != nil {
-		return nil, err
-	}
-	out.WriteString("\n")
-	return out.Bytes(), nil
+	return buf.Bytes(), nil
 }
 
 // copyNew copies a file to a path that must not exist yet.
@@ -441,8 +529,8 @@ func starterYAML(from, out string, servers map[string]*config.ClientServer, upst
 # lists. Read-only tools need no rule: they run. Change what does not fit, then check the file with
 #   interlock check --config %s --connect
 
-# Tools no rule matches: read-only ones run, every other one needs both keys (MCP_DRY_RUN=false and
-# "confirm": true).
+# Tools no rule matches: read-only ones run, every other one needs both keys (MCP_DRY_RUN=false in
+# interlock's environment, and the argument "__confirm": true in the call).
 default_mode: flag
 
 `, from, out)
@@ -801,4 +889,116 @@ var makingVerbs = []string{"write", "create", "add", "new", "make", "put", "uplo
 // tool gets none.
 func creates(words []string) bool {
 	return len(words) > 0 && slices.Contains(makingVerbs, words[0])
+}
+
+// secretNames extend the names of secrets, for an environment variable.
+var secretNames = []string{"key", "credential", "credentials"}
+
+// secretRefs has interlock's configuration name what the client gives a
+// server, rather than hold it: a literal secret in a server's env or
+// headers becomes ${NAME}, and VS Code's ${input:id} and ${env:VAR}, which
+// only VS Code expands, become ${NAME} and ${VAR} wherever they are. It
+// returns what interlock's own entry in the client's file passes in its
+// environment for each NAME: the value as the client's file held it.
+func secretRefs(servers map[string]*config.ClientServer) map[string]string {
+	passed := map[string]string{}
+	// name picks the variable for a value: the one asked for, or the
+	// server's name before it when another value has it.
+	name := func(server, want, value string) string {
+		if v, ok := passed[want]; ok && v != value {
+			want = config.InputVar(server + "_" + want)
+		}
+		passed[want] = value
+		return want
+	}
+	vscode := func(server, v string) string {
+		return vscodeVarRE.ReplaceAllStringFunc(v, func(m string) string {
+			sub := vscodeVarRE.FindStringSubmatch(m)
+			want := sub[2]
+			if sub[1] == "input" {
+				want = config.InputVar(want)
+			}
+			return "${" + name(server, want, m) + "}"
+		})
+	}
+	for _, srv := range slices.Sorted(maps.Keys(servers)) {
+		s := servers[srv]
+		s.Command, s.URL, s.Cwd = vscode(srv, s.Command), vscode(srv, s.URL), vscode(srv, s.Cwd)
+		for i := range s.Args {
+			s.Args[i] = vscode(srv, s.Args[i])
+		}
+		for i, field := range []map[string]string{s.Env, s.Headers} {
+			for _, k := range slices.Sorted(maps.Keys(field)) {
+				v := vscode(srv, field[k])
+				if !strings.Contains(v, "${") && isSecretValue(k, v) {
+					// A header's scheme (Bearer) is no secret.
+					scheme, token, found := strings.Cut(v, " ")
+					if header := i == 1; !found || !header || !isHeaderScheme(scheme) {
+						scheme, token = "", v
+					} else {
+						scheme += " "
+					}
+					v = scheme + "${" + name(srv, config.InputVar(k), token) + "}"
+				}
+				field[k] = v
+			}
+		}
+	}
+	return passed
+}
+
+// vscodeVarRE matches the variables only VS Code expands.
+var vscodeVarRE = regexp.MustCompile(`\$\{(input|env):([A-Za-z0-9_.-]+)\}`)
+
+// isSecretValue reports whether a value named k is a secret: by its name,
+// or a URL that holds a password.
+func isSecretValue(k, v string) bool {
+	if redact.IsSecret(k, secretNames) {
+		return true
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.User == nil {
+		return false
+	}
+	_, has := u.User.Password()
+	return has
+}
+
+// isHeaderScheme reports whether s is the scheme of an Authorization value.
+func isHeaderScheme(s string) bool {
+	return strings.EqualFold(s, "Bearer") || strings.EqualFold(s, "Basic") || strings.EqualFold(s, "Token")
+}
+
+// clientExecutable is the program the client is to run. Under go run it
+// is a temporary build that is gone once go run exits, so it is the
+// interlock on PATH instead, or none.
+func clientExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding this program for the client to run: %w", err)
+	}
+	if !temporaryBuild(exe) {
+		return exe, nil
+	}
+	if found, err := exec.LookPath("interlock"); err == nil && !temporaryBuild(found) {
+		if abs, err := filepath.Abs(found); err == nil {
+			return abs, nil
+		}
+	}
+	return "", errors.New("init runs from a temporary build (go run), which the client could not start later, and no interlock is on PATH: install it first with go install ./cmd/interlock (it goes to $(go env GOPATH)/bin, which must be on PATH), then run interlock init")
+}
+
+// temporaryBuild reports whether exe is one go run built: in a go-build
+// directory (a temporary one, or the build cache where go run keeps
+// executables).
+func temporaryBuild(exe string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(exe), "/") {
+		if strings.HasPrefix(part, "go-build") {
+			return true
+		}
+	}
+	if cache := os.Getenv("GOCACHE"); cache != "" && strings.HasPrefix(exe, filepath.Clean(cache)+string(filepath.Separator)) {
+		return true
+	}
+	return false
 }
