@@ -108,6 +108,23 @@ func TestSummaryWithMissingArgumentFallsBack(t *testing.T) {
 	}
 }
 
+// TestSummaryRendersStructuresAsJSON: json renders an array or object in
+// a summary as a person reads it, not as Go prints a map.
+func TestSummaryRendersStructuresAsJSON(t *testing.T) {
+	f := parse(t, `
+rules:
+  - name: deletions
+    match: {tools: [delete_entities]}
+    mode: flag
+    summary: "Delete {{json .args.deletions}}"
+`)
+	d, _ := f.Decide(context.Background(), &interlock.Call{Tool: "delete_entities", Hints: interlock.HintsOf(nil),
+		Args: map[string]any{"deletions": []any{map[string]any{"entityName": "<Bob>", "observations": []any{"likes coffee"}}}}})
+	if want := `Delete [{"entityName":"<Bob>","observations":["likes coffee"]}]`; summary(d) != want {
+		t.Errorf("summary = %q, want %q", summary(d), want)
+	}
+}
+
 func TestHintsAndToolModes(t *testing.T) {
 	f := parse(t, testPolicy)
 	unannotated := interlock.HintsOf(nil)

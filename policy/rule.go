@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -308,7 +309,7 @@ func (r *Rule) compile(isSecret func(string) bool) []LoadError {
 	}
 	r.compileForm(fail, isSecret)
 	if r.Summary != "" {
-		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.Summary)
+		t, err := template.New(r.Name).Funcs(templateFuncs).Option("missingkey=error").Parse(r.Summary)
 		if err != nil {
 			fail("summary", "summary: %v", err)
 		} else {
@@ -383,7 +384,7 @@ func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(stri
 		}
 	}
 	if r.TypeBack != "" {
-		t, err := template.New(r.Name).Option("missingkey=error").Parse(r.TypeBack)
+		t, err := template.New(r.Name).Funcs(templateFuncs).Option("missingkey=error").Parse(r.TypeBack)
 		switch secrets := secretsIn(t, isSecret); {
 		case err != nil:
 			fail("type_back", "type_back: %v", err)
@@ -794,3 +795,20 @@ func (p *Policy) IsSecret(name string) bool { return redact.IsSecret(name, p.Red
 // A policy is what the gate asks; the guard fails the build when it stops
 // being one.
 var _ interlock.Policy = (*Policy)(nil)
+
+// templateFuncs are the functions a summary or type_back template may
+// call: json renders a value as compact JSON, as a person reads an array
+// or object, where the template's own printing would show Go syntax
+// (map[name:Bob]).
+var templateFuncs = template.FuncMap{"json": jsonText}
+
+// jsonText is v as compact JSON, without HTML escapes (a summary is text).
+func jsonText(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}

@@ -713,23 +713,60 @@ func summaryFor(t policy.OfferedTool, listed *mcp.Tool) string {
 		if text != "" {
 			text += ", "
 		}
+		value := fmt.Sprintf("{{index .args %s}}", quoted(a))
 		if identRE.MatchString(a) {
-			text += fmt.Sprintf("%s: {{.args.%s}}", a, a)
-		} else {
-			q, _ := json.Marshal(a)
-			text += fmt.Sprintf("%s: {{index .args %s}}", a, q)
+			value = fmt.Sprintf("{{.args.%s}}", a)
 		}
+		if structuredArg(listed, a) {
+			// An array or object reads as JSON, not as Go's map[k:v].
+			value = fmt.Sprintf("{{json (index .args %s)}}", quoted(a))
+		}
+		text += a + ": " + value
 	}
 	for _, a := range t.Arguments {
 		if !slices.Contains(required, a) {
-			q, _ := json.Marshal(a)
-			text += fmt.Sprintf("{{with index .args %s}}, %s: {{.}}{{end}}", q, a)
+			value := "{{.}}"
+			if structuredArg(listed, a) {
+				value = "{{json .}}"
+			}
+			text += fmt.Sprintf("{{with index .args %s}}, %s: %s{{end}}", quoted(a), a, value)
 		}
 	}
 	if text == "" {
 		return "Call " + t.Name + "."
 	}
 	return "Call " + t.Name + " (" + text + ")."
+}
+
+// quoted is s as a template's string literal.
+func quoted(s string) string {
+	q, _ := json.Marshal(s)
+	return string(q)
+}
+
+// structuredArg reports whether t's input schema says the argument name is
+// an array or an object.
+func structuredArg(t *mcp.Tool, name string) bool {
+	if t == nil {
+		return false
+	}
+	raw, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return false
+	}
+	var schema struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal(raw, &schema)
+	switch ty := schema.Properties[name].Type.(type) {
+	case string:
+		return ty == "array" || ty == "object"
+	case []any:
+		return slices.Contains(ty, any("array")) || slices.Contains(ty, any("object"))
+	}
+	return false
 }
 
 // requiredOf lists the arguments a tool's input schema requires.

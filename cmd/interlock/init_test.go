@@ -407,3 +407,24 @@ func TestInitFromAnHTTPServer(t *testing.T) {
 		t.Errorf("the server's entry:\n%s", data)
 	}
 }
+
+// TestInitSummariesShowStructuresAsJSON: a drafted summary renders an
+// array or object argument with json, so summaries, forms and the console
+// show JSON rather than Go's map[k:v].
+func TestInitSummariesShowStructuresAsJSON(t *testing.T) {
+	listed := &mcp.Tool{Name: "delete_entities", InputSchema: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"deletions": map[string]any{"type": "array"},
+			"reason":    map[string]any{"type": "string"},
+			"filter":    map[string]any{"type": []any{"object", "null"}},
+		},
+		"required": []any{"deletions", "reason"},
+	}}
+	got := summaryFor(policy.OfferedTool{Name: "delete_entities", Arguments: []string{"deletions", "filter", "reason"}}, listed)
+	want := `Call delete_entities (deletions: {{json (index .args "deletions")}}, reason: {{.args.reason}}` +
+		`{{with index .args "filter"}}, filter: {{json .}}{{end}}).`
+	if got != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", got, want)
+	}
+}
