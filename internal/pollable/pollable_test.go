@@ -1,11 +1,14 @@
 package pollable_test
 
 import (
+	"errors"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,12 +32,19 @@ func TestMain(m *testing.M) {
 // echoStopping answers each read of its standard input with the bytes it
 // read, stopping the world between the two, as a stdio server does that
 // starts a collection while decoding the request it has just read: the
-// goroutine that reads stdin goes back to its read at that moment.
+// goroutine that reads stdin goes back to its read at that moment. Its
+// first byte out says whether it reads stdin through the poller: 'p' if
+// so, 'b' if not.
 func echoStopping(how string) {
 	in := os.Stdin
 	if how == "pollable" {
 		in = pollable.Open(os.Stdin)
 	}
+	mode := []byte("b")
+	if pollable.Polled(in) {
+		mode = []byte("p")
+	}
+	os.Stdout.Write(mode)
 	reads := make(chan []byte)
 	go func() {
 		for {
@@ -59,6 +69,7 @@ type echoer struct {
 	cmd     *exec.Cmd
 	in      io.WriteCloser
 	answers chan struct{}
+	polled  bool // the child reads its stdin through the poller
 }
 
 func startEchoer(t *testing.T, how string) *echoer {
@@ -76,7 +87,16 @@ func startEchoer(t *testing.T, how string) *echoer {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	e := &echoer{cmd: cmd, in: in, answers: make(chan struct{}, 64)}
+	t.Cleanup(func() {
+		in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	mode := make([]byte, 1)
+	if _, err := io.ReadFull(out, mode); err != nil {
+		t.Fatalf("the %s child said nothing: %v", how, err)
+	}
+	e := &echoer{cmd: cmd, in: in, answers: make(chan struct{}, 64), polled: mode[0] == 'p'}
 	go func() {
 		buf := make([]byte, 64)
 		for {
@@ -90,41 +110,57 @@ func startEchoer(t *testing.T, how string) *echoer {
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		in.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
 	return e
 }
 
-// stalled sends e one byte and reports whether its answer took longer
-// than patience, the child's every goroutine stopped meanwhile. A stalled
-// child is woken with another byte, and both answers are awaited.
-func (e *echoer) stalled(t *testing.T, patience time.Duration) bool {
-	t.Helper()
+// A round trip's outcome: answered within patience; answered later
+// without being written to again (a loaded machine, not a stall); or not
+// answered until written to again, the world stopped meanwhile.
+type outcome int
+
+const (
+	answered outcome = iota
+	slow
+	stall
+)
+
+// trip sends e one byte and waits for the answer: patience, then confirm
+// more before it counts as a stall. A stalled child is woken with another
+// byte, and both answers are awaited. trip calls no t.Fatal: it runs on
+// goroutines other than the test's.
+func (e *echoer) trip(patience, confirm time.Duration) (outcome, error) {
 	if _, err := e.in.Write([]byte("x")); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	select {
-	case _, ok := <-e.answers:
-		if !ok {
-			t.Fatal("the child ended")
+	answer := func(d time.Duration) (bool, error) {
+		select {
+		case _, ok := <-e.answers:
+			if !ok {
+				return false, errors.New("the child ended")
+			}
+			return true, nil
+		case <-time.After(d):
+			return false, nil
 		}
-		return false
-	case <-time.After(patience):
+	}
+	if ok, err := answer(patience); ok || err != nil {
+		return answered, err
+	}
+	if ok, err := answer(confirm); ok || err != nil {
+		return slow, err
 	}
 	if _, err := e.in.Write([]byte("y")); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	for range 2 {
-		select {
-		case <-e.answers:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the stalled child did not answer once written to again")
+		if ok, err := answer(10 * time.Second); !ok {
+			if err == nil {
+				err = errors.New("the stalled child did not answer once written to again")
+			}
+			return 0, err
 		}
 	}
-	return true
+	return stall, nil
 }
 
 // TestStopTheWorldStallsABlockingStdin shows the runtime's stall the
@@ -132,51 +168,96 @@ func (e *echoer) stalled(t *testing.T, patience time.Duration) bool {
 // children answer one byte at a time and stop the world between reads:
 // one reads its stdin as it was given (a pipe in blocking mode), the
 // other reads it through Open. The first stalls, usually within seconds,
-// until it is written to again; the second, making round trips as fast
-// over the same time (three seconds at least), never does. Should the first stop stalling, a Go
-// release has fixed the runtime and Open may go.
+// until it is written to again; the second, making at least as many round
+// trips (and for three seconds at least), never does. A stall is an
+// answer that does not come in five seconds but comes at once when the
+// child is written to again: a round trip that is merely slow, as on a
+// loaded machine, answers without it, and counts for neither half.
+// Should the first stop stalling, a Go release has fixed the runtime and
+// Open may go.
 func TestStopTheWorldStallsABlockingStdin(t *testing.T) {
 	const (
 		patience = time.Second      // far above a round trip's time on a loaded machine
+		confirm  = 4 * time.Second  // more, before an unanswered trip is a stall
 		limit    = 40 * time.Second // to see the blocking child stall
 		least    = 3 * time.Second  // of round trips through Open
 	)
 	blocking, polled := startEchoer(t, "blocking"), startEchoer(t, "pollable")
-	type tally struct{ trips, stalls int }
+	if blocking.polled || !polled.polled {
+		t.Fatalf("the child given a blocking stdin reads it through the poller: %v; the child reading through Open: %v, want false and true",
+			blocking.polled, polled.polled)
+	}
+	type tally struct {
+		trips, slow, stalls int
+		err                 error
+	}
 	results := make(chan tally, 1)
 	done := make(chan struct{})
+	// need is how many round trips the child reading through Open makes
+	// at least: as many as the other made before it stalled.
+	var need atomic.Int64
+	need.Store(math.MaxInt64)
 	go func() {
 		var r tally
+		defer func() { results <- r }()
 		for {
 			select {
 			case <-done:
-				results <- r
-				return
+				if int64(r.trips) >= need.Load() {
+					return
+				}
 			default:
 			}
+			o, err := polled.trip(patience, confirm)
+			if err != nil {
+				r.err = err
+				return
+			}
 			r.trips++
-			if polled.stalled(t, patience) {
+			switch o {
+			case slow:
+				r.slow++
+			case stall:
 				r.stalls++
 			}
 		}
 	}()
 	start := time.Now()
-	trips, stalled := 0, false
-	for !stalled && time.Since(start) < limit {
+	trips, slowTrips, stalled := 0, 0, false
+	var err error
+	for !stalled && err == nil && time.Since(start) < limit {
+		var o outcome
+		o, err = blocking.trip(patience, confirm)
 		trips++
-		stalled = blocking.stalled(t, patience)
+		if o == slow {
+			slowTrips++
+		}
+		stalled = o == stall
 	}
 	took := time.Since(start)
+	if err != nil {
+		need.Store(0)
+		close(done)
+		<-results
+		t.Fatalf("the child reading a blocking stdin: %v", err)
+	}
+	need.Store(int64(trips))
 	time.Sleep(least - took)
 	close(done)
 	p := <-results
-	t.Logf("blocking stdin: stalled after %d round trips in %v; stdin from Open: %d stalls in %d round trips",
-		trips, took.Round(time.Millisecond), p.stalls, p.trips)
+	t.Logf("blocking stdin: stalled after %d round trips (%d slow) in %v; stdin from Open: %d stalls in %d round trips (%d slow)",
+		trips, slowTrips, took.Round(time.Millisecond), p.stalls, p.trips, p.slow)
+	if p.err != nil {
+		t.Fatalf("the child reading stdin through Open: %v", p.err)
+	}
 	if !stalled {
 		t.Errorf("a child reading a blocking stdin made %d round trips in %v without a stall: the runtime no longer stalls, and Open may go", trips, limit)
 	}
 	if p.stalls > 0 {
 		t.Errorf("a child reading stdin through Open stalled %d times in %d round trips", p.stalls, p.trips)
+	}
+	if p.trips < trips {
+		t.Errorf("the child reading stdin through Open made %d round trips, fewer than the %d of the other", p.trips, trips)
 	}
 }
 
