@@ -634,6 +634,17 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 			Err:     err,
 		}
 	}
+	if answered {
+		// Its code says what kind of failure it was; its words may hold
+		// internals or secrets of the server, so they stay in the log.
+		return &interlock.Error{
+			Code: interlock.CodeUpstreamError,
+			Message: fmt.Sprintf("The server behind %s answered the call with JSON-RPC error %d; its message is in the gateway's log "+
+				"(upstream %s), not passed on.", name, rpcErr.Code, u.cfg.Name),
+			Hint: "Retry once; if it fails again, tell the operator, who can read the server's message in the log.",
+			Err:  err,
+		}
+	}
 	return &interlock.Error{
 		Code:    interlock.CodeUpstreamError,
 		Message: fmt.Sprintf("The server behind %s failed to handle the call.", name),

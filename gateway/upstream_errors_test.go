@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -69,6 +70,10 @@ func TestUpstreamErrorTextStaysInTheLog(t *testing.T) {
 			}
 			if tt.wantCode == interlock.CodeValidationFailed && !strings.Contains(b.Message, "rejected the arguments") {
 				t.Errorf("message %q does not say the upstream rejected the arguments", b.Message)
+			}
+			// The upstream's code, and where its words are, are named.
+			if want := fmt.Sprintf("JSON-RPC error %d; its message is in the gateway's log (upstream fx)", tt.code); tt.wantCode == interlock.CodeUpstreamError && !strings.Contains(b.Message, want) {
+				t.Errorf("message %q does not say %q", b.Message, want)
 			}
 		})
 	}
