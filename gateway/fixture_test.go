@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 // standard error and exits; with INTERLOCK_FIXTURE_LIFETIME
 // (a duration) it exits that long after it started, as a server that flaps
 // does; INTERLOCK_FIXTURE_STARTS names a file it adds a line to on each
-// start.
+// start: the time, in nanoseconds since 1970.
 func serveFixture() {
 	if until := os.Getenv("INTERLOCK_FIXTURE_UNTIL"); until != "" {
 		if _, err := os.Stat(until); err != nil {
@@ -70,7 +70,7 @@ func serveFixture() {
 	if starts := os.Getenv("INTERLOCK_FIXTURE_STARTS"); starts != "" {
 		f, err := os.OpenFile(starts, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err == nil {
-			fmt.Fprintln(f, "started")
+			fmt.Fprintln(f, time.Now().UnixNano())
 			f.Close()
 		}
 	}

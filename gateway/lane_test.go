@@ -20,29 +20,70 @@ import (
 // as calls through the SDK would, a call longer than the timeout does not
 // end its session, and a session left idle still expires.
 func TestLaneKeepsTheIdleTimeout(t *testing.T) {
+	const timeout = 500 * time.Millisecond
 	f := testConfig(t, "", "fx")
-	f.HTTP.SessionIdleTimeout = 300 * time.Millisecond
-	url, cs := servedSession(t, start(t, f, "false"), false)
-	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`
-	for range 8 {
-		if res := call(t, cs, "echo", map[string]any{"n": 1}); res.IsError {
-			t.Fatalf("echo: %+v", body(t, res))
+	f.HTTP.SessionIdleTimeout = timeout
+	gw := start(t, f, "false")
+	// The gateway saw a session idle at most from the sending of one
+	// request to the answer of the next. A run in which that span reached
+	// the timeout (a loaded machine) proves nothing of a session in use,
+	// and is made again on a new session.
+	for try := 1; ; try++ {
+		if keptAlive(t, gw, timeout) {
+			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		if try == 5 {
+			t.Fatalf("in %d runs the machine never made requests less than %v apart", try, timeout)
+		}
 	}
-	if status, b := rawMCP(t, url, "", cs.ID(), nil, list); status != http.StatusOK {
+}
+
+// keptAlive runs TestLaneKeepsTheIdleTimeout on a new session, and
+// reports false when it could not keep its requests close enough.
+func keptAlive(t *testing.T, gw *Gateway, timeout time.Duration) bool {
+	t.Helper()
+	url, cs := servedSession(t, gw, false)
+	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`
+	began := time.Now()
+	last := began // when the previous request was sent
+	for time.Since(began) < 2*timeout {
+		sent := time.Now()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"n": 1}})
+		if time.Since(last) >= timeout {
+			return false
+		}
+		if err != nil || res.IsError {
+			t.Fatalf("echo on a session in use: %v %+v", err, res)
+		}
+		last = sent
+		time.Sleep(timeout / 10)
+	}
+	status, b := rawMCP(t, url, "", cs.ID(), nil, list)
+	if time.Since(last) >= timeout {
+		return false
+	}
+	if status != http.StatusOK {
 		t.Fatalf("a session in use expired: %d %s", status, b)
 	}
-	if res := call(t, cs, "slow", map[string]any{"ms": 700}); res.IsError {
+	// The slow call holds the session for three timeouts; its answer
+	// comes no sooner, so only the span past them can be idle.
+	sent := time.Now()
+	if res := call(t, cs, "slow", map[string]any{"ms": 3 * timeout.Milliseconds()}); res.IsError {
 		t.Fatalf("slow: %+v", body(t, res))
 	}
-	if status, b := rawMCP(t, url, "", cs.ID(), nil, list); status != http.StatusOK {
+	status, b = rawMCP(t, url, "", cs.ID(), nil, list)
+	if time.Since(sent) >= 4*timeout {
+		return false
+	}
+	if status != http.StatusOK {
 		t.Fatalf("a session expired during a long call: %d %s", status, b)
 	}
-	time.Sleep(700 * time.Millisecond)
+	// Idle for three timeouts: a late timer only makes the expiry surer.
+	time.Sleep(3 * timeout)
 	if status, b := rawMCP(t, url, "", cs.ID(), nil, list); status != http.StatusNotFound {
 		t.Errorf("an idle session still answers: %d %s", status, b)
 	}
+	return true
 }
 
 // TestLaneCancellation: a client's notifications/cancelled stops a call the

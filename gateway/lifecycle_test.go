@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -338,16 +339,33 @@ func TestUpstreamThatHangs(t *testing.T) {
 func TestUpstreamThatFlaps(t *testing.T) {
 	starts := filepath.Join(t.TempDir(), "starts")
 	f := testConfig(t, "", "flaky")
-	f.Upstreams[0].Env["INTERLOCK_FIXTURE_LIFETIME"] = "200ms"
+	const lifetime = 200 * time.Millisecond
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE_LIFETIME"] = lifetime.String()
 	f.Upstreams[0].Env["INTERLOCK_FIXTURE_STARTS"] = starts
 	start(t, f, "false")
-	// Started at 0 s, then (each living 0.2 s) again after waits of 0.5, 1
-	// and 2 s: at about 0.7 and 1.9 s, and not again before 4.1 s. Without
-	// the growing wait it would be six starts.
-	time.Sleep(3500 * time.Millisecond)
-	b, _ := os.ReadFile(starts)
-	if n := strings.Count(string(b), "\n"); n < 2 || n > 4 {
-		t.Errorf("%d starts in 3.5 s", n)
+	// Each child writes when it started. Between two starts the child
+	// lived its lifetime and the gateway waited retryDelay(n): a gap can
+	// only grow on a loaded machine, never shrink, so the bounds below
+	// hold however slow the machine is. Without the growing wait the
+	// second gap would be as short as the first.
+	var times []time.Time
+	eventually(t, "three starts", func() bool {
+		b, _ := os.ReadFile(starts)
+		times = times[:0]
+		for line := range strings.Lines(string(b)) {
+			ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+			if err != nil {
+				return false // a line being written
+			}
+			times = append(times, time.Unix(0, ns))
+		}
+		return len(times) >= 3
+	})
+	for n := range 2 {
+		gap, least := times[n+1].Sub(times[n]), lifetime+retryDelay(n)
+		if gap < least {
+			t.Errorf("start %d came %v after start %d, want at least %v", n+2, gap.Round(time.Millisecond), n+1, least)
+		}
 	}
 }
 

@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
@@ -52,15 +55,22 @@ func TestUpstreamGuard(t *testing.T) {
 		f.Upstreams[0].MaxInFlight = 1
 		gw := start(t, f, "false")
 		cs := client(t, gw, nil)
+		// The slow call holds the one place until it is cancelled, so the
+		// second call meets a full bulkhead however loaded the machine.
+		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		wg.Go(func() { call(t, cs, "slow", map[string]any{"ms": 1500}) })
-		time.Sleep(300 * time.Millisecond)
+		wg.Go(func() {
+			_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 60000}})
+		})
+		defer wg.Wait()
+		defer cancel()
+		eventually(t, "the slow call in flight on the upstream's link", func() bool { return flightsOnLinks(gw) == 1 })
 		start := time.Now()
 		b := body(t, call(t, cs, "echo", map[string]any{}))
-		if b.Code != interlock.CodeBulkheadFull || !b.Retriable || time.Since(start) > time.Second {
-			t.Errorf("second call: %+v after %v", b, time.Since(start))
+		// At once: a call that waited for the place would wait a minute.
+		if took := time.Since(start); b.Code != interlock.CodeBulkheadFull || !b.Retriable || took > 10*time.Second {
+			t.Errorf("second call: %+v after %v", b, took)
 		}
-		wg.Wait()
 	})
 	t.Run("an attempt over the timeout", func(t *testing.T) {
 		f := testConfig(t, "", "fx")
