@@ -359,12 +359,14 @@ func scrub(v any) {
 
 // TestLaneServesClientsWithoutSessionsAtOnce: clients of 2026-07-28 share
 // no session, so two of them may send calls with the same id at the same
-// time; both take the lane.
+// time; both take the lane, and are in flight on the upstream together.
 func TestLaneServesClientsWithoutSessionsAtOnce(t *testing.T) {
 	gw := start(t, testConfig(t, "", "fx"), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":300},` +
+	// Each call sleeps 3 s: the second has that long to reach the
+	// upstream while the first is still there.
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":3000},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	header := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"slow"}}
 	before := laneServed.Load()
@@ -378,6 +380,7 @@ func TestLaneServesClientsWithoutSessionsAtOnce(t *testing.T) {
 			done <- b
 		}()
 	}
+	eventually(t, "both calls in flight on the upstream at once", func() bool { return flightsOnLinks(gw) == 2 })
 	for range 2 {
 		if b := <-done; !strings.Contains(b, `"text":"slept"`) {
 			t.Errorf("got %s", b)

@@ -26,18 +26,25 @@ rules:
 }
 
 // TestReloadUnderLoad: calls made while the policy is swapped back and
-// forth all complete, each decided by one of the two policies.
+// forth all complete, each decided by one of the two policies, and both
+// policies decide some of them.
 func TestReloadUnderLoad(t *testing.T) {
 	allow, deny := wipeIn(t, "allow", ""), wipeIn(t, "deny", "")
 	gw := start(t, testConfig(t, allow, "fx"), "false")
 	cs := client(t, gw, nil)
 
-	const workers, calls = 8, 40
-	var ran, denied atomic.Int64
+	// Each worker makes at least calls calls, and goes on (up to most)
+	// until the policy has been swapped a few times and each policy has
+	// decided a call: a fast machine could otherwise finish every call
+	// before the first reload.
+	const workers, calls, most = 8, 40, 5000
+	var made, ran, denied, reloads atomic.Int64
+	enough := func() bool { return reloads.Load() >= 4 && ran.Load() > 0 && denied.Load() > 0 }
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for range calls {
+			for i := 0; i < most && (i < calls || !enough()); i++ {
+				made.Add(1)
 				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "wipe", Arguments: map[string]any{"target": "x"}})
 				switch {
 				case err != nil:
@@ -54,23 +61,27 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	reloads := 0
-	for next := deny; ; reloads++ {
+	for next := deny; ; {
 		select {
 		case <-done:
 		default:
 			if err := gw.Reload(context.Background(), testConfig(t, next, "fx"), "test"); err != nil {
 				t.Fatal(err)
 			}
+			reloads.Add(1)
 			next = map[string]string{allow: deny, deny: allow}[next]
 			continue
 		}
 		break
 	}
-	if got := ran.Load() + denied.Load(); got != workers*calls {
-		t.Errorf("%d calls completed (%d ran, %d denied), want %d", got, ran.Load(), denied.Load(), workers*calls)
+	t.Logf("%d reloads; %d calls ran, %d denied", reloads.Load(), ran.Load(), denied.Load())
+	if got := ran.Load() + denied.Load(); got != made.Load() {
+		t.Errorf("%d calls completed (%d ran, %d denied), want %d", got, ran.Load(), denied.Load(), made.Load())
 	}
-	t.Logf("%d reloads; %d calls ran, %d denied", reloads, ran.Load(), denied.Load())
+	if !enough() {
+		t.Errorf("in %d calls, %d reloads; %d calls ran, %d denied: want reloads during the calls and calls decided by each policy",
+			made.Load(), reloads.Load(), ran.Load(), denied.Load())
+	}
 	if err := gw.Reload(context.Background(), testConfig(t, deny, "fx"), "test"); err != nil {
 		t.Fatal(err)
 	}
