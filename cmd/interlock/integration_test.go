@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -405,6 +406,28 @@ func runNodeSuite(t *testing.T, dir, module string, env ...string) {
 	if !strings.Contains(string(out), "# fail 0") {
 		t.Fatalf("%s suite did not report zero failures:\nfailing:\n%s\nwhole output:\n%s", dir, tapFailures(string(out)), out)
 	}
+	// A run that passed nothing, or skipped or cancelled some of its
+	// tests, proves less than its name: every test must run, and pass.
+	summary := tapSummary(string(out))
+	if summary["pass"] <= 0 || summary["skipped"] != 0 || summary["todo"] != 0 || summary["cancelled"] != 0 {
+		t.Fatalf("%s suite: %v, want tests passed and none skipped, todo or cancelled\nwhole output:\n%s", dir, summary, out)
+	}
+}
+
+// tapSummary reads the counts node's test runner ends its TAP output with
+// ("# pass 12", "# skipped 0"); a count it does not print reads -1.
+func tapSummary(out string) map[string]int {
+	summary := map[string]int{"pass": -1, "skipped": -1, "todo": -1, "cancelled": -1}
+	for line := range strings.Lines(out) {
+		var name string
+		var n int
+		if _, err := fmt.Sscanf(line, "# %s %d", &name, &n); err == nil {
+			if _, ok := summary[name]; ok {
+				summary[name] = n
+			}
+		}
+	}
+	return summary
 }
 
 // tapFailures picks out of a node test run's TAP output each "not ok"
@@ -488,5 +511,18 @@ func TestTapFailures(t *testing.T) {
 	}
 	if got := tapFailures("TAP version 13\nok 1 - fine\n# fail 0\n"); !strings.Contains(got, "no \"not ok\" line") {
 		t.Errorf("a run with no failure: %q", got)
+	}
+}
+
+// TestTapSummary: the counts a node suite ends with are read, so a run
+// that passed nothing or skipped a test is told from one that passed.
+func TestTapSummary(t *testing.T) {
+	out := "ok 1 - a\nok 2 - b # SKIP\n1..2\n# tests 2\n# suites 0\n# pass 1\n# fail 0\n# cancelled 0\n# skipped 1\n# todo 0\n# duration_ms 123.8\n"
+	want := map[string]int{"pass": 1, "skipped": 1, "todo": 0, "cancelled": 0}
+	if got := tapSummary(out); !maps.Equal(got, want) {
+		t.Errorf("tapSummary = %v, want %v", got, want)
+	}
+	if got := tapSummary("# fail 0\n"); got["pass"] != -1 || got["skipped"] != -1 {
+		t.Errorf("a summary without counts reads %v", got)
 	}
 }
