@@ -57,6 +57,7 @@ func run(args []string, w io.Writer) error {
 	memCalls := fs.Int("memory-calls", 1_000_000, "with -memory, calls to make while the heap is watched")
 	soakCalls := fs.Int("soak", 0, "instead of the table, make this many calls per variant (-only; default interlock-stdio and interlock-http) at each -clients count, and count the answers that never came")
 	allowedCalls := fs.String("allowed-calls", "", "audit.allowed_calls of every gateway: committed or queued (default: the gateway's default, committed)")
+	perClient := fs.Bool("per-client", false, "a stdio child per client session (the upstream's per_client) instead of one shared child")
 	self := fs.String("self", "", "this program, to run as the echo server (default: the running executable)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -90,7 +91,7 @@ func run(args []string, w io.Writer) error {
 		}
 		counts = append(counts, n)
 	}
-	env := &setup{self: *self, interlock: bin, dir: dir, pprof: *pprof, allowedCalls: *allowedCalls}
+	env := &setup{self: *self, interlock: bin, dir: dir, pprof: *pprof, allowedCalls: *allowedCalls, perClient: *perClient}
 	if *memory {
 		return measureMemory(context.Background(), env, w, *idle, *memCalls, 8)
 	}

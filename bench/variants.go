@@ -28,6 +28,9 @@ type setup struct {
 	pprof string
 	// allowedCalls, when set, is every gateway's audit.allowed_calls.
 	allowedCalls string
+	// perClient gives every client session a stdio child of its own
+	// (per_client) instead of the one the gateway shares.
+	perClient bool
 }
 
 // variant is one way of reaching the echo tool.
@@ -99,7 +102,11 @@ func (s *setup) config(upstream string) string {
 }
 
 func (s *setup) stdioUpstream() string {
-	return fmt.Sprintf("command: [%q, echo]", s.self)
+	up := fmt.Sprintf("command: [%q, echo]", s.self)
+	if s.perClient {
+		up += "\n    per_client: true"
+	}
+	return up
 }
 
 func (s *setup) variants() []*variant {
