@@ -394,7 +394,16 @@ func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolReques
 // place of its session's Elicit.
 func (g *Gate) CallRequestVia(ctx context.Context, t *Tool, req *mcp.CallToolRequest,
 	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error), run Runner) *mcp.CallToolResult {
-	ex := exchange.Via(req, ask)
+	return g.CallRequestWith(ctx, t, req, exchange.Via(req, ask), run)
+}
+
+// CallRequestWith sends the call in req through the gate with an exchange
+// the caller read itself: the one entry of every library face. req may be
+// a view of a call another MCP library received, holding only what the
+// gate reads of it: the tool's name, the raw arguments as the client sent
+// them, and _meta (trace context); the caller's identity is read from it
+// and ctx as for [Gate.CallRequest].
+func (g *Gate) CallRequestWith(ctx context.Context, t *Tool, req *mcp.CallToolRequest, ex Exchange, run Runner) *mcp.CallToolResult {
 	ctx = tracing.FromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)
 }

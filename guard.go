@@ -142,6 +142,23 @@ func (g *Gate) Guard(t *mcp.Tool, h mcp.ToolHandler) (mcp.ToolHandler, error) {
 // guard returns t as clients see it and the handler that guards it, bound
 // to the digest of that advertised definition.
 func (g *Gate) guard(t *mcp.Tool, h mcp.ToolHandler) (*mcp.Tool, mcp.ToolHandler, error) {
+	gt, adv, err := g.Prepare(t, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		return h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: t.Name, Arguments: args}})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return adv, g.handler(gt, h), nil
+}
+
+// Prepare makes t a tool of a library server that the gate guards: its
+// input schema compiled, its definition as clients should see it
+// ([Gate.Advertise]), the digest of that definition bound into tokens and
+// approvals, and run registered so that decisions can name the tool as a
+// preview. Every library face registers its tools through it, whatever
+// library the server is written with; run calls the tool with business
+// arguments only.
+func (g *Gate) Prepare(t *mcp.Tool, run Runner) (*Tool, *mcp.Tool, error) {
 	gt, err := NewTool(t.Name, "", HintsOf(t.Annotations), t.InputSchema)
 	if err != nil {
 		return nil, nil, err
@@ -151,13 +168,11 @@ func (g *Gate) guard(t *mcp.Tool, h mcp.ToolHandler) (*mcp.Tool, mcp.ToolHandler
 		return nil, nil, err
 	}
 	gt.Definition = DefinitionDigest(adv)
-	return adv, g.handler(gt, h), nil
+	g.Register(gt, run)
+	return gt, adv, nil
 }
 
 func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
-	g.Register(gt, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-		return h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: gt.Name, Arguments: args}})
-	})
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return g.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			params := *req.Params
