@@ -20,7 +20,7 @@ func TestLayout(t *testing.T) {
 		"internal/testdb":   -1,
 		"approval":          0, "budget": 0, "tracing": 0, "redact": 0, "exchange": 0, "seal": 0, "internal/strictjson": 0, "internal/yamllines": 0, "internal/pollable": 0, "resilience": 0, "oauth": 0, "audit": 0, "consolestate": 0, "roster": 0,
 		"":       1,
-		"policy": 2, "config": 2, "refusal": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "storetest": 2, "notify": 2, "metrics": 2,
+		"policy": 2, "config": 2, "refusal": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "storetest": 2, "notify": 2, "metrics": 2, "mcpgo": 2,
 		"gateway":       3,
 		"cmd/interlock": 4,
 	}
