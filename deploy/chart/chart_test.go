@@ -721,3 +721,37 @@ func TestChartRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestDocumentedValues renders the values docs/deployment.md shows for the
+// common cases, so that the page cannot drift from the chart.
+func TestDocumentedValues(t *testing.T) {
+	page, err := os.ReadFile("../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(page), "\n## Kubernetes\n")
+	if !ok {
+		t.Fatal("docs/deployment.md has no Kubernetes section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) < 3 {
+		t.Fatalf("%d yaml blocks in the Kubernetes section, want the three common cases", len(blocks))
+	}
+	for i, b := range blocks {
+		t.Run(fmt.Sprint(i+1), func(t *testing.T) {
+			vals, err := chartutil.ReadValues([]byte(b[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lintStrict(t, vals)
+			files, err := render(t, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := decode(t, files)
+			checkPod(t, r)
+			r.parseConfig(t)
+		})
+	}
+}
