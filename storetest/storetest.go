@@ -16,6 +16,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,7 +44,8 @@ type Options struct {
 	// server's, leaves it unset: those checks run on real time, ten
 	// minutes of the bubble's becoming 100 ms, and a wait may be off by
 	// as much as the check fell behind its schedule, and 2 ms more for a
-	// store that counts in milliseconds.
+	// store that counts in milliseconds; a check that fell behind by half
+	// a unit and failed is run again.
 	Synctest bool
 }
 
@@ -55,15 +57,50 @@ type clock struct {
 	start time.Time
 	// slept is how long the check meant to sleep so far.
 	slept time.Duration
+	// excused are the failures of a check on real time that came after
+	// it fell behind its schedule by half a unit (see errorf).
+	excused []string
 }
 
-// timed runs fn in a bubble when o.Synctest, else on real time.
+// timed runs fn in a bubble when o.Synctest, else on real time. A check
+// on real time whose failures were all excused, having fallen behind its
+// schedule on a loaded machine, is run again on a fresh store, up to five
+// times; a failure that comes while it keeps its schedule fails at once.
 func timed(t *testing.T, o Options, fn func(t *testing.T, c *clock)) {
+	t.Helper()
 	if o.Synctest {
 		synctest.Test(t, func(t *testing.T) { fn(t, &clock{fake: true, unit: 10 * time.Minute, start: time.Now()}) })
 		return
 	}
-	fn(t, &clock{unit: 100 * time.Millisecond, start: time.Now()})
+	for try := 1; ; try++ {
+		c := &clock{unit: 100 * time.Millisecond, start: time.Now()}
+		fn(t, c)
+		if len(c.excused) == 0 || t.Failed() {
+			return
+		}
+		if try == 5 {
+			t.Errorf("each of %d runs fell behind its schedule by half a unit and failed; the last: %s", try, strings.Join(c.excused, "; "))
+			return
+		}
+		t.Logf("run %d fell %v behind its schedule, which excuses: %s; running it again", try, c.behind().Round(time.Millisecond), strings.Join(c.excused, "; "))
+	}
+}
+
+// behind is how far a check on real time has fallen behind its schedule.
+func (c *clock) behind() time.Duration { return time.Since(c.start) - c.slept }
+
+// errorf fails t, unless the check is on real time and has fallen behind
+// its schedule by half a unit or more: then a window may have moved on
+// under it (the tightest expectation, a call leaving a unit after the one
+// before, holds only while the check is less than a unit late), the
+// failure says nothing of the store, and timed runs the check again.
+func (c *clock) errorf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if !c.fake && c.behind() >= c.unit/2 {
+		c.excused = append(c.excused, fmt.Sprintf(format, args...))
+		return
+	}
+	t.Errorf(format, args...)
 }
 
 func (c *clock) sleep(d time.Duration) {
@@ -172,7 +209,7 @@ func RunTokens(t *testing.T, open OpenTokens, o Options) {
 			timed(t, o, func(t *testing.T, c *clock) {
 				s, r := open(t)
 				if got := tt.run(t, c, s, r); got != tt.want {
-					t.Errorf("Consume = %v, want %v", got, tt.want)
+					c.errorf(t, "Consume = %v, want %v", got, tt.want)
 				}
 			})
 		})
@@ -199,8 +236,10 @@ func RunBudgets(t *testing.T, open OpenBudgets, o Options) {
 	// near want's.
 	check := func(t *testing.T, c *clock, what string, want answer, ok bool, wait time.Duration, spent int, err error) {
 		t.Helper()
-		if err != nil || ok != want.ok || spent != want.spent || !c.near(wait, want.wait) {
-			t.Errorf("%s = %v, %v, %d, %v; want %v, %v, %d", what, ok, wait, spent, err, want.ok, want.wait, want.spent)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		} else if ok != want.ok || spent != want.spent || !c.near(wait, want.wait) {
+			c.errorf(t, "%s = %v, %v, %d; want %v, %v, %d", what, ok, wait, spent, want.ok, want.wait, want.spent)
 		}
 	}
 
@@ -288,7 +327,7 @@ func RunBudgets(t *testing.T, open OpenBudgets, o Options) {
 					check(t, c, "Take", want, ok, wait, spent, err)
 					for k, n := range tt.counts {
 						if got := count(t, other, k, windows[k]); got != n {
-							t.Errorf("key %s holds %d calls, want %d", k, got, n)
+							c.errorf(t, "key %s holds %d calls, want %d", k, got, n)
 						}
 					}
 				})
