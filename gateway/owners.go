@@ -32,9 +32,9 @@ import (
 //   - on a streamable-HTTP upstream, a request or notification that came on
 //     a POST's response stream belongs to that POST's flight, which the
 //     link's HTTP client marks in the message as it reads it (ownerTrip);
-//     one that came on the session's own stream belongs to no flight;
 //   - on a stdio upstream, which says nothing of which request a message
-//     belongs to, to the one flight in flight on the link, or to the newest
+//     belongs to, and for one that came on an HTTP upstream's own stream
+//     (not a POST's), to the one flight in flight on the link, or to the newest
 //     of several when they all come from one client session (a per_client
 //     link); with flights of more than one owner in flight, a question is
 //     refused to the upstream and a log line dropped, never handed over;
@@ -191,16 +191,14 @@ func onLink(cs *mcp.ClientSession) route {
 // ownerOf returns the flight a message the upstream sent on link belongs
 // to, nil when it belongs to none; meta is the message's _meta, where an
 // HTTP link's client marked the flight of the POST whose stream carried it
-// (ownerTrip).
+// (ownerTrip). A message of an HTTP link without a mark came on the
+// session's own stream, tied to no request: it is placed as on a stdio
+// link, which says nothing of any message.
 func (u *upstream) ownerOf(link *mcp.ClientSession, meta mcp.Meta) *inflight {
 	if link == nil {
 		return nil
 	}
-	if u.cfg.URL != "" {
-		seq, ok := flightMark(meta)
-		if !ok {
-			return nil
-		}
+	if seq, ok := flightMark(meta); ok && u.cfg.URL != "" {
 		u.callsMu.Lock()
 		defer u.callsMu.Unlock()
 		for c := range u.calls {
