@@ -814,7 +814,12 @@ func previewFor(t policy.OfferedTool, own []policy.OfferedTool, listed map[strin
 		if !r.Hints.ReadOnly || len(r.Arguments) == 0 {
 			continue
 		}
-		if !slices.ContainsFunc(r.Arguments, func(a string) bool { return !slices.Contains(required, a) }) {
+		// It reads the same thing only when it takes every argument that
+		// names the object (an id, a number, a path): list_issue_types
+		// {owner} shares owner with update_issue but reads no issue.
+		names := slices.DeleteFunc(slices.Clone(required), func(a string) bool { return !identifierRE.MatchString(a) })
+		if !slices.ContainsFunc(r.Arguments, func(a string) bool { return !slices.Contains(required, a) }) &&
+			!slices.ContainsFunc(names, func(a string) bool { return !slices.Contains(r.Arguments, a) }) {
 			shared := 0
 			for _, w := range nameWords(r.Name) {
 				if slices.Contains(words, w) {
@@ -848,6 +853,10 @@ func previewFor(t policy.OfferedTool, own []policy.OfferedTool, listed map[strin
 	}
 	return ""
 }
+
+// identifierRE matches an argument name that names the object a tool acts
+// on: id, customer_id, issueNumber, path, uri, key, slug, sha.
+var identifierRE = regexp.MustCompile(`(?i)(^|_|-)(id|number|name|path|uri|url|key|slug|sha)$|[a-z](Id|ID|Number|Name|Path|Uri|URI|Url|URL|Key|Slug|Sha|SHA)$`)
 
 // nameWords splits a tool name into lower-case words, a plural's s
 // dropped: delete_customer and list_customers share "customer".

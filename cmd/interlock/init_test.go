@@ -321,6 +321,8 @@ func TestInitReasonsAndPreviews(t *testing.T) {
 		{Name: "read_file", Hints: readOnly, Arguments: []string{"head", "path"}},
 		{Name: "get_user", Hints: readOnly, Arguments: []string{"id"}},
 		{Name: "get_order", Hints: readOnly, Arguments: []string{"id"}},
+		{Name: "list_issue_types", Hints: readOnly, Arguments: []string{"owner"}},
+		{Name: "list_label_names", Hints: readOnly, Arguments: []string{"owner", "repo"}},
 	}
 	for _, tt := range []struct {
 		tool     string
@@ -335,6 +337,10 @@ func TestInitReasonsAndPreviews(t *testing.T) {
 		{"delete_file", []string{"path"}, nil, ""}, // path may be absent
 		{"move_directory", []string{"path"}, []string{"path"}, "list_directory"},
 		{"cancel_item", []string{"id"}, []string{"id"}, ""}, // two read-only tools take id, neither named alike
+		// Sharing owner and a word is not reading the same issue: the
+		// issue_number that names it is not taken.
+		{"update_issue", []string{"issue_number", "owner", "repo", "title"}, []string{"issue_number", "owner", "repo"}, ""},
+		{"delete_label", []string{"name", "owner", "repo"}, []string{"name", "owner", "repo"}, ""},
 	} {
 		t.Run(tt.tool, func(t *testing.T) {
 			listed := map[string]*mcp.Tool{tt.tool: {Name: tt.tool, InputSchema: map[string]any{"type": "object", "required": tt.required}}}
