@@ -3,12 +3,15 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // maxStderrLine bounds one line of a child's standard error in the log;
@@ -175,10 +178,17 @@ type stderrSaid struct {
 }
 
 func (e stderrSaid) Error() string {
-	if e.said == sameAsLastStart {
-		return e.err.Error() + "; " + sameAsLastStart
+	cause := e.err.Error()
+	if errors.Is(e.err, mcp.ErrConnectionClosed) {
+		// A child that exited at start ends the handshake with EOF or a
+		// broken pipe, whichever comes first: a race the operator need
+		// not read, when its stderr says why.
+		cause = "it closed the connection before answering initialize"
 	}
-	return e.err.Error() + "; its stderr ended with " + e.said
+	if e.said == sameAsLastStart {
+		return cause + "; " + sameAsLastStart
+	}
+	return cause + "; its stderr ended with " + e.said
 }
 
 func (e stderrSaid) Unwrap() error { return e.err }

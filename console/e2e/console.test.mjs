@@ -99,7 +99,7 @@ describe('the built-in demo: no API keys, the operator signs in with the one-tim
     await operator.goto(`${gw.base}/console/history`);
     const history = operator.getByRole('table', { name: /Recent decisions/ });
     await history.getByRole('row', { name: /operator .*approved the call of anonymous/ }).waitFor();
-    await history.getByRole('row', { name: /anonymous .*ran, approved by operator ok/ }).waitFor();
+    await history.getByRole('row', { name: /anonymous .*ran, approved by operator ran/ }).waitFor();
     await screenshot(operator, 'history');
   });
 
