@@ -74,8 +74,12 @@ func (g *Gateway) consoleHandler() http.Handler {
 			http.Error(w, "Without API keys this gateway's console answers only loopback names such as 127.0.0.1.", http.StatusForbidden)
 			return
 		}
+		// A page without a session (sign-in among them) may read a body
+		// for long: its connection counts as unauthenticated meanwhile.
 		if g.console.SignedIn(r) {
 			proveConn(r.Context())
+		} else {
+			unprovenConn(r.Context())
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -28,16 +28,30 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return withState(ctx, func(s *requestState) { s.conn = c })
 }
 
-// Prover is a connection that can be told it carried an authenticated
-// request, such as the listener of interlock serve keeps, which holds a
-// share of its connections for those.
-type Prover interface{ Prove() }
+// Prover is a connection that can be told whether the request it carries
+// authenticated, such as the listener of interlock serve keeps, which
+// holds a share of its connections for those that did and does not close
+// one for a newer connection while its request is being decided.
+type Prover interface {
+	// Prove says the request authenticated.
+	Prove()
+	// Unproven says it did not, or carries no credential to check.
+	Unproven()
+}
 
 // proveConn tells the request's connection that it carried an
 // authenticated request, if it listens.
 func proveConn(ctx context.Context) {
 	if p, ok := stateOf(ctx).conn.(Prover); ok {
 		p.Prove()
+	}
+}
+
+// unprovenConn tells the request's connection that the request did not
+// authenticate, if it listens; nothing once the connection proved itself.
+func unprovenConn(ctx context.Context) {
+	if p, ok := stateOf(ctx).conn.(Prover); ok {
+		p.Unproven()
 	}
 }
 
@@ -137,8 +151,12 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 			return true
 		}
 		credential, _ := bearerCredential(r)
-		_, err := g.authn.verify(r.Context(), credential)
-		return err == nil
+		if _, err := g.authn.verify(r.Context(), credential); err != nil {
+			unprovenConn(r.Context())
+			return false
+		}
+		proveConn(r.Context())
+		return true
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !holdsKey(r) {
@@ -166,6 +184,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		writeJSON(w, http.StatusOK, body)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		full := holdsKey(r)
 		notReady := g.Ready(r.Context())
 		body := struct {
 			Status   string     `json:"status"`
@@ -175,24 +194,30 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 			// they name the file's lines, for the operator alone.
 			Warnings []string `json:"warnings,omitempty"`
 		}{Status: "ready"}
-		if holdsKey(r) {
+		if full {
 			body.Warnings = g.Warnings()
 		}
 		// Gateways that drifted apart still serve: drift is for the
 		// operator to read, never a reason to take one out of rotation.
-		if g.drift != nil && holdsKey(r) {
+		if g.drift != nil && full {
 			body.Drift = g.drift(r.Context())
 		}
 		status := http.StatusOK
 		if len(notReady) > 0 {
 			body.Status, status = "not ready", http.StatusServiceUnavailable
-			if holdsKey(r) {
+			if full {
 				body.NotReady = notReady
 			}
 		}
 		writeJSON(w, status, body)
 	})
-	return mux
+	// Every request's connection learns whether it authenticated by the
+	// time its handler returns, at the latest: what the server reads after
+	// (the rest of a body it discards) is read for a caller without one.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer unprovenConn(r.Context())
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // byGeneration serves each request to /mcp by its protocol generation: one

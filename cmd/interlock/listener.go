@@ -3,7 +3,6 @@ package main
 import (
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -15,7 +14,8 @@ import (
 // config section. WriteTimeout bounds every response but /mcp's event
 // streams, which lift it per request (see gateway.Handler): a stream lasts
 // as long as a call or a session. ConnContext lets the gateway tell the
-// listener which connections carried an authenticated request.
+// listener which connections carried an authenticated request, and
+// ConnState tells it when a request's headers have been read.
 func httpServer(cfg config.HTTP, h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -24,6 +24,7 @@ func httpServer(cfg config.HTTP, h http.Handler) *http.Server {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		ConnContext:       gateway.ConnContext,
+		ConnState:         connState,
 	}
 }
 
@@ -33,9 +34,17 @@ func httpServer(cfg config.HTTP, h http.Handler) *http.Server {
 //
 // On a gateway that authenticates its callers, connections that have not
 // yet carried an authenticated request (unproven) hold at most
-// maxUnproven of the slots: a new connection past that closes the oldest
-// unproven one. Whoever opens connections without a credential can then
-// never take the whole cap from callers that have one.
+// maxUnproven of the slots: past that, the oldest unproven connection is
+// closed. Whoever opens connections without a credential can then never
+// take the whole cap from callers that have one.
+//
+// A connection is closed for a newer one only while the server waits on
+// it for bytes its client has not sent: never while what came is unread
+// (a request with a key may be there), and never from the moment its
+// request's headers are read until the gateway has said whether it
+// authenticated (Prove or Unproven). So a caller that sends its request
+// with a valid key is not closed as unauthenticated, however fast other
+// connections arrive.
 type limitedListener struct {
 	net.Listener
 	slots chan struct{}
@@ -43,10 +52,11 @@ type limitedListener struct {
 	// maxUnproven is 0 when every connection may take any slot.
 	maxUnproven int
 	mu          sync.Mutex
-	// unproven holds the unproven connections, oldest first; proven and
-	// closed ones are skipped and dropped as they come up.
+	// unproven holds the unproven connections, oldest first; settled ones
+	// are dropped as a pass comes by them.
 	unproven []*limitedConn
-	count    int
+	// count is the number of unproven connections not yet settled.
+	count int
 }
 
 // limitListener limits ln to n connections; with share set, a quarter of
@@ -70,38 +80,81 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 	lc.release = sync.OnceFunc(func() { l.settle(lc); <-l.slots })
 	if l.maxUnproven > 0 {
 		l.mu.Lock()
-		if len(l.unproven) > 2*l.count+64 {
-			// Connections that proved themselves or closed leave the
-			// queue now and then, so it stays the size of the count.
-			l.unproven = slices.DeleteFunc(l.unproven, func(c *limitedConn) bool { return c.settled.Load() })
-		}
 		l.unproven = append(l.unproven, lc)
 		l.count++
-		var evict *limitedConn
-		for l.count > l.maxUnproven && evict == nil && len(l.unproven) > 0 {
-			oldest := l.unproven[0]
-			l.unproven = l.unproven[1:]
-			if !oldest.proven.Load() && !oldest.closed.Load() {
-				evict = oldest
-			}
-		}
+		victims := l.evictLocked()
 		l.mu.Unlock()
-		if evict != nil {
-			evict.Close()
-		}
+		closeAll(victims)
 	}
 	return lc, nil
 }
 
-// settle takes c out of the unproven count, once: when it proves itself
-// or closes.
+// evictLocked picks, oldest first, the unproven connections to close
+// until the unproven ones are back within their share, and drops settled
+// ones from the queue. The oldest goes first, and only once the server
+// waits on it: while it is unread or being served, nothing younger goes
+// in its place (the server reads every connection it takes at once, so
+// this does not last). A request being decided is passed over, since
+// checking a credential may take a round trip to the issuer. It is called
+// with l.mu held; the victims, already settled, are to be closed once it
+// is released.
+func (l *limitedListener) evictLocked() []*limitedConn {
+	// Settled connections leave the queue now and then, so it stays the
+	// size of the count.
+	if l.count <= l.maxUnproven && len(l.unproven) <= 2*l.count+64 {
+		return nil
+	}
+	var victims []*limitedConn
+	stalled := false
+	kept := l.unproven[:0]
+	for _, c := range l.unproven {
+		switch {
+		case c.settled:
+			continue
+		case stalled || c.deciding || l.count <= l.maxUnproven:
+		case !c.waiting:
+			stalled = true
+		default:
+			c.settled = true
+			l.count--
+			victims = append(victims, c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	clear(l.unproven[len(kept):])
+	l.unproven = kept
+	return victims
+}
+
+func closeAll(cs []*limitedConn) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// settle takes c out of the unproven count, once: when it proves itself,
+// closes or is picked to be closed. The connections after it may go now.
 func (l *limitedListener) settle(c *limitedConn) {
-	if l.maxUnproven == 0 || !c.settled.CompareAndSwap(false, true) {
+	if l.maxUnproven == 0 {
 		return
 	}
+	l.set(c, func() {
+		if !c.settled {
+			c.settled = true
+			l.count--
+		}
+	})
+}
+
+// set changes what the server is doing with c, under l.mu, and closes the
+// connections that become victims by it (c among them, possibly).
+func (l *limitedListener) set(c *limitedConn, change func()) {
 	l.mu.Lock()
-	l.count--
+	change()
+	victims := l.evictLocked()
 	l.mu.Unlock()
+	closeAll(victims)
 }
 
 // limitedConn gives its slot back once, when it closes.
@@ -109,14 +162,37 @@ type limitedConn struct {
 	net.Conn
 	l       *limitedListener
 	release func()
-	// proven is set once the connection carried an authenticated
-	// request; settled once it left the unproven count.
-	proven, closed, settled atomic.Bool
+	// proven is set once the connection carried an authenticated request.
+	proven atomic.Bool
+
+	// Under l.mu: settled once the connection left the unproven count;
+	// waiting while the server waits on a read from it and nothing its
+	// client sent is left unread; deciding from the moment a request's
+	// headers are read until the gateway has said whether the request
+	// authenticated.
+	settled, waiting, deciding bool
+}
+
+func (c *limitedConn) Read(p []byte) (int, error) {
+	if c.l.maxUnproven == 0 || c.proven.Load() {
+		return c.Conn.Read(p)
+	}
+	// Whether the client's bytes are there is asked before the read: a
+	// connection is never counted as waiting while something its client
+	// sent is still unread.
+	waits := !pending(c.Conn)
+	if waits {
+		c.l.set(c, func() { c.waiting = true })
+	}
+	n, err := c.Conn.Read(p)
+	if waits {
+		c.l.set(c, func() { c.waiting = false })
+	}
+	return n, err
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.closed.Store(true)
 	c.release()
 	return err
 }
@@ -127,5 +203,30 @@ func (c *limitedConn) Close() error {
 func (c *limitedConn) Prove() {
 	if c.proven.CompareAndSwap(false, true) {
 		c.l.settle(c)
+	}
+}
+
+// Unproven implements [gateway.Prover]: the request did not authenticate,
+// and the connection may be closed for a newer one again while the server
+// waits on it.
+func (c *limitedConn) Unproven() {
+	if c.l.maxUnproven > 0 && !c.proven.Load() {
+		c.l.set(c, func() { c.deciding = false })
+	}
+}
+
+// connState is the server's ConnState hook: once a request's headers are
+// read, its connection waits for the gateway to say whether it
+// authenticated; once its response is written, the connection is idle.
+func connState(nc net.Conn, s http.ConnState) {
+	c, ok := nc.(*limitedConn)
+	if !ok || c.l.maxUnproven == 0 || c.proven.Load() {
+		return
+	}
+	switch s {
+	case http.StateActive:
+		c.l.set(c, func() { c.deciding = true })
+	case http.StateIdle:
+		c.l.set(c, func() { c.deciding = false })
 	}
 }
