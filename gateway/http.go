@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
@@ -125,7 +126,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	if g.config().Auth.Configured() {
 		mcpHandler, rest = g.requireAuth(mcpHandler), g.requireAuth(rest)
 		if metricsHandler != nil {
-			metricsHandler = g.requireAuth(metricsHandler)
+			metricsHandler = g.requireAuth(g.operatorOnly(metricsHandler))
 		}
 	}
 	mcpHandler, rest = withTraceContext(mcpHandler), withTraceContext(rest)
@@ -143,23 +144,25 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 			mux.Handle(p, g.metadataHandler())
 		}
 	}
-	// With authentication configured, only a caller holding a key or a
-	// valid access token learns what is behind the gateway; a health
-	// check without one gets the status.
-	holdsKey := func(r *http.Request) bool {
+	// With authentication configured, only the operator learns what is
+	// behind the gateway: a caller holding a key or a valid access token
+	// of a tenant that sees every upstream and tool (see seesAll). A
+	// health check by anyone else gets the status.
+	operator := func(r *http.Request) bool {
 		if !g.config().Auth.Configured() {
 			return true
 		}
 		credential, _ := bearerCredential(r)
-		if _, err := g.authn.verify(r.Context(), credential); err != nil {
+		ti, err := g.authn.verify(r.Context(), credential)
+		if err != nil {
 			unprovenConn(r.Context())
 			return false
 		}
 		proveConn(r.Context())
-		return true
+		return seesAll(g.config(), approverOf(ti).Tenant)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !holdsKey(r) {
+		if !operator(r) {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 			return
 		}
@@ -184,7 +187,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		writeJSON(w, http.StatusOK, body)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		full := holdsKey(r)
+		full := operator(r)
 		notReady := g.Ready(r.Context())
 		body := struct {
 			Status   string     `json:"status"`
@@ -219,6 +222,26 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// operatorOnly serves h to a caller whose credential, verified by
+// requireAuth, is the operator's: its tenant sees every upstream and tool.
+// Others are refused with PERMISSION_DENIED, since what h shows (the
+// metrics) names every tool, upstream and gateway.
+func (g *Gateway) operatorOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ti := stateOf(r.Context()).token; ti == nil || !seesAll(g.config(), approverOf(ti).Tenant) {
+			writeError(w, errNotOperator)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// errNotOperator refuses a caller whose tenant is limited to some
+// upstreams or tools what names all of them.
+var errNotOperator = &interlock.Error{Code: interlock.CodePermissionDenied,
+	Message: "The metrics name every upstream and tool, and this credential's tenant may use only some of them.",
+	Hint:    "Read /metrics with a key or access token of a tenant that the tenants section does not limit to some upstreams or tools."}
 
 // byGeneration serves each request to /mcp by its protocol generation: one
 // of 2026-07-28 or later, which the SDK serves only without sessions, goes

@@ -70,3 +70,17 @@ func mayUse(ctx context.Context, u *upstream) bool {
 	limits := stateOf(ctx).limits
 	return limits == nil || slices.Contains(limits.names, u.cfg.Name)
 }
+
+// seesAll reports whether callers of tenant see every upstream and tool:
+// the tenants section limits them to none. What the gateway holds for
+// every caller (its metrics, the details of /healthz and /readyz) is
+// theirs alone, since it names the upstreams, tools and gateways the
+// others are not shown.
+func seesAll(cfg *config.File, tenant string) bool {
+	for _, t := range cfg.Tenants {
+		if t.Name == tenant {
+			return len(t.Upstreams) == 0 && len(t.Tools) == 0
+		}
+	}
+	return true
+}
