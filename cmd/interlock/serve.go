@@ -80,33 +80,110 @@ func loadConfig(name, dataDir string) (*config.File, error) {
 	return f, nil
 }
 
+// serve runs the gateway, in Caddy's order: the flags are read and
+// checked, what the gateway needs is provisioned (the sealing key, the
+// data directory, the configuration, the log, the stores, the audit log),
+// the gateway is started (its listener, notifier, reloads and
+// announcement), it serves until ctx ends, and what was provisioned is
+// cleaned up in the reverse order.
 func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", stderr)
-	configFile := fs.String("config", "", "configuration `file` (default: the built-in config that fronts the demo)")
-	listen := fs.String("listen", "127.0.0.1:8740", "HTTP `address`; MCP is served at /mcp")
-	stdio := fs.Bool("stdio", false, "serve one client on stdin/stdout instead of HTTP")
-	stateless := fs.Bool("stateless", false, "streamable HTTP without sessions")
-	data := fs.String("data", ".interlock", "state `directory` (demo database, audit log)")
-	publicURL := fs.String("public-url", "", "`URL` where approvers reach this gateway, for the console links it hands out (default: http:// and the listen address)")
-	logFormat := fs.String("log-format", "text", "log `format`: text or json")
-	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
-	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this loopback `address`, for performance work")
-	watch := fs.Bool("watch", false, "reload the --config file whenever it changes (SIGHUP reloads it in any case)")
-	if err := parseFlags(fs, args); err != nil {
+	flags, err := serveFlagsOf(args, stderr)
+	if err != nil {
 		return err
+	}
+	s := &serving{serveFlags: flags, stderr: stderr}
+	defer s.cleanUp()
+	if err := s.provision(ctx); err != nil {
+		return err
+	}
+	if err := s.provisionStores(ctx); err != nil {
+		return err
+	}
+	if err := s.provisionAudit(ctx); err != nil {
+		return err
+	}
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	return s.run(ctx, stdin, stdout)
+}
+
+// serveFlags are serve's command line.
+type serveFlags struct {
+	configFile, listen, data, publicURL, logFormat, logLevel, pprofAddr string
+	stdio, stateless, watch                                             bool
+}
+
+// serveFlagsOf reads serve's command line and refuses flags that do not
+// go together.
+func serveFlagsOf(args []string, stderr io.Writer) (serveFlags, error) {
+	var o serveFlags
+	fs := newFlags("serve", stderr)
+	fs.StringVar(&o.configFile, "config", "", "configuration `file` (default: the built-in config that fronts the demo)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8740", "HTTP `address`; MCP is served at /mcp")
+	fs.BoolVar(&o.stdio, "stdio", false, "serve one client on stdin/stdout instead of HTTP")
+	fs.BoolVar(&o.stateless, "stateless", false, "streamable HTTP without sessions")
+	fs.StringVar(&o.data, "data", ".interlock", "state `directory` (demo database, audit log)")
+	fs.StringVar(&o.publicURL, "public-url", "", "`URL` where approvers reach this gateway, for the console links it hands out (default: http:// and the listen address)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "least `level` logged: debug, info, warn or error")
+	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiler (net/http/pprof) on this loopback `address`, for performance work")
+	fs.BoolVar(&o.watch, "watch", false, "reload the --config file whenever it changes (SIGHUP reloads it in any case)")
+	if err := parseFlags(fs, args); err != nil {
+		return o, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, pair := range [][2]string{{"stdio", "listen"}, {"stdio", "stateless"}} {
 		if set[pair[0]] && set[pair[1]] {
 			fmt.Fprintf(stderr, "interlock serve: --%s and --%s do not go together: --stdio serves one client on standard input, not HTTP\n", pair[0], pair[1])
-			return errUsage
+			return o, errUsage
 		}
 	}
-	if *watch && *configFile == "" {
+	if o.watch && o.configFile == "" {
 		fmt.Fprintln(stderr, "interlock serve: --watch needs --config: the built-in config does not change")
-		return errUsage
+		return o, errUsage
 	}
+	return o, nil
+}
+
+// serving is one run of serve: what each step provisions for the next,
+// and what to clean up when it ends.
+type serving struct {
+	serveFlags
+	stderr io.Writer
+
+	hup        chan os.Signal
+	secret     string
+	sealing    string // where the sealing key came from, for the banner
+	dataDir    string
+	f          *config.File
+	log        *slog.Logger
+	opts       gateway.Options
+	store      string       // what keeps the gateway's state, for the banner
+	gateways   roster.Store // where the gateways sharing the store announce themselves
+	auditWhere string
+	ln         net.Listener
+	notifier   *notify.Notifier
+	gw         *gateway.Gateway
+	reloaded   chan string
+
+	cleanups []func()
+}
+
+// atEnd runs f when serving ends, before what was provisioned earlier.
+func (s *serving) atEnd(f func()) { s.cleanups = append(s.cleanups, f) }
+
+// cleanUp undoes what the steps did, the last first.
+func (s *serving) cleanUp() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+}
+
+// provision takes the sealing key, makes the data directory, reads the
+// configuration and makes the log, the profiler and tracing.
+func (s *serving) provision(ctx context.Context) error {
 	// Before anything else: from here on, processes of the same user
 	// cannot read this one's memory or its environment, where the sealing
 	// keys may have arrived.
@@ -119,43 +196,41 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	// SIGHUP is caught from the start: its default action would end a
 	// gateway still starting. One that came early reloads once started.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	dataDir, err := filepath.Abs(*data)
-	if err != nil {
+	s.hup = make(chan os.Signal, 1)
+	signal.Notify(s.hup, syscall.SIGHUP)
+	s.atEnd(func() { signal.Stop(s.hup) })
+	if s.dataDir, err = filepath.Abs(s.data); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
-	sealing := "INTERLOCK_SECRET"
+	s.sealing = "INTERLOCK_SECRET"
 	if secret == "" {
 		var made bool
-		if secret, made, err = dataSecret(dataDir); err != nil {
+		if secret, made, err = dataSecret(s.dataDir); err != nil {
 			return err
 		}
-		sealing = filepath.Join(dataDir, dataSecretName)
+		s.sealing = filepath.Join(s.dataDir, dataSecretName)
 		if made {
-			sealing += " (made now; set INTERLOCK_SECRET to share it with gateways on other machines)"
+			s.sealing += " (made now; set INTERLOCK_SECRET to share it with gateways on other machines)"
 		}
 	}
-	f, err := loadConfig(*configFile, dataDir)
-	if err != nil {
+	s.secret = secret
+	if s.f, err = loadConfig(s.configFile, s.dataDir); err != nil {
 		return err
 	}
-	if !*stdio {
-		if err := gateway.CheckListen(*listen, f); err != nil {
+	if !s.stdio {
+		if err := gateway.CheckListen(s.listen, s.f); err != nil {
 			return err
 		}
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
+	if s.log, err = newLogger(s.stderr, s.logFormat, s.logLevel); err != nil {
 		return err
 	}
 	tuneGC(os.Getenv)
-	if *pprofAddr != "" {
-		if err := startProfiler(*pprofAddr, log); err != nil {
+	if s.pprofAddr != "" {
+		if err := startProfiler(s.pprofAddr, s.log); err != nil {
 			return err
 		}
 	}
@@ -163,118 +238,138 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
-	opts := gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: log, Getenv: func(name string) string {
+	s.atEnd(stopTracing)
+	s.opts = gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: s.log, Getenv: func(name string) string {
 		if name == interlock.SecretEnv {
-			return secret
+			return s.secret
 		}
 		return os.Getenv(name)
 	}}}
-	if !*stdio {
-		opts.Metrics = metrics.New()
+	if !s.stdio {
+		s.opts.Metrics = metrics.New()
 	}
 	if traced {
-		opts.Gate.Tracer = tracing.GlobalTracer()
+		s.opts.Gate.Tracer = tracing.GlobalTracer()
 	}
-	store := ""
-	// gateways is where the gateways sharing the store announce
-	// themselves: the store's PostgreSQL, else its Redis, else the data
-	// directory's state.
-	var gateways roster.Store
+	return nil
+}
+
+// provisionStores opens the stores of what must outlive a request: the
+// data directory's state when no store is configured, else Redis and
+// PostgreSQL. The gateways sharing them announce themselves in the
+// store's PostgreSQL, else its Redis, else the data directory's state.
+func (s *serving) provisionStores(ctx context.Context) error {
+	f, opts := s.f, &s.opts
 	if f.Store.Redis == "" && f.Store.Postgres == "" {
 		// No store configured: confirm tokens, budgets, approvals and
 		// grants live beside the audit log in the data directory, shared
 		// by every process on it, and outlive a restart.
-		state := filepath.Join(dataDir, "state.db")
+		state := filepath.Join(s.dataDir, "state.db")
 		st, err := sqlite.OpenState(ctx, state)
 		if err != nil {
 			return err
 		}
-		defer st.Close()
+		s.atEnd(func() { st.Close() })
 		approvals := st.Approvals()
-		gateways = approvals
+		s.gateways = approvals
 		opts.Gate.Tokens, opts.Gate.Budgets = st.Tokens(), st.Budgets()
 		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
 		opts.ConsoleState, opts.ConsoleSignal = st.Console(), st.Console()
-		store = "tokens, budgets, approvals, grants and console sessions in sqlite " + state + " (shared by every gateway on this data directory)"
+		s.store = "tokens, budgets, approvals, grants and console sessions in sqlite " + state + " (shared by every gateway on this data directory)"
 	}
 	if f.Store.Redis != "" {
 		tokens, err := redis.Open(ctx, f.Store.Redis, f.Store.Prefix)
 		if err != nil {
 			return err
 		}
-		defer tokens.Close()
+		s.atEnd(func() { tokens.Close() })
 		opts.Gate.Tokens, opts.Gate.Approvals, opts.Gate.Grants, opts.Gate.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
 		opts.ConsoleState, opts.ConsoleSignal = tokens.Console(), tokens.Console()
-		gateways = tokens.Roster()
+		s.gateways = tokens.Roster()
 		// A binding no token is issued under: a round trip that changes nothing.
 		opts.Probes = append(opts.Probes, gateway.Probe{Name: "token store", Check: func(ctx context.Context) error {
 			_, err := tokens.Consume(ctx, "readiness-probe", "")
 			return err
 		}})
-		store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
+		s.store = "redis " + redactURL(f.Store.Redis) + " (prefix " + f.Store.Prefix + ")"
 	}
 	if f.Store.Postgres != "" {
 		approvals, err := postgres.OpenApprovals(ctx, f.Store.Postgres)
 		if err != nil {
 			return err
 		}
-		defer approvals.Close()
+		s.atEnd(func() { approvals.Close() })
 		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
-		gateways = approvals
+		s.gateways = approvals
 		// The console's state follows the approvals it shows.
 		opts.ConsoleState, opts.ConsoleSignal = approvals.Console(), approvals.Console()
-		if store == "" {
-			store = "tokens in memory (this process only)"
+		if s.store == "" {
+			s.store = "tokens in memory (this process only)"
 		}
-		store += "; approvals, grants and console sessions in postgres " + redactURL(f.Store.Postgres)
+		s.store += "; approvals, grants and console sessions in postgres " + redactURL(f.Store.Postgres)
 	}
-	// seen are the gateways on the store now; none when it cannot say.
-	seen := func(ctx context.Context) []roster.Gateway {
-		gws, _ := gateways.Gateways(ctx, consoleSeen)
-		return gws
-	}
-	opts.Drift = func(ctx context.Context) string { return roster.Drift(seen(ctx)) }
-	auditLog, auditWhere, err := openAudit(ctx, f, dataDir)
+	opts.Drift = func(ctx context.Context) string { return roster.Drift(s.seen(ctx)) }
+	return nil
+}
+
+// seen are the gateways on the store now; none when it cannot say.
+func (s *serving) seen(ctx context.Context) []roster.Gateway {
+	gws, _ := s.gateways.Gateways(ctx, consoleSeen)
+	return gws
+}
+
+// provisionAudit opens the audit log and, when configured, starts its
+// checkpoints; the last one is signed after the gateway stopped serving.
+func (s *serving) provisionAudit(ctx context.Context) error {
+	auditLog, where, err := openAudit(ctx, s.f, s.dataDir)
 	if err != nil {
 		return err
 	}
-	defer auditLog.Close()
-	opts.Gate.Audit, opts.Gate.AuditOptional, opts.Gate.QueueAllowed = auditLog, !f.Audit.IsRequired(), f.Audit.QueuesAllowed()
-	opts.Probes = append(opts.Probes, gateway.Probe{Name: "audit log", Check: func(ctx context.Context) error {
+	s.atEnd(func() { auditLog.Close() })
+	s.auditWhere = where
+	s.opts.Gate.Audit, s.opts.Gate.AuditOptional, s.opts.Gate.QueueAllowed = auditLog, !s.f.Audit.IsRequired(), s.f.Audit.QueuesAllowed()
+	s.opts.Probes = append(s.opts.Probes, gateway.Probe{Name: "audit log", Check: func(ctx context.Context) error {
 		_, _, err := auditLog.Head(ctx)
 		return err
 	}})
-	if cp := f.Audit.Checkpoint; cp != nil {
-		key, err := readKeyFile(cp.KeyFile)
-		if err != nil {
-			return err
-		}
-		sink, closeSinks, err := sinks(ctx, cp)
-		if err != nil {
-			return err
-		}
-		defer closeSinks()
-		c := &audit.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key, Sink: sink}
-		cctx, stopCheckpoints := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c.Run(cctx, cp.Every, func(err error) { log.Error("audit checkpoint", "error", err) })
-		}()
-		// The last checkpoint is signed after the gateway stopped serving.
-		defer func() { stopCheckpoints(); <-done }()
-		auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, audit.KeyID(key.Public().(ed25519.PublicKey)))
+	cp := s.f.Audit.Checkpoint
+	if cp == nil {
+		return nil
 	}
-	// The listener comes first: approval links name its address.
-	var ln net.Listener
-	if !*stdio {
-		ln, err = net.Listen("tcp", *listen)
+	key, err := readKeyFile(cp.KeyFile)
+	if err != nil {
+		return err
+	}
+	sink, closeSinks, err := sinks(ctx, cp)
+	if err != nil {
+		return err
+	}
+	s.atEnd(closeSinks)
+	c := &audit.Checkpointer{Head: auditLog.Head, Store: auditLog, Key: key, Sink: sink}
+	cctx, stopCheckpoints := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(cctx, cp.Every, func(err error) { s.log.Error("audit checkpoint", "error", err) })
+	}()
+	s.atEnd(func() { stopCheckpoints(); <-done })
+	s.auditWhere += fmt.Sprintf(", checkpoints every %s by key %s", cp.Every, audit.KeyID(key.Public().(ed25519.PublicKey)))
+	return nil
+}
+
+// start listens (approval links name the listener's address), starts the
+// notifier and the gateway, its reloads and its announcement, and prints
+// the banner.
+func (s *serving) start(ctx context.Context) error {
+	opts := &s.opts
+	if !s.stdio {
+		ln, err := net.Listen("tcp", s.listen)
 		if err != nil {
-			return fmt.Errorf("listening on %s: %w", *listen, err)
+			return fmt.Errorf("listening on %s: %w", s.listen, err)
 		}
-		defer ln.Close()
-		opts.PublicURL = *publicURL
+		s.ln = ln
+		s.atEnd(func() { ln.Close() })
+		opts.PublicURL = s.publicURL
 		if opts.PublicURL == "" {
 			opts.PublicURL = publicURLOf(ln.Addr())
 		}
@@ -282,9 +377,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		// A gateway on stdio serves no console: approvers decide at
 		// --public-url, or at the console a gateway on the same data
 		// store announces.
-		opts.PublicURL = *publicURL
+		opts.PublicURL = s.publicURL
 		consoles := console.NewProber()
-		opts.FindConsole = func(ctx context.Context) string { return answeringConsole(ctx, seen(ctx), consoles) }
+		opts.FindConsole = func(ctx context.Context) string { return answeringConsole(ctx, s.seen(ctx), consoles) }
 	}
 	// The id this gateway announces itself under: its console proves it
 	// to gateways on stdio before they send approvers there.
@@ -292,105 +387,124 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	// Approvers are told of new approvals with a link to them, by the
 	// webhooks configured now or after a reload.
 	base := strings.TrimSuffix(opts.PublicURL, "/")
-	notifier := notify.New(webhooks(f), func(id string) string {
+	s.notifier = notify.New(webhooks(s.f), func(id string) string {
 		if base == "" {
 			return ""
 		}
 		return base + "/console/approvals/" + id
-	}, log)
+	}, s.log)
 	nctx, stopNotify := context.WithCancel(ctx)
-	defer stopNotify()
-	go notifier.Run(nctx)
-	opts.Gate.OnApproval = notifier.Pending
-	gw, err := gateway.New(f, opts)
+	s.atEnd(stopNotify)
+	go s.notifier.Run(nctx)
+	opts.Gate.OnApproval = s.notifier.Pending
+	gw, err := gateway.New(s.f, *opts)
 	if err != nil {
 		return err
 	}
-	defer gw.Close()
+	s.gw = gw
+	s.atEnd(func() { gw.Close() })
 	if err := gw.Start(ctx); err != nil {
 		return err
 	}
-	startDigest, _ := versionOf(f)
+	startDigest, _ := versionOf(s.f)
 	gw.RecordStart(ctx, version, startDigest)
-	// SIGHUP, and with --watch a change of the file, reload the
-	// configuration; reloading ends before the gateway closes.
-	rctx, stopReloads := context.WithCancel(ctx)
-	reloads := make(chan struct{})
-	reloaded := make(chan string, 1)
-	go func() {
-		defer close(reloads)
-		r := &reloader{name: *configFile, dataDir: dataDir, gw: gw, notifier: notifier, log: log, reloaded: reloaded}
-		r.digest, r.shadow = versionOf(f)
-		r.run(rctx, hup, *watch)
-	}()
-	defer func() { stopReloads(); <-reloads }()
-
-	where, consoleAt := "stdio", ""
-	if !*stdio {
-		kind := "sessions"
-		if *stateless {
-			kind = "stateless"
-		}
-		auth := "no authentication (loopback only)"
-		if n := len(f.Auth.Keys); n > 0 {
-			auth = fmt.Sprintf("%d API key(s)", n)
-		}
-		if o := f.Auth.OAuth; o != nil {
-			auth = "access tokens of " + o.Issuer
-			if n := len(f.Auth.Keys); n > 0 {
-				auth += fmt.Sprintf(" and %d API key(s)", n)
-			}
-		}
-		where = fmt.Sprintf("http://%s%s (%s, %s)", ln.Addr(), gateway.MCPPath, kind, auth)
-		signIn := "their API key"
-		if o := f.Auth.OAuth; o != nil && o.Console != nil {
-			signIn = "the identity provider, redirect URI " + strings.TrimSuffix(opts.PublicURL, "/") + console.CallbackPath
-		}
-		consoleAt = strings.TrimSuffix(opts.PublicURL, "/") + "/console/ (approvers sign in with " + signIn + ")"
-		link, err := gw.OperatorLoginLink(ctx, opts.PublicURL)
-		if err != nil {
-			return err
-		}
-		if link != "" {
-			consoleAt = link + " (signs in the operator, once, within a day; interlock console link makes another)"
-		}
+	s.startReloads(ctx)
+	where, consoleAt, err := s.whereAndConsole(ctx)
+	if err != nil {
+		return err
 	}
-	me := roster.Gateway{ID: opts.Instance, Version: version, ConfigDigest: startDigest, Authenticates: f.Auth.Configured()}
-	if !*stdio {
+	me := roster.Gateway{ID: opts.Instance, Version: version, ConfigDigest: startDigest, Authenticates: s.f.Auth.Configured()}
+	if !s.stdio {
 		me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
 	}
-	stopAnnouncing := announce(ctx, gateways, me, reloaded, opts.Metrics, log)
-	defer stopAnnouncing()
-	printBanner(stderr, where, consoleAt, dataDir, store, sealing, auditWhere, f, gw)
-	if *stdio && opts.PublicURL == "" && len(approvalRules(f)) > 0 {
+	s.atEnd(announce(ctx, s.gateways, me, s.reloaded, opts.Metrics, s.log))
+	printBanner(s.stderr, where, consoleAt, s.dataDir, s.store, s.sealing, s.auditWhere, s.f, gw)
+	if s.stdio && opts.PublicURL == "" && len(approvalRules(s.f)) > 0 {
 		if opts.FindConsole == nil || opts.FindConsole(ctx) == "" {
-			fmt.Fprintln(stderr, "  approvals "+noConsoleRuns(f))
+			fmt.Fprintln(s.stderr, "  approvals "+noConsoleRuns(s.f))
 		}
 	}
+	return nil
+}
 
-	if *stdio {
+// startReloads reloads the configuration on SIGHUP and, with --watch, on
+// a change of the file; reloading ends before the gateway closes.
+func (s *serving) startReloads(ctx context.Context) {
+	rctx, stopReloads := context.WithCancel(ctx)
+	reloads := make(chan struct{})
+	s.reloaded = make(chan string, 1)
+	go func() {
+		defer close(reloads)
+		r := &reloader{name: s.configFile, dataDir: s.dataDir, gw: s.gw, notifier: s.notifier, log: s.log, reloaded: s.reloaded}
+		r.digest, r.shadow = versionOf(s.f)
+		r.run(rctx, s.hup, s.watch)
+	}()
+	s.atEnd(func() { stopReloads(); <-reloads })
+}
+
+// whereAndConsole says, for the banner, where the gateway serves MCP and
+// where approvers decide: on stdio, neither.
+func (s *serving) whereAndConsole(ctx context.Context) (where, consoleAt string, err error) {
+	if s.stdio {
+		return "stdio", "", nil
+	}
+	f, public := s.f, strings.TrimSuffix(s.opts.PublicURL, "/")
+	kind := "sessions"
+	if s.stateless {
+		kind = "stateless"
+	}
+	auth := "no authentication (loopback only)"
+	if n := len(f.Auth.Keys); n > 0 {
+		auth = fmt.Sprintf("%d API key(s)", n)
+	}
+	if o := f.Auth.OAuth; o != nil {
+		auth = "access tokens of " + o.Issuer
+		if n := len(f.Auth.Keys); n > 0 {
+			auth += fmt.Sprintf(" and %d API key(s)", n)
+		}
+	}
+	where = fmt.Sprintf("http://%s%s (%s, %s)", s.ln.Addr(), gateway.MCPPath, kind, auth)
+	signIn := "their API key"
+	if o := f.Auth.OAuth; o != nil && o.Console != nil {
+		signIn = "the identity provider, redirect URI " + public + console.CallbackPath
+	}
+	consoleAt = public + "/console/ (approvers sign in with " + signIn + ")"
+	link, err := s.gw.OperatorLoginLink(ctx, s.opts.PublicURL)
+	if err != nil {
+		return "", "", err
+	}
+	if link != "" {
+		consoleAt = link + " (signs in the operator, once, within a day; interlock console link makes another)"
+	}
+	return where, consoleAt, nil
+}
+
+// run serves one client on stdio, or HTTP until ctx ends; then tool calls
+// in flight finish, within drainTimeout, while new ones are refused, and
+// the upstreams stop after (gw.Close, at clean-up).
+func (s *serving) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	gw := s.gw
+	if s.stdio {
 		err := gw.ServeStdio(ctx, stdin, stdout)
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	srv := httpServer(f.HTTP, gw.Handler(*stateless))
+	srv := httpServer(s.f.HTTP, gw.Handler(s.stateless))
 	// Console pages hold event streams open; they end when shutdown starts.
 	srv.RegisterOnShutdown(gw.Console().Close)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(limitListener(ln, f.HTTP.MaxConnections, f.Auth.Configured())) }()
+	go func() { errc <- srv.Serve(limitListener(s.ln, s.f.HTTP.MaxConnections, s.f.Auth.Configured())) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	// Tool calls in flight finish, within drainTimeout, while new ones are
-	// refused; the upstreams stop after (gw.Close, deferred).
 	drain, cancelDrain := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancelDrain()
 	if err := gw.Drain(drain); err != nil {
-		log.Warn("stopping with tool calls still in flight", "error", err)
+		s.log.Warn("stopping with tool calls still in flight", "error", err)
 	}
 	// Open sessions hold long-lived event streams that Shutdown would wait
 	// for; close them first, then give requests in flight a moment.
