@@ -463,29 +463,17 @@ func transient(err error) bool {
 func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	r, retried := interlock.RetryOf(ctx)
 	if retried && strings.HasPrefix(r.State, heldPrefix) {
-		// The client answers the question of a call this gateway holds.
-		h, err := u.resume(ctx, name, req, r)
-		if err != nil {
-			return nil, err
-		}
-		res, parked, err := u.wait(ctx, h)
-		if parked {
-			return res, nil
-		}
-		return u.outcome(ctx, h.fl.link, name, h.fl, res, err)
+		return u.continueHeld(ctx, name, req, r)
 	}
 	var downstream *mcp.ServerSession
+	var from mcp.Request
 	if req != nil {
-		downstream = req.Session
+		downstream, from = req.Session, req
 	}
 	// The call is in flight before its link is: a per_client link opens
 	// on its client's first call, and a question the upstream asks as it
 	// opens (server-filesystem asks for roots at once) belongs to that
 	// call, on whose stream the client surely listens (see callOpening).
-	var from mcp.Request
-	if req != nil {
-		from = req
-	}
 	fl := newFlight(ctx, "tools/call", from)
 	done := u.track(fl)
 	ctx = withState(ctx, func(s *requestState) { s.flight = fl })
@@ -494,18 +482,8 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 		done()
 		return nil, u.unavailable(name, err)
 	}
-	params := &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{}}
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		// The upstream continues the caller's trace.
-		tracing.ToMeta(ctx, params.Meta)
-	}
 	token, untrack := u.trackProgress(ctx, req)
-	if token != "" {
-		params.Meta["progressToken"] = token
-	}
-	if level := requestLevel(cs, req); level != "" {
-		params.Meta[mcp.MetaKeyLogLevel] = level
-	}
+	params := upstreamParams(ctx, cs, name, args, req, token)
 	if retried {
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
@@ -546,6 +524,38 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	}
 	done()
 	return u.outcome(ctx, cs, name, fl, res, err)
+}
+
+// continueHeld gives the client's answer r to the held call it names, and
+// waits for that call's outcome or its next question.
+func (u *upstream) continueHeld(ctx context.Context, name string, req *mcp.CallToolRequest, r interlock.Retry) (*mcp.CallToolResult, error) {
+	h, err := u.resume(ctx, name, req, r)
+	if err != nil {
+		return nil, err
+	}
+	res, parked, err := u.wait(ctx, h)
+	if parked {
+		return res, nil
+	}
+	return u.outcome(ctx, h.fl.link, name, h.fl, res, err)
+}
+
+// upstreamParams are the params of a call of name on link: the caller's trace,
+// the progress token interlock gave the upstream, and the log level the
+// link's protocol carries in each request.
+func upstreamParams(ctx context.Context, link *mcp.ClientSession, name string, args json.RawMessage, req *mcp.CallToolRequest, token string) *mcp.CallToolParams {
+	params := &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{}}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// The upstream continues the caller's trace.
+		tracing.ToMeta(ctx, params.Meta)
+	}
+	if token != "" {
+		params.Meta["progressToken"] = token
+	}
+	if level := requestLevel(link, req); level != "" {
+		params.Meta[mcp.MetaKeyLogLevel] = level
+	}
+	return params
 }
 
 // unavailable is the answer to a call of name whose link could not be had.

@@ -300,7 +300,7 @@ func (r *rendered) parseConfig(t *testing.T) *config.File {
 	return f
 }
 
-var serveFlagRE = regexp.MustCompile(`fs\.(?:String|Bool|Int|Duration)\("([a-z-]+)"`)
+var serveFlagRE = regexp.MustCompile(`fs\.(?:String|Bool|Int|Duration)(?:Var\([^,]+,\s*|\()"([a-z-]+)"`)
 
 // serveFlags are the flags interlock serve defines, read from its source
 // so that a renamed flag fails here rather than in a pod.
