@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -87,7 +86,10 @@ func newFlight(ctx context.Context, method string, from mcp.Request) *inflight {
 	fl.peer, _ = from.GetSession().(*mcp.ServerSession)
 	fl.req, _ = from.(*mcp.CallToolRequest)
 	var meta mcp.Meta
-	if p := from.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
+	if fl.req != nil {
+		// A tool call, the common case, is read without reflection.
+		meta = fl.req.Params.Meta
+	} else if p := from.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 		// A list may come without params: a nil pointer in the interface.
 		meta = p.GetMeta()
 	}
@@ -261,11 +263,8 @@ func flightMark(meta mcp.Meta) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	var seq uint64
-	if _, err := fmt.Sscan(s, &seq); err != nil {
-		return 0, false
-	}
-	return seq, true
+	seq, err := strconv.ParseUint(s, 10, 64)
+	return seq, err == nil
 }
 
 // unmarked returns meta without the flight mark, for passing a message on

@@ -151,9 +151,15 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		select {
 		case <-relinked:
 		case <-ctx.Done():
-			return nil, unreachable{fmt.Errorf("upstream %q is down; reconnecting in the background", u.cfg.Name)}
+			return nil, u.reconnectingErr()
 		}
 	}
+}
+
+// reconnectingErr is the failure to have the shared link while the loop in the
+// background makes it again.
+func (u *upstream) reconnectingErr() error {
+	return unreachable{fmt.Errorf("upstream %q is down; reconnecting in the background", u.cfg.Name)}
 }
 
 // relink wakes the requests waiting for the shared link: it was made
@@ -394,7 +400,7 @@ func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, 
 			// The first attempt waited for the link, or reached the
 			// upstream and lost it (a call that crashes its server):
 			// a retry does not wait for a restart again.
-			return u.unavailable(name, unreachable{fmt.Errorf("upstream %q is down; reconnecting in the background", u.cfg.Name)})
+			return u.unavailable(name, u.reconnectingErr())
 		}
 		var err error
 		res, err = u.attempt(ctx, name, args, req)
