@@ -187,8 +187,14 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stderr, "Wrote %s. Review its rules; check it with: interlock check --config %s --connect\n", outPath, outPath)
 	if len(passed) > 0 {
 		names := slices.Sorted(maps.Keys(passed))
-		fmt.Fprintf(stderr, "It reads %s from its environment, which the client's file passes to interlock (values stay there, not in %s); set them before checking it from a shell.\n",
+		fmt.Fprintf(stderr, "It reads %s from its environment, which the client's file passes to interlock (values stay there, not in %s)",
 			strings.Join(names, ", "), filepath.Base(outPath))
+		// Only what this shell lacks needs setting before a check from it.
+		unset := slices.DeleteFunc(names, func(n string) bool { _, ok := os.LookupEnv(n); return ok })
+		if len(unset) > 0 {
+			fmt.Fprintf(stderr, "; set %s in your shell before checking it from there", strings.Join(unset, ", "))
+		}
+		fmt.Fprintln(stderr, ".")
 	}
 
 	snippet, err := routedClientFile(top, path, key, exe, outPath, dataDir, passed)
@@ -196,7 +202,7 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if !*write {
-		fmt.Fprintf(stderr, "Put this in %s (or run init again with --write, which keeps a backup), then restart the client:\n", fromPath)
+		fmt.Fprintf(stderr, "Put this in %s (or run init again with --write --force, which writes %s again and keeps a backup of the client's file), then restart the client:\n", fromPath, filepath.Base(outPath))
 		_, err := stdout.Write(snippet)
 		return err
 	}
@@ -214,6 +220,9 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	_, err = stdout.Write(snippet)
 	return err
 }
+
+// inputRE matches VS Code's ${input:id}.
+var inputRE = regexp.MustCompile(`\$\{input:([A-Za-z0-9_.-]+)\}`)
 
 // loadServers loads the servers of a client's file as interlock would
 // serve it. The client's other keys (Claude Desktop's globalShortcut, say)
@@ -233,7 +242,21 @@ func loadServers(name string, sel []member) (*config.File, error) {
 		sep = ", "
 	}
 	doc.WriteString("}")
-	f, err := config.Parse(name, doc.Bytes(), os.LookupEnv)
+	// VS Code asks its user for an ${input:id}; init cannot. Unless its
+	// variable is set here, the server starts without it, and one that
+	// cannot is kept without rules, saying why; the client's entry passes
+	// the value on to interlock.
+	inputs := map[string]bool{}
+	for _, m := range inputRE.FindAllSubmatch(doc.Bytes(), -1) {
+		inputs[config.InputVar(string(m[1]))] = true
+	}
+	lookup := func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok {
+			return v, true
+		}
+		return "", inputs[k]
+	}
+	f, err := config.Parse(name, doc.Bytes(), lookup)
 	if err != nil {
 		return nil, err
 	}
