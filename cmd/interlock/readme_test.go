@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,8 +80,8 @@ func repoRoot(t *testing.T) string {
 
 // readmeSandbox is a new user's machine for the README's commands: a home
 // directory with interlock where go install puts it, and npx standing in
-// for the real one with the server-filesystem pinned in interop/ (the
-// tests never use the network).
+// for the real one with the server-filesystem and the MCP Inspector's
+// command line pinned in interop/ (the tests never use the network).
 type readmeSandbox struct {
 	t    *testing.T
 	root string // the repository
@@ -98,6 +99,13 @@ func newReadmeSandbox(t *testing.T) *readmeSandbox {
 	if _, err := os.Stat(serverJS); err != nil {
 		t.Fatalf("server-filesystem is not installed (npm ci --prefix interop, as make test does): %v", err)
 	}
+	// The Inspector's --cli is its package inspector-cli, byte for byte:
+	// only that is pinned, at the version the README names.
+	inspectorJS := filepath.Join(root, "interop", "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "cli.js")
+	var inspector struct{ Version string }
+	if raw, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(inspectorJS)), "package.json")); err != nil || json.Unmarshal(raw, &inspector) != nil || inspector.Version != readmeInspector {
+		t.Fatalf("the MCP Inspector's command line %s is not installed in interop/node_modules (npm ci --prefix interop, as make test does): %v %q", readmeInspector, err, inspector.Version)
+	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatalf("node is needed to run server-filesystem: %v", err)
 	}
@@ -111,13 +119,14 @@ func newReadmeSandbox(t *testing.T) *readmeSandbox {
 	}
 	copyFile(t, binary, filepath.Join(bin, "interlock"))
 	npx := fmt.Sprintf(`#!/bin/sh
-# npx for the README's test: only the server-filesystem pinned in interop/node_modules, no network.
+# npx for the README's test: only the packages pinned in interop/node_modules, no network.
 [ "$1" = "-y" ] && shift
 case "$1" in
 @modelcontextprotocol/server-filesystem) shift; exec node %q "$@" ;;
+@modelcontextprotocol/inspector@%s) shift; exec node %q "$@" ;;
 *) echo "npx (test stand-in): $1 is not pinned in interop/node_modules" >&2; exit 1 ;;
 esac
-`, serverJS)
+`, serverJS, readmeInspector, inspectorJS)
 	if err := os.WriteFile(filepath.Join(stubs, "npx"), []byte(npx), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +156,18 @@ esac
 	}
 	return &readmeSandbox{root: root, home: home, env: env, outputs: map[string]string{}}
 }
+
+// readmeInspector is the version of the MCP Inspector the README runs:
+// the last that runs on Node 20.
+const readmeInspector = "0.15.0"
+
+// varyingRE matches what differs from one run to the next in what the
+// README's commands print: confirm tokens (as the README shortens them,
+// with an ellipsis, too) and times.
+var varyingRE = regexp.MustCompile(`ilt1_[A-Za-z0-9_-]+…?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+
+// readmeVarying writes what varies from run to run as one placeholder.
+func readmeVarying(s string) string { return varyingRE.ReplaceAllString(s, "…") }
 
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
@@ -180,13 +201,35 @@ func (s *readmeSandbox) sh(t *testing.T, dir, script string, extraEnv ...string)
 }
 
 func (s *readmeSandbox) try(dir, script string, extraEnv ...string) (string, error) {
+	out, err := s.run(dir, script, extraEnv...)
+	return out.both.String(), err
+}
+
+// printed is what a script wrote on standard output, on standard error,
+// and on both in the order it wrote them.
+type printed struct{ stdout, stderr, both lockedBuffer }
+
+type bothWriter struct {
+	own  *lockedBuffer
+	both *lockedBuffer
+}
+
+func (w bothWriter) Write(p []byte) (int, error) {
+	w.both.Write(p)
+	return w.own.Write(p)
+}
+
+// run runs a script with bash in dir, as the README's reader would.
+func (s *readmeSandbox) run(dir, script string, extraEnv ...string) (*printed, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = dir
 	cmd.Env = append(slices.Clone(s.env), extraEnv...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	out := &printed{}
+	cmd.Stdout = bothWriter{&out.stdout, &out.both}
+	cmd.Stderr = bothWriter{&out.stderr, &out.both}
+	return out, cmd.Run()
 }
 
 // start runs a command line that does not end (a gateway on HTTP) in its
@@ -332,19 +375,41 @@ func TestReadme(t *testing.T) {
 		delete(byTest, name)
 		return b
 	}
-	// outputs checks every ```text output=NAME block against what NAME printed.
-	outputs := func(name, printed string) {
+	// runBlock runs block NAME in dir, expects the exit status its exit=N
+	// says (0 unless it says), and holds what it printed to each of its
+	// output blocks (```text output=NAME, stream=stderr for standard error
+	// alone), which must say the same but for the home directory (written
+	// /home/you), confirm tokens and times.
+	ran := map[string]string{}
+	runBlock := func(t *testing.T, name, dir string, extraEnv ...string) *printed {
 		t.Helper()
-		for _, b := range blocks {
-			if b.attrs["output"] != name {
+		b := block(name)
+		ran[name] = b.text
+		out, err := s.run(dir, b.text, extraEnv...)
+		code := 0
+		if exit, ok := err.(*exec.ExitError); ok {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if want := cmp.Or(b.attrs["exit"], "0"); fmt.Sprint(code) != want {
+			t.Fatalf("README.md:%d: exit %d, want %s:\n%s", b.line, code, want, s.asWritten(out.both.String()))
+		}
+		shown := 0
+		for _, o := range blocks {
+			if o.attrs["output"] != name {
 				continue
 			}
-			for _, line := range strings.Split(strings.TrimSpace(b.text), "\n") {
-				if !strings.Contains(s.asWritten(printed), line) {
-					t.Errorf("README.md:%d: %q is not in what %s printed:\n%s", b.line, line, name, s.asWritten(printed))
-				}
+			shown++
+			got := out.both.String()
+			if o.attrs["stream"] == "stderr" {
+				got = out.stderr.String()
+			}
+			if got = s.asWritten(got); readmeVarying(got) != readmeVarying(o.text) {
+				t.Errorf("README.md:%d: not what %s printed, which is:\n%s", o.line, name, got)
 			}
 		}
+		return out
 	}
 
 	t.Run("install", func(t *testing.T) {
@@ -367,9 +432,12 @@ func TestReadme(t *testing.T) {
 	})
 
 	t.Run("setup", func(t *testing.T) {
-		b := block("setup")
-		if got := commandLines(b.text); !slices.Equal(got, []string{"go run ./cmd/interlock serve", "make test"}) {
-			t.Fatalf("README.md:%d: the two set-up commands changed: %q", b.line, got)
+		b, tests := block("setup"), block("make-test")
+		if got := commandLines(b.text); !slices.Equal(got, []string{"go run ./cmd/interlock serve"}) {
+			t.Fatalf("README.md:%d: the user's set-up command changed: %q", b.line, got)
+		}
+		if got := commandLines(tests.text); !slices.Equal(got, []string{"make test"}) {
+			t.Fatalf("README.md:%d: the contributor's command changed: %q", tests.line, got)
 		}
 		// The first, in a clone, on a data directory of its own: the demo,
 		// its console link, and a destructive call held in dry run.
@@ -396,6 +464,29 @@ func TestReadme(t *testing.T) {
 		}
 	})
 
+	t.Run("inspector", func(t *testing.T) {
+		// The demo's upgrade_plan held, then confirmed with its token, by
+		// the Inspector's command line, in a directory of its own.
+		dir := t.TempDir()
+		held := runBlock(t, "inspector", dir)
+		var result struct {
+			StructuredContent interlock.Body
+		}
+		if err := json.Unmarshal([]byte(held.stdout.String()), &result); err != nil || result.StructuredContent.Code != interlock.CodeConfirmationRequired {
+			t.Fatalf("the held call: %v\n%s", err, held.both.String())
+		}
+		token := "TOKEN=" + result.StructuredContent.ConfirmToken
+		confirmed := runBlock(t, "inspector-confirm", dir, token)
+		if !strings.Contains(confirmed.stdout.String(), `"to_plan": "scale"`) {
+			t.Fatalf("the confirmed call:\n%s", confirmed.both.String())
+		}
+		// As the README says, the token is spent.
+		again := s.sh(t, dir, ran["inspector-confirm"], token)
+		if !strings.Contains(again, string(interlock.CodeConsentTokenInvalid)) {
+			t.Errorf("the same token again:\n%s", again)
+		}
+	})
+
 	// The five minutes, in the home directory.
 	t.Run("client-config", func(t *testing.T) {
 		s.sh(t, s.home, block("client-config").text)
@@ -407,8 +498,7 @@ func TestReadme(t *testing.T) {
 	original, _ := os.ReadFile(clientFile)
 
 	t.Run("init", func(t *testing.T) {
-		out := s.sh(t, s.home, block("init").text)
-		outputs("init", out)
+		runBlock(t, "init", s.home)
 		if kept, _ := os.ReadFile(clientFile + ".bak"); string(kept) != string(original) {
 			t.Errorf("the backup is not the original file:\n%s", kept)
 		}
@@ -435,40 +525,21 @@ func TestReadme(t *testing.T) {
 		}
 	})
 
-	t.Run("init-vscode", func(t *testing.T) {
-		// VS Code's form of the same file: init answers in that form.
-		dir := filepath.Join(s.home, "vscode", ".vscode")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		vscode := strings.Replace(string(original), `"mcpServers"`, `"servers"`, 1)
-		vscode = strings.Replace(vscode, `"command": "npx"`, `"type": "stdio", "command": "npx"`, 1)
-		if err := os.WriteFile(filepath.Join(dir, "mcp.json"), []byte(vscode), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("bash", "-c", "interlock init --from .vscode/mcp.json 2>/dev/null")
-		cmd.Dir, cmd.Env = filepath.Dir(dir), s.env
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var file struct {
-			Servers map[string]struct {
-				Type string `json:"type"`
-			} `json:"servers"`
-		}
-		if err := json.Unmarshal(out, &file); err != nil || file.Servers["interlock"].Type != "stdio" {
-			t.Errorf("init from VS Code's file printed (%v):\n%s", err, out)
-		}
-	})
-
 	t.Run("check", func(t *testing.T) {
-		outputs("check", s.sh(t, s.home, block("check").text))
+		runBlock(t, "check", s.home)
 	})
 
 	notes := filepath.Join(s.home, "projects", "notes.txt")
 	moved := filepath.Join(s.home, "projects", "notes-2026.txt")
 	move := func(from, to string) map[string]any { return map[string]any{"source": from, "destination": to} }
+
+	t.Run("inspector-client", func(t *testing.T) {
+		// The Inspector runs the client's file as it is: dry run on.
+		runBlock(t, "inspector-client", s.home)
+		if _, err := os.Stat(moved); err == nil {
+			t.Fatal("the file moved in dry run")
+		}
+	})
 
 	t.Run("held-then-confirmed", func(t *testing.T) {
 		// As the client starts it: dry run on.
@@ -588,6 +659,22 @@ func TestReadme(t *testing.T) {
 		if !strings.Contains(export, `"approvers":["operator"]`) {
 			t.Errorf("the audit does not name the operator as approver:\n%s", export)
 		}
+	})
+
+	t.Run("vscode", func(t *testing.T) {
+		// VS Code's file, JSONC, with a server that does not start.
+		runBlock(t, "vscode-config", s.home)
+		site := filepath.Join(s.home, "site")
+		out := runBlock(t, "vscode-init", site)
+		var file struct {
+			Servers map[string]struct {
+				Type string `json:"type"`
+			} `json:"servers"`
+		}
+		if err := json.Unmarshal([]byte(out.stdout.String()), &file); err != nil || file.Servers["interlock"].Type != "stdio" || len(file.Servers) != 1 {
+			t.Errorf("init from VS Code's file printed (%v):\n%s", err, out.stdout.String())
+		}
+		runBlock(t, "vscode-check", site)
 	})
 
 	for name, b := range byTest {
