@@ -38,9 +38,12 @@ bench:
 	go test -run '^$$' -bench . -benchmem -benchtime 100000x . ./seal ./audit
 	go test -run '^$$' -bench . -benchmem -benchtime 5000x ./redis
 
-# Static binaries for every platform interlock supports, with the version
-# from git describe stamped in, into dist/ with their SHA-256 checksums.
-# Not part of make test.
+# Release archives for every platform interlock supports: a static binary
+# (CGO_ENABLED=0, -trimpath, -s -w, the version from git describe stamped
+# in) and the README, a .tar.gz per platform (a .zip for Windows), into
+# dist/ with their SHA-256 checksums. .goreleaser.yaml makes the same
+# archives; deploy/chart/release_test.go checks that the two agree. Not
+# part of make test.
 VERSION ?= $(shell git describe --tags --always --dirty)
 PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 
@@ -49,8 +52,12 @@ release:
 	rm -rf dist && mkdir -p dist
 	@for p in $(PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
-		out=dist/interlock-$(VERSION)-$$os-$$arch$$ext; \
-		echo "build $$out"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $$out ./cmd/interlock || exit 1; \
+		name=interlock-$(VERSION)-$$os-$$arch; dir=dist/$$name; \
+		echo "build $$name"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $$dir/interlock$$ext ./cmd/interlock || exit 1; \
+		cp README.md $$dir/ || exit 1; \
+		if [ $$os = windows ]; then (cd $$dir && zip -q ../$$name.zip interlock$$ext README.md) || exit 1; \
+		else tar -C $$dir -czf dist/$$name.tar.gz interlock README.md || exit 1; fi; \
+		rm -rf $$dir; \
 	done
 	cd dist && if command -v sha256sum >/dev/null; then sha256sum interlock-* ; else shasum -a 256 interlock-* ; fi > SHA256SUMS
