@@ -242,8 +242,19 @@ func (r *rendered) env(t *testing.T) map[string]string {
 			env[e.Name] = e.Value
 		case e.ValueFrom.SecretKeyRef != nil:
 			env[e.Name] = r.secretValue(t, e.ValueFrom.SecretKeyRef)
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			var v string
+			cm, ok := r.configMaps[ref.Name]
+			if ok {
+				v, ok = cm.Data[ref.Key]
+			}
+			if !ok {
+				t.Fatalf("env %s: configMapKeyRef %s/%s names no key of a rendered ConfigMap", e.Name, ref.Name, ref.Key)
+			}
+			env[e.Name] = v
 		default:
-			t.Fatalf("env %s: only values and secretKeyRef are expected", e.Name)
+			t.Fatalf("env %s: only values, secretKeyRef and configMapKeyRef are expected", e.Name)
 		}
 	}
 	return env
