@@ -24,8 +24,15 @@ func (u unsetVar) message(what string) string {
 	if strings.HasPrefix(u.ref, "${input:") {
 		return fmt.Sprintf("%s refers to %s, a value VS Code asks the user for, which interlock cannot: set %s in interlock's environment (interlock init passes it on from the client's file)", what, u.ref, u.name)
 	}
+	if clientOwn[u.name] {
+		return fmt.Sprintf("%s refers to %s, which VS Code and Cursor fill in themselves and interlock cannot: write what it stands for, or set %s in interlock's environment (interlock init passes it on from the client's file)", what, u.ref, u.name)
+	}
 	return fmt.Sprintf("%s refers to %s, which is not set in interlock's environment", what, u.ref)
 }
+
+// clientOwn are the variables VS Code and Cursor fill in themselves before
+// they start a server; interlock reads them from its environment.
+var clientOwn = map[string]bool{"workspaceFolder": true, "workspaceFolderBasename": true, "userHome": true, "pathSeparator": true}
 
 // expandEnv replaces each variable in s with its value, as the client
 // whose file it is would: ${VAR} and ${env:VAR} from the environment,

@@ -224,6 +224,22 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // inputRE matches VS Code's ${input:id}.
 var inputRE = regexp.MustCompile(`\$\{input:([A-Za-z0-9_.-]+)\}`)
 
+// clientOwnVars are the variables VS Code and Cursor fill in themselves
+// before they start a server, with the values they would give them for
+// the client's file: its workspace is the directory that holds .vscode or
+// .cursor.
+func clientOwnVars(from string) map[string]string {
+	dir := filepath.Dir(from)
+	if b := filepath.Base(dir); b == ".vscode" || b == ".cursor" {
+		dir = filepath.Dir(dir)
+	}
+	own := map[string]string{"workspaceFolder": dir, "workspaceFolderBasename": filepath.Base(dir), "pathSeparator": string(filepath.Separator)}
+	if home, err := os.UserHomeDir(); err == nil {
+		own["userHome"] = home
+	}
+	return own
+}
+
 // loadServers loads the servers of a client's file as interlock would
 // serve it. The client's other keys (Claude Desktop's globalShortcut, say)
 // are none of interlock's, so only the servers are parsed, each at its own
@@ -250,8 +266,12 @@ func loadServers(name string, sel []member) (*config.File, error) {
 	for _, m := range inputRE.FindAllSubmatch(doc.Bytes(), -1) {
 		inputs[config.InputVar(string(m[1]))] = true
 	}
+	own := clientOwnVars(name)
 	lookup := func(k string) (string, bool) {
 		if v, ok := os.LookupEnv(k); ok {
+			return v, true
+		}
+		if v, ok := own[k]; ok {
 			return v, true
 		}
 		return "", inputs[k]
@@ -983,8 +1003,8 @@ func secretRefs(servers map[string]*config.ClientServer) map[string]string {
 	vscode := func(server, v string) string {
 		return vscodeVarRE.ReplaceAllStringFunc(v, func(m string) string {
 			sub := vscodeVarRE.FindStringSubmatch(m)
-			want := sub[2]
-			if sub[1] == "input" {
+			want := sub[2] + sub[3]
+			if sub[1] != "env" {
 				want = config.InputVar(want)
 			}
 			return "${" + name(server, want, m) + "}"
@@ -1016,8 +1036,9 @@ func secretRefs(servers map[string]*config.ClientServer) map[string]string {
 	return passed
 }
 
-// vscodeVarRE matches the variables only VS Code expands.
-var vscodeVarRE = regexp.MustCompile(`\$\{(input|env):([A-Za-z0-9_.-]+)\}`)
+// vscodeVarRE matches the variables only VS Code (and Cursor) expand:
+// ${input:id}, ${env:VAR}, and their own, such as ${workspaceFolder}.
+var vscodeVarRE = regexp.MustCompile(`\$\{(?:(input|env):([A-Za-z0-9_.-]+)|(workspaceFolder|workspaceFolderBasename|userHome|pathSeparator))\}`)
 
 // isSecretValue reports whether a value named k is a secret: by its name,
 // or a URL that holds a password.
