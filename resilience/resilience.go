@@ -4,9 +4,13 @@
 // failing, a bulkhead that bounds the calls in flight, and an optional rate
 // limit.
 //
-// It wraps failsafe-go behind an API of its own, so that library's pre-1.0
-// API and its error values stay in this package; callers see [Rejected]
-// and the errors of their own calls. It knows nothing else of interlock.
+// It wraps failsafe-go's circuit breaker, bulkhead and rate limiter behind
+// an API of its own, so that library's pre-1.0 API and its error values
+// stay in this package; callers see [Rejected] and the errors of their own
+// calls. The timeout and the retries are a context deadline and a loop
+// here: failsafe-go's executor, which composes policies for any use, cost
+// every call more than the three permits it asks for. It knows nothing
+// else of interlock.
 package resilience
 
 import (
@@ -15,12 +19,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/ratelimiter"
-	"github.com/failsafe-go/failsafe-go/retrypolicy"
-	"github.com/failsafe-go/failsafe-go/timeout"
 )
 
 // Config is what a [Guard] enforces. The zero value of a field means its
@@ -113,10 +114,8 @@ type Guard struct {
 	cfg         Config
 	breaker     circuitbreaker.CircuitBreaker[any]
 	bulkhead    bulkhead.Bulkhead[any]
-	limiter     ratelimiter.RateLimiter[any]
+	limiter     ratelimiter.RateLimiter[any] // nil without a rate
 	transient   func(error) bool
-	repeatable  failsafe.Executor[any]
-	once        failsafe.Executor[any]
 	onStateChan func(string)
 }
 
@@ -128,38 +127,24 @@ type Guard struct {
 func New(cfg Config, transient func(error) bool, onState func(string)) *Guard {
 	cfg = cfg.withDefaults()
 	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState}
-	failure := func(_ any, err error) bool { return err != nil && (errors.Is(err, ErrTimeout) || transient(err)) }
 	g.breaker = circuitbreaker.NewBuilder[any]().
-		HandleIf(failure).
+		HandleIf(func(_ any, err error) bool { return g.failure(err) }).
 		WithFailureThreshold(cfg.BreakerFailures).
 		WithDelay(cfg.BreakerDelay).
 		OnStateChanged(func(e circuitbreaker.StateChangedEvent) { g.stateChanged(e.NewState) }).
 		Build()
 	g.bulkhead = bulkhead.New[any](cfg.MaxInFlight)
-	attempt := timeout.New[any](cfg.Timeout)
-	policies := []failsafe.Policy[any]{}
 	if cfg.RatePerSecond > 0 {
 		period := time.Duration(float64(time.Second) / cfg.RatePerSecond)
 		g.limiter = ratelimiter.NewSmoothWithMaxRate[any](period)
-		policies = append(policies, g.limiter)
-	}
-	policies = append(policies, g.bulkhead, g.breaker)
-	g.once = failsafe.With(append(policies, attempt)...)
-	if cfg.Retries > 0 {
-		retry := retrypolicy.NewBuilder[any]().
-			HandleIf(failure).
-			AbortIf(func(_ any, err error) bool { return rejected(err) }).
-			WithMaxRetries(cfg.Retries).
-			WithBackoff(cfg.Backoff, cfg.MaxBackoff).
-			ReturnLastFailure().
-			Build()
-		// The retry is outermost, so each attempt passes the breaker and
-		// the bulkhead again and has a timeout of its own.
-		g.repeatable = failsafe.With(append([]failsafe.Policy[any]{retry}, append(policies, attempt)...)...)
-	} else {
-		g.repeatable = g.once
 	}
 	return g
+}
+
+// failure reports whether err is a failure of the server: it counts
+// against the circuit, and a repeatable call is tried again.
+func (g *Guard) failure(err error) bool {
+	return err != nil && (errors.Is(err, ErrTimeout) || g.transient(err))
 }
 
 func (g *Guard) stateChanged(s circuitbreaker.State) {
@@ -176,36 +161,58 @@ func (g *Guard) stateChanged(s circuitbreaker.State) {
 	}
 }
 
-func rejected(err error) bool {
-	return errors.Is(err, circuitbreaker.ErrOpen) || errors.Is(err, bulkhead.ErrFull) || errors.Is(err, ratelimiter.ErrExceeded)
-}
-
 // Do makes the call fn under the guard. repeatable says the call may be
 // made more than once (a read-only or idempotent tool): only then is a
-// transient failure retried. A call the guard does not make returns a
+// transient failure retried, after a backoff that doubles, each attempt
+// passing the rate limit, the bulkhead and the circuit again with a
+// timeout of its own. A call the guard does not make returns a
 // [*Rejected]; an attempt over the timeout returns [ErrTimeout] (with the
-// context fn saw cancelled); any other error is fn's own.
+// context fn saw cancelled); any other error is fn's own (the last
+// attempt's, when retries ran out), or the context's when it ended while
+// a retry waited.
 func (g *Guard) Do(ctx context.Context, repeatable bool, fn func(ctx context.Context) error) error {
-	exec := g.once
-	if repeatable {
-		exec = g.repeatable
+	retries := 0
+	if repeatable && g.cfg.Retries > 0 {
+		retries = g.cfg.Retries
 	}
-	err := exec.WithContext(ctx).RunWithExecution(func(e failsafe.Execution[any]) error {
-		return fn(e.Context())
-	})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, circuitbreaker.ErrOpen):
-		return &Rejected{Reason: CircuitOpen, RetryAfter: g.breaker.RemainingDelay()}
-	case errors.Is(err, bulkhead.ErrFull):
-		return &Rejected{Reason: BulkheadFull, RetryAfter: time.Second}
-	case errors.Is(err, ratelimiter.ErrExceeded):
+	delay := g.cfg.Backoff
+	for attempt := 0; ; attempt++ {
+		err := g.attempt(ctx, fn)
+		var rejected *Rejected
+		if attempt >= retries || !g.failure(err) || errors.As(err, &rejected) {
+			return err
+		}
+		wait := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return ctx.Err()
+		case <-wait.C:
+		}
+		delay = min(2*delay, g.cfg.MaxBackoff)
+	}
+}
+
+// attempt makes one attempt of fn, if the rate limit, the bulkhead and
+// the circuit let it, in that order.
+func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) error) error {
+	if g.limiter != nil && !g.limiter.TryAcquirePermit() {
 		return &Rejected{Reason: RateLimited, RetryAfter: time.Duration(float64(time.Second) / g.cfg.RatePerSecond)}
-	case errors.Is(err, timeout.ErrExceeded):
-		return ErrTimeout
 	}
-	// Retries that ran out return the last attempt's own error.
+	if !g.bulkhead.TryAcquirePermit() {
+		return &Rejected{Reason: BulkheadFull, RetryAfter: time.Second}
+	}
+	defer g.bulkhead.ReleasePermit()
+	if !g.breaker.TryAcquirePermit() {
+		return &Rejected{Reason: CircuitOpen, RetryAfter: g.breaker.RemainingDelay()}
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, g.cfg.Timeout, ErrTimeout)
+	err := fn(actx)
+	if errors.Is(context.Cause(actx), ErrTimeout) && ctx.Err() == nil {
+		err = ErrTimeout
+	}
+	cancel()
+	g.breaker.RecordError(err)
 	return err
 }
 
