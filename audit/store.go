@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // GroupCommit batches appends for an audit store: one goroutine commits
@@ -108,6 +109,9 @@ func (g *GroupCommit) loop() {
 				break drain
 			}
 		}
+		if n < maxBatch && !waitedOn(batch) {
+			batch, n = g.linger(batch, n)
+		}
 		durable := false
 		recs := make([]*Record, 0, n)
 		for _, r := range batch {
@@ -123,6 +127,44 @@ func (g *GroupCommit) loop() {
 			}
 		}
 	}
+}
+
+// queuedLinger is how long a batch of queued records alone waits for
+// more to join it: nobody waits for their commit, and the larger a batch,
+// the less each of its records costs.
+const queuedLinger = 2 * time.Millisecond
+
+// waitedOn reports whether a caller waits for the commit of batch.
+func waitedOn(batch []*commitRequest) bool {
+	for _, r := range batch {
+		if r.done == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// linger lets more requests join a batch of queued records for up to
+// queuedLinger, and no longer once one that a caller waits for joins.
+func (g *GroupCommit) linger(batch []*commitRequest, n int) ([]*commitRequest, int) {
+	t := time.NewTimer(queuedLinger)
+	defer t.Stop()
+	for n < maxBatch {
+		select {
+		case r, ok := <-g.requests:
+			if !ok {
+				return batch, n
+			}
+			batch = append(batch, r)
+			n += len(r.recs)
+			if r.done == nil {
+				return batch, n
+			}
+		case <-t.C:
+			return batch, n
+		}
+	}
+	return batch, n
 }
 
 // Close stops accepting records and returns once those already queued are

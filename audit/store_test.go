@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // TestGroupCommitQueue checks that queued records are committed in the
@@ -72,6 +74,48 @@ func TestGroupCommitQueue(t *testing.T) {
 			if err := g.Queue(done, &Record{Tool: "f"}); !errors.Is(err, ErrClosed) {
 				t.Errorf("queue after close: %v, want ErrClosed", err)
 			}
+		})
+	}
+}
+
+// TestQueuedRecordsLinger checks that a batch of queued records waits up to
+// queuedLinger for more to share its commit, and that a record a caller
+// waits for is committed at once, with whatever is queued.
+func TestQueuedRecordsLinger(t *testing.T) {
+	tests := []struct {
+		name      string
+		second    func(g *GroupCommit) // what joins 1ms after the first queued record
+		batches   []int                // the records of each commit
+		committed time.Duration        // when the first commit happened
+	}{
+		{"queued joins queued", func(g *GroupCommit) { _ = g.Queue(func(error) {}, &Record{Tool: "b"}) }, []int{2}, queuedLinger},
+		{"appended ends the wait", func(g *GroupCommit) { _ = g.Append(context.Background(), false, &Record{Tool: "b"}) }, []int{2}, time.Millisecond},
+		{"nothing joins", func(*GroupCommit) {}, []int{1}, queuedLinger},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var batches []int
+				var first time.Duration
+				g := NewGroupCommit(func(_ context.Context, _ bool, recs []*Record) error {
+					if batches == nil {
+						first = time.Since(start)
+					}
+					batches = append(batches, len(recs))
+					return nil
+				})
+				if err := g.Queue(func(error) {}, &Record{Tool: "a"}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
+				tt.second(g)
+				time.Sleep(time.Second)
+				g.Close()
+				if !slices.Equal(batches, tt.batches) || first != tt.committed {
+					t.Errorf("commits of %v records, the first after %s; want %v after %s", batches, first, tt.batches, tt.committed)
+				}
+			})
 		})
 	}
 }
