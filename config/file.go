@@ -127,6 +127,13 @@ type Upstream struct {
 	// InheritEnv gives a child the gateway's whole environment (less the
 	// sealing keys) instead of the minimal base; false when absent.
 	InheritEnv bool `yaml:"inherit_env"`
+	// PassErrors, when true, passes the upstream's JSON-RPC errors to the
+	// client as a direct connection gives them (its code and message, as a
+	// JSON-RPC error, not in interlock's envelope). When false, the
+	// default, the client gets UPSTREAM_ERROR naming the code, and the
+	// message stays in the gateway's log: it may hold the server's
+	// internals or secrets.
+	PassErrors bool `yaml:"pass_errors"`
 
 	Line  int `yaml:"-"`
 	lines lines

@@ -171,11 +171,12 @@ func (u *upstream) ownLink(ctx context.Context, ss *mcp.ServerSession) (*mcp.Cli
 // version it asks for, "" for the latest.
 func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol string) (*mcp.ClientSession, error) {
 	transport, what, stderr := u.transport(peer == nil && protocol == "")
-	pending := new(atomic.Int64)
+	var wire *childConn
 	if child, _ := u.describe(); child {
 		// Only a child's connection can be wrapped: an HTTP upstream's
 		// tells the SDK things through methods only the SDK implements.
-		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: pending}, extras: &u.extras}
+		opened := func(c *childConn) { wire = c }
+		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: new(atomic.Int64), opened: opened}, extras: &u.extras}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
 	client.AddReceivingMiddleware(u.questions(peer))
@@ -190,12 +191,20 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol s
 		return nil, fmt.Errorf("upstream %q (%s): %s did not answer as an MCP server: %w; fix it in %s",
 			u.cfg.Name, u.where(), what, withStderr(err, stderr), u.where())
 	}
-	u.progressMu.Lock()
-	if u.pending == nil {
-		u.pending = map[*mcp.ClientSession]*atomic.Int64{}
+	if wire != nil {
+		u.progressMu.Lock()
+		if u.wires == nil {
+			u.wires = map[*mcp.ClientSession]*childConn{}
+		}
+		u.wires[cs] = wire
+		u.progressMu.Unlock()
+		go func() {
+			_ = cs.Wait()
+			u.progressMu.Lock()
+			delete(u.wires, cs)
+			u.progressMu.Unlock()
+		}()
 	}
-	u.pending[cs] = pending
-	u.progressMu.Unlock()
 	if peer != nil {
 		u.forwardLevel(ctx, cs, peer)
 	} else if c := cs.InitializeResult().Capabilities; c != nil && c.Logging != nil && cs.InitializeResult().ProtocolVersion < protocolNew {
@@ -607,25 +616,28 @@ func heldCanShow(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
 // notifications the upstream sent before its result to be passed on.
 const maxNotificationWait = time.Second
 
+// wireOf is the wrapped connection of link, when link is to a child.
+func (u *upstream) wireOf(link *mcp.ClientSession) *childConn {
+	u.progressMu.Lock()
+	defer u.progressMu.Unlock()
+	return u.wires[link]
+}
+
 // handled marks one counted notification of link as passed on.
 func (u *upstream) handled(link *mcp.ClientSession) {
-	u.progressMu.Lock()
-	pending := u.pending[link]
-	u.progressMu.Unlock()
-	if pending != nil && pending.Load() > 0 {
-		pending.Add(-1)
+	if w := u.wireOf(link); w != nil && w.pending.Load() > 0 {
+		w.pending.Add(-1)
 	}
 }
 
 // settle waits until the notifications link read before the result of a
 // call have been passed on, within maxNotificationWait.
 func (u *upstream) settle(link *mcp.ClientSession) {
-	u.progressMu.Lock()
-	pending := u.pending[link]
-	u.progressMu.Unlock()
-	if pending == nil {
+	w := u.wireOf(link)
+	if w == nil {
 		return
 	}
+	pending := w.pending
 	deadline := time.Now().Add(maxNotificationWait)
 	for pending.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

@@ -23,7 +23,6 @@ type requestState struct {
 	identified bool               // who is set
 	lane       *laneStream        // the lane call's stream to its client
 	verbatim   *verbatim          // a tools/call handler's carrier of the upstream's bytes
-	wire       *verbatim          // the same carrier on the upstream leg, where the link fills it
 	limits     *tenantUpstreams   // the upstreams the caller's tenant may use, when limited
 	request    context.Context    // the HTTP request a request without a session is served in (stateless.go)
 	flight     *inflight          // the request in flight on an upstream's link (owners.go)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
@@ -197,14 +198,25 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool, was *mirroredToo
 			return interlock.Result(errDraining), nil
 		}
 		defer g.inFlight.leave()
+		var passed *jsonrpc.Error
 		run := func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-			return u.call(ctx, upstreamName, args, req, repeatable)
+			res, err := u.call(ctx, upstreamName, args, req, repeatable)
+			passed = u.passed(err)
+			return res, err
 		}
+		var res *mcp.CallToolResult
 		// A call the lane serves carries its questions on its own stream.
 		if st := laneStreamOf(ctx); st != nil {
-			return g.gate.CallRequestVia(ctx, gt, req, st.elicit, run), nil
+			res = g.gate.CallRequestVia(ctx, gt, req, st.elicit, run)
+		} else {
+			res = g.gate.CallRequest(ctx, gt, req, run)
 		}
-		return g.gate.CallRequest(ctx, gt, req, run), nil
+		if passed != nil {
+			// The gate recorded the failure; the client gets the
+			// upstream's own error, as the operator chose.
+			return nil, passed
+		}
+		return res, nil
 	}
 	schema, _ := json.Marshal(adv.InputSchema)
 	return &mirroredTool{

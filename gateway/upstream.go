@@ -91,9 +91,10 @@ type upstream struct {
 	// clients' own.
 	progressMu sync.Mutex
 	progress   map[string]progressEntry
-	// pending counts, per link to a child, the notifications read and not
-	// yet passed on (see childTransport).
-	pending map[*mcp.ClientSession]*atomic.Int64
+	// wires are the wrapped connections of the links to a child, which
+	// count the notifications read and not yet passed on, and carry the
+	// calls whose results travel verbatim (see childConn).
+	wires map[*mcp.ClientSession]*childConn
 
 	// heldCalls are the calls of clients of 2026-07-28 parked at a
 	// question of an upstream of an earlier protocol (see held.go).
@@ -509,21 +510,17 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 		return u.outcome(ctx, cs, name, fl, res, err)
 	}
 	defer untrack()
-	var v *verbatim
-	if req != nil {
-		// The client's own call; a preview's result is read by the gate.
-		v = verbatimFor(ctx, cs)
-	}
-	callCtx := ctx
-	if v != nil {
-		v.begin()
-		callCtx = withState(ctx, func(s *requestState) { s.wire = v })
-	}
-	res, err := cs.CallTool(callCtx, params)
-	if v != nil {
-		if raw := v.taken(); raw != nil && errors.Is(err, errVerbatim) {
-			res, err = plainResult(raw, v.latest || v.older)
+	var res *mcp.CallToolResult
+	latest := cs.InitializeResult().ProtocolVersion >= protocolNew
+	if v, wire := verbatimFor(ctx, cs), u.wireOf(cs); v != nil && wire != nil && req != nil && wire.ready(latest) {
+		// The client's own call (a preview's result is read by the gate)
+		// on a child's connection: its bytes, not the SDK's client.
+		var raw json.RawMessage
+		if raw, err = wire.call(ctx, params, latest); err == nil {
+			res, err = plainResult(v.keep(raw), v.latest || v.older)
 		}
+	} else {
+		res, err = cs.CallTool(ctx, params)
 	}
 	if err == nil {
 		u.settle(cs)
@@ -667,6 +664,18 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 		Hint:    "Retry once; if it fails again, tell the operator.",
 		Err:     err,
 	}
+}
+
+// passed is the JSON-RPC error the upstream answered a call with, as its
+// client is to get it, when the upstream passes its errors through
+// (pass_errors): its code, and its message made valid UTF-8 and bounded as
+// a log record's. nil otherwise, and for every other failure.
+func (u *upstream) passed(err error) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
+	if !u.cfg.PassErrors || !errors.As(err, &rpcErr) || rpcErr.Code == codeRejectedByTransport {
+		return nil
+	}
+	return &jsonrpc.Error{Code: rpcErr.Code, Message: logText(rpcErr.Message)}
 }
 
 // maxLoggedError bounds the upstream text one log record carries, so an

@@ -2,13 +2,17 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
@@ -96,4 +100,55 @@ func resultJSON(t *testing.T, res *mcp.CallToolResult) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPassErrors: an upstream with pass_errors gives its clients its
+// JSON-RPC errors as a direct connection would (code and message, as a
+// JSON-RPC error, not in interlock's envelope), on every way a call comes
+// in, and its message bounded as a log record's.
+func TestPassErrors(t *testing.T) {
+	f := testConfig(t, "", "fx")
+	f.Upstreams[0].PassErrors = true
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	sessions := map[string]*mcp.ClientSession{"in memory": client(t, gw, nil)}
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		sessions["http "+version] = cs
+	}
+	tests := []struct {
+		name        string
+		code        int64
+		message     string
+		wantMessage string
+	}{
+		{"server-defined code", -32000, "lookup api.github.com: no such host", "lookup api.github.com: no such host"},
+		{"invalid params", -32602, "missing field owner", "missing field owner"},
+		{"huge message", -32603, strings.Repeat("x", 100_000), "bytes more)" /* cut, with a note of what was cut */},
+	}
+	for way, cs := range sessions {
+		for _, tt := range tests {
+			t.Run(way+"/"+tt.name, func(t *testing.T) {
+				_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fail",
+					Arguments: map[string]any{"code": tt.code, "message": tt.message}})
+				var rpcErr *jsonrpc.Error
+				if !errors.As(err, &rpcErr) {
+					t.Fatalf("the call gave %v, want the upstream's JSON-RPC error", err)
+				}
+				if rpcErr.Code != tt.code || !strings.Contains(rpcErr.Message, tt.wantMessage) || len(rpcErr.Message) > maxLoggedError+64 {
+					t.Errorf("error %d %.200q, want %d with %q", rpcErr.Code, rpcErr.Message, tt.code, tt.wantMessage)
+				}
+			})
+		}
+	}
+	// Answers are still the gate's: an unconfirmed destructive call is held.
+	if b := body(t, call(t, sessions["in memory"], "wipe", map[string]any{"target": "x"})); b.Code == "" {
+		t.Errorf("an unconfirmed destructive call ran")
+	}
 }

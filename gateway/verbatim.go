@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,9 +33,10 @@ import (
 //   - the result is a plain one: not an error, and not asking the client
 //     for input. Those are decoded as before, because the gate reads them.
 //
-// The wrapped connection writes the call as the SDK made it, and takes the
-// response for itself when it comes: the SDK's caller gets errVerbatim in
-// its place, and decodes nothing. The gate is given a stand-in result
+// Such a call does not go through the SDK's client at all: the wrapped
+// connection writes it with an id of the gateway's own and hands its
+// answer back as bytes (childConn.call), so the SDK neither encodes the
+// request nor sees the response. The gate is given a stand-in result
 // (only what it reads: not an error, no input requests), and the
 // receiving middleware, or the lane, swaps the stand-in for the upstream's
 // bytes.
@@ -47,52 +51,8 @@ type verbatim struct {
 	// protocol added (see sdkrules.Earlier).
 	older bool
 
-	mu     sync.Mutex
-	raw    json.RawMessage // the upstream's result, once read
-	closed bool            // the attempt is over; a late result is dropped
-	// conn and id name the request written for the attempt, so that
-	// ending it stops the link waiting for an answer that may never come.
-	conn *childConn
-	id   jsonrpc.ID
-}
-
-// errVerbatim is the answer the SDK's caller gets for a call whose result
-// the link took for itself.
-var errVerbatim = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock: the result was taken verbatim"}
-
-// begin readies v for an attempt: what an earlier attempt read is dropped.
-func (v *verbatim) begin() {
-	v.mu.Lock()
-	v.raw, v.closed, v.conn = nil, false, nil
-	v.mu.Unlock()
-}
-
-// fill keeps the result of the attempt; false when the attempt is over.
-func (v *verbatim) fill(raw json.RawMessage) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.closed {
-		return false
-	}
-	v.raw = raw
-	return true
-}
-
-// end closes the attempt and returns the result it read, if any.
-func (v *verbatim) end() json.RawMessage {
-	v.mu.Lock()
-	v.closed = true
-	raw, conn, id := v.raw, v.conn, v.id
-	v.conn = nil
-	v.mu.Unlock()
-	if conn != nil {
-		conn.mu.Lock()
-		if conn.waiting[id] == v {
-			delete(conn.waiting, id)
-		}
-		conn.mu.Unlock()
-	}
-	return raw
+	mu  sync.Mutex
+	raw json.RawMessage // the upstream's result, once read
 }
 
 // verbatimFor returns the *verbatim a call may use on link: the one in
@@ -119,23 +79,20 @@ func verbatimFor(ctx context.Context, link *mcp.ClientSession) *verbatim {
 	return v
 }
 
-// taken ends the attempt and returns the result the link read for v, if
-// any, as a client of an earlier protocol than the link's is to get it
-// when it is one (a result that asks for input stays as it is, and is
-// decoded: see plainResult).
-func (v *verbatim) taken() json.RawMessage {
-	raw := v.end()
-	if raw == nil || !v.older {
-		return raw
-	}
-	earlier, ok := sdkrules.Earlier(raw)
-	if !ok {
-		return raw
+// keep stores raw, the upstream's result for the call, as a client of an
+// earlier protocol than the link's is to get it when it is one (a result
+// that asks for input stays as it is, and is decoded: see plainResult),
+// and returns what it stored.
+func (v *verbatim) keep(raw json.RawMessage) json.RawMessage {
+	if v.older {
+		if earlier, ok := sdkrules.Earlier(raw); ok {
+			raw = earlier
+		}
 	}
 	v.mu.Lock()
-	v.raw = earlier
+	v.raw = raw
 	v.mu.Unlock()
-	return earlier
+	return raw
 }
 
 // plainResult reads the upstream's result far enough for the gate: a
@@ -234,11 +191,12 @@ func earlierProtocol(req mcp.Request) bool {
 }
 
 // childTransport wraps the connection to a child: it counts the
-// notifications handlers have yet to pass on (see settle), and takes the
-// results of verbatim calls for itself.
+// notifications handlers have yet to pass on (see settle), and carries the
+// gateway's own calls (see childConn.call). opened hears the connection.
 type childTransport struct {
 	mcp.Transport
 	pending *atomic.Int64
+	opened  func(*childConn)
 }
 
 func (t childTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -246,56 +204,177 @@ func (t childTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &childConn{Connection: conn, pending: t.pending, waiting: map[jsonrpc.ID]*verbatim{}}, nil
+	c := &childConn{Connection: conn, pending: t.pending, calls: map[jsonrpc.ID]chan *jsonrpc.Response{}}
+	if t.opened != nil {
+		t.opened(c)
+	}
+	return c, nil
 }
 
-// childConn is a child's connection, as childTransport wraps it.
+// childConn is a child's connection, as childTransport wraps it. The SDK's
+// client reads it and writes to it as to any connection; the gateway's own
+// calls share it, under ids of their own, and their answers are taken out
+// of what the SDK reads.
 type childConn struct {
 	mcp.Connection
 	pending *atomic.Int64
 
 	mu      sync.Mutex
-	waiting map[jsonrpc.ID]*verbatim // verbatim calls written and not yet answered
+	calls   map[jsonrpc.ID]chan *jsonrpc.Response // the gateway's calls written and not yet answered
+	readErr error                                 // why reading stopped, once it has
+
+	// caller is what every request of 2026-07-28 says of its client in
+	// _meta (protocol version, client info, capabilities), as the SDK's
+	// client wrote it on this connection; nil until it wrote a request.
+	caller atomic.Pointer[map[string]json.RawMessage]
+}
+
+// callerKeys are the _meta keys of a request of 2026-07-28 that describe
+// its client.
+var callerKeys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities}
+
+// ready reports whether the connection can carry a call of the gateway's
+// own: on a link of 2026-07-28 (latest), once the SDK's client has said
+// in a request of its own who the client is, which the call says again.
+func (c *childConn) ready(latest bool) bool {
+	return !latest || c.caller.Load() != nil
 }
 
 func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if v := stateOf(ctx).wire; v != nil {
-		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && r.Method == "tools/call" {
-			// Waiting before writing: the answer may be read before Write
-			// returns.
-			v.mu.Lock()
-			v.conn, v.id = c, r.ID
-			v.mu.Unlock()
-			c.mu.Lock()
-			c.waiting[r.ID] = v
-			c.mu.Unlock()
-			err := c.Connection.Write(ctx, msg)
-			if err != nil {
-				c.mu.Lock()
-				delete(c.waiting, r.ID)
-				c.mu.Unlock()
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && c.caller.Load() == nil &&
+		bytes.Contains(r.Params, []byte(mcp.MetaKeyClientCapabilities)) {
+		var p struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		}
+		if json.Unmarshal(r.Params, &p) == nil && p.Meta[mcp.MetaKeyProtocolVersion] != nil {
+			caller := map[string]json.RawMessage{}
+			for _, k := range callerKeys {
+				if v, ok := p.Meta[k]; ok {
+					caller[k] = v
+				}
 			}
-			return err
+			c.caller.Store(&caller)
 		}
 	}
 	return c.Connection.Write(ctx, msg)
 }
 
-func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	switch m := msg.(type) {
-	case *jsonrpc.Request:
-		if !m.IsCall() && (m.Method == "notifications/message" || m.Method == "notifications/progress") {
-			c.pending.Add(1)
+// callSeq numbers the gateway's own calls on a child's connection; the ids
+// are strings, which the SDK's numbered ids can never equal.
+var callSeq atomic.Uint64
+
+// call makes a tools/call with params on the connection, as bytes the
+// gateway wrote (on a link of 2026-07-28, latest, with what it says of
+// its client), and returns the upstream's result as the upstream wrote
+// it, or its JSON-RPC error (a *jsonrpc.Error). A connection that broke
+// gives an error that is mcp.ErrConnectionClosed; a call its context ended
+// is cancelled at the upstream, as the SDK's client would.
+func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest bool) (json.RawMessage, error) {
+	if caller := c.caller.Load(); latest && caller != nil {
+		// A link of 2026-07-28: the request says who its client is, as
+		// the SDK's client would say it (see ready).
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
 		}
-	case *jsonrpc.Response:
-		c.mu.Lock()
-		v, ok := c.waiting[m.ID]
-		delete(c.waiting, m.ID)
-		c.mu.Unlock()
-		if ok && m.Error == nil && v.fill(m.Result) {
-			return &jsonrpc.Response{ID: m.ID, Error: errVerbatim}, err
+		for k, v := range *caller {
+			if _, set := params.Meta[k]; !set {
+				params.Meta[k] = v
+			}
 		}
 	}
-	return msg, err
+	if params.Arguments == nil {
+		params.Arguments = json.RawMessage("{}")
+	}
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	id, _ := jsonrpc.MakeID("interlock-" + strconv.FormatUint(callSeq.Add(1), 10))
+	answer := make(chan *jsonrpc.Response, 1)
+	c.mu.Lock()
+	if c.readErr != nil {
+		err := c.readErr
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)
+	}
+	// Waiting before writing: the answer may be read before Write returns.
+	c.calls[id] = answer
+	c.mu.Unlock()
+	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/call", Params: body}); err != nil {
+		c.forget(id)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: writing tools/call: %v", mcp.ErrConnectionClosed, err)
+	}
+	select {
+	case r := <-answer:
+		switch {
+		case r == nil:
+			c.mu.Lock()
+			err := c.readErr
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)
+		case r.Error != nil:
+			return nil, r.Error
+		}
+		return r.Result, nil
+	case <-ctx.Done():
+		c.forget(id)
+		// Best effort, and off the caller's way, as the SDK's client does.
+		go func() {
+			nctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer stop()
+			note, _ := json.Marshal(&mcp.CancelledParams{RequestID: id.Raw(), Reason: ctx.Err().Error()})
+			_ = c.Connection.Write(nctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: note})
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// forget stops waiting for the answer to the call id; a late answer goes
+// to the SDK, which drops an answer to no call of its own.
+func (c *childConn) forget(id jsonrpc.ID) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			c.broken(err)
+			return msg, err
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Request:
+			if !m.IsCall() && (m.Method == "notifications/message" || m.Method == "notifications/progress") {
+				c.pending.Add(1)
+			}
+		case *jsonrpc.Response:
+			c.mu.Lock()
+			answer, ours := c.calls[m.ID]
+			delete(c.calls, m.ID)
+			c.mu.Unlock()
+			if ours {
+				answer <- m
+				continue
+			}
+		}
+		return msg, nil
+	}
+}
+
+// broken ends every call waiting on the connection: no answer can come.
+func (c *childConn) broken(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readErr == nil {
+		c.readErr = err
+	}
+	for id, answer := range c.calls {
+		close(answer)
+		delete(c.calls, id)
+	}
 }

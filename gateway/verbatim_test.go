@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -49,73 +52,126 @@ func TestResultsTravelVerbatim(t *testing.T) {
 	}
 }
 
-// fakeConn is a connection whose reads are given by the test.
+// fakeConn is a connection whose reads are given by the test; a closed
+// reads channel is a broken connection.
 type fakeConn struct {
 	mcp.Connection
-	reads   chan jsonrpc.Message
-	written []jsonrpc.Message
+	reads chan jsonrpc.Message
+
+	mu      sync.Mutex
+	written []*jsonrpc.Request
+	wrote   chan struct{}
 }
 
-func (c *fakeConn) Read(ctx context.Context) (jsonrpc.Message, error) { return <-c.reads, nil }
+func (c *fakeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, ok := <-c.reads
+	if !ok {
+		return nil, io.EOF
+	}
+	return msg, nil
+}
 
 func (c *fakeConn) Write(_ context.Context, msg jsonrpc.Message) error {
-	c.written = append(c.written, msg)
+	c.mu.Lock()
+	c.written = append(c.written, msg.(*jsonrpc.Request))
+	c.mu.Unlock()
+	c.wrote <- struct{}{}
 	return nil
 }
 
-// TestChildConnTakesVerbatimAnswers checks what the wrapped connection to
-// a child hands the SDK for each kind of answer to a call.
-func TestChildConnTakesVerbatimAnswers(t *testing.T) {
-	id, _ := jsonrpc.MakeID(float64(7))
-	result := json.RawMessage(`{"content":[],"x":1}`)
+// TestChildConnCarriesTheGatewaysCalls checks what the wrapped connection
+// to a child does with a call of the gateway's own and with what the SDK
+// reads: the answer to the call is the caller's alone, as bytes, and
+// everything else reaches the SDK.
+func TestChildConnCarriesTheGatewaysCalls(t *testing.T) {
+	result := json.RawMessage(`{"content":[],"x":1.000000000000000001}`)
+	sdkID, _ := jsonrpc.MakeID(float64(7))
 	tests := []struct {
-		name      string
-		verbatim  bool // the call was written as a verbatim one
-		endFirst  bool // the attempt ended before the answer came
-		answer    *jsonrpc.Response
-		taken     bool // the connection kept the result for the call
-		sdkGetsIt bool // the SDK reads the answer as it came
+		name    string
+		answer  func(id jsonrpc.ID) jsonrpc.Message // nil: the connection breaks
+		cancel  bool                                // the caller gives up before the answer
+		want    string                              // the caller's result, or its error's text
+		sdkGets bool                                // the answer reaches the SDK's reader
 	}{
-		{"verbatim call answered", true, false, &jsonrpc.Response{ID: id, Result: result}, true, false},
-		{"verbatim call failed", true, false, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: -32000, Message: "no"}}, false, true},
-		{"answer after the attempt ended", true, true, &jsonrpc.Response{ID: id, Result: result}, false, true},
-		{"ordinary call", false, false, &jsonrpc.Response{ID: id, Result: result}, false, true},
+		{"answered", func(id jsonrpc.ID) jsonrpc.Message { return &jsonrpc.Response{ID: id, Result: result} }, false, string(result), false},
+		{"refused", func(id jsonrpc.ID) jsonrpc.Message {
+			return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: -32000, Message: "no"}}
+		}, false, "no", false},
+		{"broken", nil, false, mcp.ErrConnectionClosed.Error(), false},
+		{"cancelled, then answered", func(id jsonrpc.ID) jsonrpc.Message { return &jsonrpc.Response{ID: id, Result: result} }, true, context.Canceled.Error(), true},
+		{"the SDK's own call", func(jsonrpc.ID) jsonrpc.Message { return &jsonrpc.Response{ID: sdkID, Result: result} }, false, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			inner := &fakeConn{reads: make(chan jsonrpc.Message, 1)}
-			conn := &childConn{Connection: inner, pending: new(atomic.Int64), waiting: map[jsonrpc.ID]*verbatim{}}
-			v := new(verbatim)
-			v.begin()
-			ctx := context.Background()
-			if tt.verbatim {
-				ctx = withState(ctx, func(s *requestState) { s.wire = v })
+			inner := &fakeConn{reads: make(chan jsonrpc.Message, 1), wrote: make(chan struct{}, 2)}
+			conn := &childConn{Connection: inner, pending: new(atomic.Int64), calls: map[jsonrpc.ID]chan *jsonrpc.Response{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type outcome struct {
+				raw json.RawMessage
+				err error
 			}
-			if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/call"}); err != nil {
-				t.Fatal(err)
+			done := make(chan outcome, 1)
+			if tt.name != "the SDK's own call" {
+				go func() {
+					raw, err := conn.call(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{"n":1e400}`)}, false)
+					done <- outcome{raw, err}
+				}()
+				<-inner.wrote
 			}
-			if tt.endFirst {
-				v.end()
-				if len(conn.waiting) != 0 {
-					t.Errorf("the link still waits for %d answers after the attempt ended", len(conn.waiting))
+			var id jsonrpc.ID
+			inner.mu.Lock()
+			if len(inner.written) > 0 {
+				id = inner.written[0].ID
+				if got := string(inner.written[0].Params); !strings.Contains(got, `"arguments":{"n":1e400}`) {
+					t.Errorf("the call was written as %s, not with the arguments as given", got)
 				}
 			}
-			inner.reads <- tt.answer
-			got, err := conn.Read(ctx)
-			if err != nil {
-				t.Fatal(err)
+			inner.mu.Unlock()
+			if tt.cancel {
+				cancel()
+				o := <-done
+				done <- o
+				<-inner.wrote // notifications/cancelled
+				inner.mu.Lock()
+				note := inner.written[1]
+				inner.mu.Unlock()
+				if note.Method != "notifications/cancelled" || !strings.Contains(string(note.Params), fmt.Sprint(id.Raw())) {
+					t.Errorf("the upstream was told %s %s", note.Method, note.Params)
+				}
 			}
-			if (got == jsonrpc.Message(tt.answer)) != tt.sdkGetsIt {
-				t.Errorf("the SDK read %+v", got)
+			read := make(chan jsonrpc.Message, 1)
+			go func() {
+				msg, _ := conn.Read(ctx)
+				read <- msg
+			}()
+			if tt.answer == nil {
+				close(inner.reads)
+			} else {
+				inner.reads <- tt.answer(id)
 			}
-			if r, ok := got.(*jsonrpc.Response); ok && !tt.sdkGetsIt && r.Error != errVerbatim {
-				t.Errorf("the SDK read %+v, want errVerbatim in its place", r)
+			if tt.want != "" {
+				o := <-done
+				got := string(o.raw)
+				if o.err != nil {
+					got = o.err.Error()
+				}
+				if !strings.Contains(got, tt.want) {
+					t.Errorf("the call got %q, want %q", got, tt.want)
+				}
 			}
-			if raw := v.end(); (raw != nil) != tt.taken || (tt.taken && string(raw) != string(result)) {
-				t.Errorf("taken = %s", raw)
+			if tt.answer != nil && !tt.sdkGets {
+				// The SDK's reader waits for the next message, not this one.
+				inner.reads <- &jsonrpc.Request{Method: "notifications/message"}
 			}
-			if len(conn.waiting) != 0 {
-				t.Errorf("the link still waits for %d answers", len(conn.waiting))
+			msg := <-read
+			if r, isResponse := msg.(*jsonrpc.Response); isResponse != tt.sdkGets {
+				t.Errorf("the SDK read %+v", msg)
+			} else if isResponse && string(r.Result) != string(result) {
+				t.Errorf("the SDK read %s", r.Result)
+			}
+			if len(conn.calls) != 0 {
+				t.Errorf("the connection still waits for %d answers", len(conn.calls))
 			}
 		})
 	}
