@@ -61,61 +61,79 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		}
 		return err
 	}
-	key, err := approvalKey(c, digest)
+	a, asked, lapsed, err := g.requestApproval(ctx, c, d, digest)
 	if err != nil {
 		return err
+	}
+	c.approval = a.ID
+	if asked {
+		if g.onApproval != nil {
+			g.onApproval(ctx, a)
+		}
+		g.showApprovalURL(ctx, a, ex)
+	}
+	if decided, err := g.decided(ctx, c, d, a); decided {
+		return err
+	}
+	return g.pendingApproval(ctx, c, a, lapsed)
+}
+
+// requestApproval asks the store for the approval of c: the one an
+// identical call asked for before, or a new one (asked). An approval that
+// was approved but whose call came back too late is recorded and returned
+// as lapsed, and a new one is asked for in its place. A preview that says
+// the call cannot succeed ends it before anyone is asked.
+func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest string) (a *approval.Approval, asked bool, lapsed *approval.Approval, err error) {
+	key, err := approvalKey(c, digest)
+	if err != nil {
+		return nil, false, nil, err
 	}
 	timeout := d.Timeout
 	if timeout <= 0 {
 		timeout = DefaultApprovalTimeout
 	}
-	// Approvers see what the call will do; a preview that says the call
-	// cannot succeed ends it before anyone is asked.
+	// Approvers see what the call will do.
 	summary, err := g.describe(ctx, c, d)
 	if err != nil {
-		return err
+		return nil, false, nil, err
 	}
 	now := time.Now()
 	candidate := &approval.Approval{ID: approval.NewID("apr_"), Key: key, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
 		Upstream: c.Upstream, Rule: d.Rule, RuleDigest: digest, Args: g.redactedArgs(c), Summary: summary,
 		Approvers: d.Approvers, Quorum: max(d.Quorum, 1), RequirePasskey: d.RequirePasskey,
 		CreatedAt: now, ExpiresAt: now.Add(timeout), RunWithin: d.RunWithin}
-	a, err := g.approvals.Request(ctx, candidate)
-	if err != nil {
-		return storeUnavailable(c, err)
+	if a, err = g.approvals.Request(ctx, candidate); err != nil {
+		return nil, false, nil, storeUnavailable(c, err)
 	}
-	var lapsed *approval.Approval
 	if a.State(time.Now()) == approval.Lapsed {
-		// Approved, but the call came back too late: the caller is told,
-		// and this call asks anew.
 		lapsed = a
 		g.RecordEvent(ctx, &audit.Record{Event: "approval_lapsed", Tenant: a.Tenant, Principal: a.Principal, Tool: a.Tool,
 			Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Decision: audit.DecisionExpired, RuleApprovers: a.Approvers,
 			Detail: fmt.Sprintf("%s: approved, but its call did not run by %s", a.ID, a.RunBy.UTC().Format(time.RFC3339))})
 		if a, err = g.approvals.Request(ctx, candidate); err != nil {
-			return storeUnavailable(c, err)
+			return nil, false, nil, storeUnavailable(c, err)
 		}
 	}
-	c.approval = a.ID
-	if a.ID == candidate.ID {
-		if g.onApproval != nil {
-			g.onApproval(ctx, a)
-		}
-		g.showApprovalURL(ctx, a, ex)
-	}
+	return a, a.ID == candidate.ID, lapsed, nil
+}
+
+// decided is what a decided approval a means for c: an approved one is
+// consumed, exactly once, and lets the call run (err nil); a denied or
+// expired one ends it. decided is false while a waits for its approvers.
+func (g *Gate) decided(ctx context.Context, c *Call, d Decision, a *approval.Approval) (decided bool, err error) {
 	switch a.State(time.Now()) {
 	case approval.Approved:
 		if d.RequirePasskey {
 			if err := g.verifySignedVotes(ctx, a); err != nil {
-				return err
+				return true, err
 			}
 		}
 		ok, err := g.approvals.Consume(ctx, a.ID)
 		if err != nil {
-			return storeUnavailable(c, err)
+			return true, storeUnavailable(c, err)
 		}
 		if !ok {
-			return &Error{Code: CodeConsentTokenInvalid,
+			return true, &Error{Code: CodeConsentTokenInvalid,
 				Message: fmt.Sprintf("The approval %s was already used by an identical call, or its time to run ran out; this one did not run.", a.ID),
 				Hint:    fmt.Sprintf("Call %s again to ask for a new approval, if the user still wants it to run.", c.Tool)}
 		}
@@ -123,20 +141,27 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 		for _, v := range a.Approvals {
 			c.approvers = append(c.approvers, v.Principal)
 		}
-		return nil
+		return true, nil
 	case approval.Denied:
 		reason := ""
 		if a.Denial.Reason != "" {
 			reason = " Their reason: " + clip(a.Denial.Reason)
 		}
-		return &Error{Code: CodeDeclined,
+		return true, &Error{Code: CodeDeclined,
 			Message: fmt.Sprintf("%s denied %s; nothing ran.%s", a.Denial.Principal, c.Tool, reason),
 			Hint:    fmt.Sprintf("The approver refused: do not call %s again unless the user gives new instructions.", c.Tool)}
 	case approval.Expired:
-		return &Error{Code: CodeCancelled,
+		return true, &Error{Code: CodeCancelled,
 			Message: fmt.Sprintf("Nobody decided the approval of %s before %s; nothing ran.", c.Tool, a.ExpiresAt.UTC().Format(time.RFC3339)),
 			Hint:    "Ask the user whether to proceed; calling again asks the approvers anew."}
 	}
+	return false, nil
+}
+
+// pendingApproval is the answer to c while a waits for its approvers:
+// APPROVAL_PENDING, with where to decide it, or what to start when no
+// console runs; lapsed is the approval a replaced, if any.
+func (g *Gate) pendingApproval(ctx context.Context, c *Call, a, lapsed *approval.Approval) error {
 	wait := time.Until(a.ExpiresAt)
 	url := g.approvalURL(ctx, a.ID)
 	hint := fmt.Sprintf("Tell the user the call waits for approval (show them approval_url), then call %s again with the same "+
