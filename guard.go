@@ -40,8 +40,10 @@ var confirmTokenSchema = map[string]any{
 // input schema.
 func (g *Gate) Advertise(t *mcp.Tool, upstream string, h Hints) (*mcp.Tool, error) {
 	out := *t
-	title := t.Title
-	if t.Annotations != nil && t.Annotations.Title != "" {
+	// The annotations state every hint the gate decides on; a title is
+	// theirs only where the upstream wrote one there.
+	title := ""
+	if t.Annotations != nil {
 		title = t.Annotations.Title
 	}
 	out.Annotations = h.Annotations(title)

@@ -141,7 +141,7 @@ const isErrorBody = (s) =>
   Array.isArray(s?.required) && ['code', 'retriable', 'message', 'recovery_hint'].every((k) => s.required.includes(k));
 
 // The gate's deliberate changes to a tool: the annotations state every hint
-// (so an unstated one takes its stricter spec default) and the title; the
+// (so an unstated one takes its stricter spec default), and nothing else; the
 // input schema may gain the meta-arguments of the rule's mode; an output
 // schema is widened to admit interlock's error body (anyOf [own, error]).
 // Every other field must be as the upstream sent it.
@@ -172,9 +172,12 @@ function compareTools(direct, through) {
     for (const k of Object.keys(t)) {
       if (k !== 'annotations') assert.ok(k in d, `${d.name}: ${k} was added`);
     }
-    // Every hint the upstream stated is kept; the gate only adds.
+    // Every hint the upstream stated is kept; the gate only adds hints.
     for (const [k, v] of Object.entries(d.annotations ?? {})) {
       assert.deepEqual(t.annotations?.[k], v, `${d.name}: annotations.${k}`);
+    }
+    for (const k of Object.keys(t.annotations ?? {})) {
+      assert.ok(k.endsWith('Hint') || k in (d.annotations ?? {}), `${d.name}: annotations.${k} was added`);
     }
   }
 }
