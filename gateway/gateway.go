@@ -147,21 +147,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 		pinned: map[upstreamTool]interlock.Hints{}, shadowing: shadowRecorder{slots: make(chan struct{}, maxShadowRecords)}}
 	g.running.Store(runningOf(f))
 	g.tools.Store(&toolTable{})
-	gateOpts := opts.Gate
-	gateOpts.Logger = log
-	gateOpts.MaxArgumentBytes = f.MaxArgumentBytes
-	gateOpts.Identify = identify
-	gateOpts.Meter = meterOf(opts.Metrics)
-	gateOpts.ApprovalURL = approvalURL(opts.PublicURL)
-	gateOpts.FindApprovalURL = func(ctx context.Context) string {
-		if opts.FindConsole == nil {
-			return ""
-		}
-		return approvalURL(opts.FindConsole(ctx))
-	}
-	gateOpts.OnApproval = g.heardApproval(opts.Gate.OnApproval)
-	gateOpts.CompileCondition = policy.CompileCondition
-	gateOpts.Identities = g.currentIdentity
+	gateOpts := g.gateOptions(f, opts)
 	gate, err := interlock.NewGate(g.decider(f), &gateOpts)
 	if err != nil {
 		return nil, err
@@ -178,12 +164,46 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
 	g.console = g.newConsole(opts, sealing)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
-	g.server = mcp.NewServer(g.impl, &mcp.ServerOptions{
+	g.server = g.newServer()
+	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
+	g.life, g.stop = context.WithCancel(context.Background())
+	for _, cfg := range f.Upstreams {
+		g.upstreams = append(g.upstreams, g.newUpstream(cfg, f.Path, opts, hooks))
+	}
+	g.metrics, g.probes, g.drift = opts.Metrics, opts.Probes, opts.Drift
+	return g, nil
+}
+
+// gateOptions are the caller's options for the gate with what the
+// gateway provides: identities, the approval URL, metrics, conditions.
+func (g *Gateway) gateOptions(f *config.File, opts Options) interlock.GateOptions {
+	gateOpts := opts.Gate
+	gateOpts.Logger = g.log
+	gateOpts.MaxArgumentBytes = f.MaxArgumentBytes
+	gateOpts.Identify = identify
+	gateOpts.Meter = meterOf(opts.Metrics)
+	gateOpts.ApprovalURL = approvalURL(opts.PublicURL)
+	gateOpts.FindApprovalURL = func(ctx context.Context) string {
+		if opts.FindConsole == nil {
+			return ""
+		}
+		return approvalURL(opts.FindConsole(ctx))
+	}
+	gateOpts.OnApproval = g.heardApproval(opts.Gate.OnApproval)
+	gateOpts.CompileCondition = policy.CompileCondition
+	gateOpts.Identities = g.currentIdentity
+	return gateOpts
+}
+
+// newServer is the go-sdk server that serves every client session, with
+// the gateway's middleware in the order a request meets it.
+func (g *Gateway) newServer() *mcp.Server {
+	server := mcp.NewServer(g.impl, &mcp.ServerOptions{
 		Instructions: "Tools behind interlock may answer with a structured error instead of running: read its code and " +
 			"follow its recovery_hint. Destructive tools need the user's explicit consent before you confirm them.",
 		// The SDK reports every session at info level; the gateway's own
 		// records are the ones an operator reads.
-		Logger:   slog.New(quieter{log.Handler()}),
+		Logger:   slog.New(quieter{g.log.Handler()}),
 		HasTools: true,
 		// The lists are the upstreams' and offered tells clients which
 		// there are; the SDK must still know that there may be prompts and
@@ -195,38 +215,38 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
-	g.server.AddReceivingMiddleware(boundToRequest)
-	g.server.AddReceivingMiddleware(g.passThrough)
-	g.server.AddReceivingMiddleware(g.tenantView)
-	g.server.AddReceivingMiddleware(g.verbatimResults)
-	g.server.AddReceivingMiddleware(g.toolFields)
+	server.AddReceivingMiddleware(boundToRequest)
+	server.AddReceivingMiddleware(g.passThrough)
+	server.AddReceivingMiddleware(g.tenantView)
+	server.AddReceivingMiddleware(g.verbatimResults)
+	server.AddReceivingMiddleware(g.toolFields)
 	// Innermost, so that what subscribes a stream again goes to the SDK.
-	g.server.AddReceivingMiddleware(g.listens.receiving)
-	g.server.AddSendingMiddleware(g.listens.sending)
-	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
-	life, stop := context.WithCancel(context.Background())
-	g.life, g.stop = life, stop
-	for _, cfg := range f.Upstreams {
-		u := &upstream{cfg: cfg, file: f.Path, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks, life: life}
-		u.onEvent = func(name, detail string) {
-			// The operator reads the log first; the audit and metrics count.
-			log.Warn("upstream event", "event", name, "upstream", cfg.Name, "detail", detail)
-			g.event(context.Background(), name, &audit.Record{Upstream: cfg.Name, Detail: detail})
-		}
-		if opts.Metrics != nil {
-			u.onUp = func(up bool) { opts.Metrics.UpstreamUp(cfg.Name, up) }
-			u.onDropped = func() { opts.Metrics.Event("upstream_log_dropped") }
-		}
-		u.guard = resilience.New(guardConfig(cfg), transient, func(state string) {
-			log.Warn("upstream circuit changed", "upstream", cfg.Name, "state", state)
-			if opts.Metrics != nil {
-				opts.Metrics.Breaker(cfg.Name, state)
-			}
-		})
-		g.upstreams = append(g.upstreams, u)
+	server.AddReceivingMiddleware(g.listens.receiving)
+	server.AddSendingMiddleware(g.listens.sending)
+	return server
+}
+
+// newUpstream is the upstream of cfg (defined in file), whose events,
+// circuit and state go to the gateway's log, audit and metrics.
+func (g *Gateway) newUpstream(cfg *config.Upstream, file string, opts Options, hooks upstreamHooks) *upstream {
+	log := g.log
+	u := &upstream{cfg: cfg, file: file, version: opts.Version, logger: log, onToolsChanged: g.refreshLogged, hooks: hooks, life: g.life}
+	u.onEvent = func(name, detail string) {
+		// The operator reads the log first; the audit and metrics count.
+		log.Warn("upstream event", "event", name, "upstream", cfg.Name, "detail", detail)
+		g.event(context.Background(), name, &audit.Record{Upstream: cfg.Name, Detail: detail})
 	}
-	g.metrics, g.probes, g.drift = opts.Metrics, opts.Probes, opts.Drift
-	return g, nil
+	if opts.Metrics != nil {
+		u.onUp = func(up bool) { opts.Metrics.UpstreamUp(cfg.Name, up) }
+		u.onDropped = func() { opts.Metrics.Event("upstream_log_dropped") }
+	}
+	u.guard = resilience.New(guardConfig(cfg), transient, func(state string) {
+		log.Warn("upstream circuit changed", "upstream", cfg.Name, "state", state)
+		if opts.Metrics != nil {
+			opts.Metrics.Breaker(cfg.Name, state)
+		}
+	})
+	return u
 }
 
 // heardApproval is the gate's OnApproval: the console's pages, which show

@@ -98,26 +98,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	// around them, so an oversized call gets the gate's VALIDATION_FAILED,
 	// not a bare 413.
 	maxBody := max(int64(g.config().MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
-	streamable := func(stateless bool) http.Handler {
-		return mcp.NewStreamableHTTPHandler(
-			func(*http.Request) *mcp.Server { return g.server },
-			&mcp.StreamableHTTPOptions{
-				Stateless:                    stateless,
-				Logger:                       g.log,
-				MaxRequestBodyBytes:          maxBody,
-				PropagateRequestCancellation: true,
-				// The lane keeps the idle timeout of sessions, since some of
-				// their requests never reach the SDK.
-			},
-		)
-	}
-	mcpHandler := g.stateless.wrap(g.newLane(0).wrapStateless(streamable(true)))
-	if !stateless {
-		sessions := g.newLane(g.config().HTTP.SessionIdleTimeout).wrap(
-			newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server, g.sessionRefused).wrap(streamable(false)))
-		mcpHandler = byGeneration(sessions, mcpHandler)
-	}
-	mcpHandler = mcpEnvelope(maxBody, mcpHandler)
+	mcpHandler := g.mcpHandler(stateless, maxBody)
 	rest := g.restHandler()
 	var metricsHandler http.Handler
 	if g.metrics != nil {
@@ -144,76 +125,8 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 			mux.Handle(p, g.metadataHandler())
 		}
 	}
-	// With authentication configured, only the operator learns what is
-	// behind the gateway: a caller holding a key or a valid access token
-	// of a tenant that sees every upstream and tool (see seesAll). A
-	// health check by anyone else gets the status.
-	operator := func(r *http.Request) bool {
-		if !g.config().Auth.Configured() {
-			return true
-		}
-		credential, _ := bearerCredential(r)
-		ti, err := g.authn.verify(r.Context(), credential)
-		if err != nil {
-			unprovenConn(r.Context())
-			return false
-		}
-		proveConn(r.Context())
-		return seesAll(g.config(), approverOf(ti).Tenant)
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !operator(r) {
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-			return
-		}
-		counts := g.ToolCounts()
-		names := make([]string, 0, len(counts))
-		for n := range counts {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		type up struct {
-			Name  string `json:"name"`
-			Tools int    `json:"tools"`
-		}
-		body := struct {
-			Status    string `json:"status"`
-			DryRun    bool   `json:"dry_run"`
-			Upstreams []up   `json:"upstreams"`
-		}{Status: "ok", DryRun: g.gate.DryRun()}
-		for _, n := range names {
-			body.Upstreams = append(body.Upstreams, up{n, counts[n]})
-		}
-		writeJSON(w, http.StatusOK, body)
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		full := operator(r)
-		notReady := g.Ready(r.Context())
-		body := struct {
-			Status   string     `json:"status"`
-			NotReady []NotReady `json:"not_ready,omitempty"`
-			Drift    string     `json:"drift,omitempty"`
-			// Warnings do not take a gateway out of rotation either;
-			// they name the file's lines, for the operator alone.
-			Warnings []string `json:"warnings,omitempty"`
-		}{Status: "ready"}
-		if full {
-			body.Warnings = g.Warnings()
-		}
-		// Gateways that drifted apart still serve: drift is for the
-		// operator to read, never a reason to take one out of rotation.
-		if g.drift != nil && full {
-			body.Drift = g.drift(r.Context())
-		}
-		status := http.StatusOK
-		if len(notReady) > 0 {
-			body.Status, status = "not ready", http.StatusServiceUnavailable
-			if full {
-				body.NotReady = notReady
-			}
-		}
-		writeJSON(w, status, body)
-	})
+	mux.HandleFunc("GET /healthz", g.healthz)
+	mux.HandleFunc("GET /readyz", g.readyz)
 	// Every request's connection learns whether it authenticated by the
 	// time its handler returns, at the latest: what the server reads after
 	// (the rest of a body it discards) is read for a caller without one.
@@ -221,6 +134,112 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		defer unprovenConn(r.Context())
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// mcpHandler serves MCP over streamable HTTP: requests without a session
+// (and, unless stateless, sessions beside them), the lane in front of the
+// SDK's handler for each, in one envelope that reads a POST's messages
+// once.
+func (g *Gateway) mcpHandler(stateless bool, maxBody int64) http.Handler {
+	streamable := func(stateless bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(
+			func(*http.Request) *mcp.Server { return g.server },
+			&mcp.StreamableHTTPOptions{
+				Stateless:                    stateless,
+				Logger:                       g.log,
+				MaxRequestBodyBytes:          maxBody,
+				PropagateRequestCancellation: true,
+				// The lane keeps the idle timeout of sessions, since some of
+				// their requests never reach the SDK.
+			},
+		)
+	}
+	h := g.stateless.wrap(g.newLane(0).wrapStateless(streamable(true)))
+	if !stateless {
+		sessions := g.newLane(g.config().HTTP.SessionIdleTimeout).wrap(
+			newSessionCap(g.config().HTTP.MaxSessionsPerPrincipal, g.server, g.sessionRefused).wrap(streamable(false)))
+		h = byGeneration(sessions, h)
+	}
+	return mcpEnvelope(maxBody, h)
+}
+
+// isOperator reports whether r comes from the operator. With
+// authentication configured, only the operator learns what is behind the
+// gateway: a caller holding a key or a valid access token of a tenant that
+// sees every upstream and tool (see seesAll). A health check by anyone
+// else gets the status.
+func (g *Gateway) isOperator(r *http.Request) bool {
+	if !g.config().Auth.Configured() {
+		return true
+	}
+	credential, _ := bearerCredential(r)
+	ti, err := g.authn.verify(r.Context(), credential)
+	if err != nil {
+		unprovenConn(r.Context())
+		return false
+	}
+	proveConn(r.Context())
+	return seesAll(g.config(), approverOf(ti).Tenant)
+}
+
+// healthz says the gateway is up, and to the operator its dry run and
+// each upstream's count of tools.
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	if !g.isOperator(r) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
+	counts := g.ToolCounts()
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	type up struct {
+		Name  string `json:"name"`
+		Tools int    `json:"tools"`
+	}
+	body := struct {
+		Status    string `json:"status"`
+		DryRun    bool   `json:"dry_run"`
+		Upstreams []up   `json:"upstreams"`
+	}{Status: "ok", DryRun: g.gate.DryRun()}
+	for _, n := range names {
+		body.Upstreams = append(body.Upstreams, up{n, counts[n]})
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// readyz says whether the gateway can serve, 503 when not; the operator
+// also reads what is not ready, the drift between gateways sharing a
+// store, and the file's warnings.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	full := g.isOperator(r)
+	notReady := g.Ready(r.Context())
+	body := struct {
+		Status   string     `json:"status"`
+		NotReady []NotReady `json:"not_ready,omitempty"`
+		Drift    string     `json:"drift,omitempty"`
+		// Warnings do not take a gateway out of rotation either;
+		// they name the file's lines, for the operator alone.
+		Warnings []string `json:"warnings,omitempty"`
+	}{Status: "ready"}
+	if full {
+		body.Warnings = g.Warnings()
+	}
+	// Gateways that drifted apart still serve: drift is for the
+	// operator to read, never a reason to take one out of rotation.
+	if g.drift != nil && full {
+		body.Drift = g.drift(r.Context())
+	}
+	status := http.StatusOK
+	if len(notReady) > 0 {
+		body.Status, status = "not ready", http.StatusServiceUnavailable
+		if full {
+			body.NotReady = notReady
+		}
+	}
+	writeJSON(w, status, body)
 }
 
 // operatorOnly serves h to a caller whose credential, verified by
