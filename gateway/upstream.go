@@ -244,7 +244,7 @@ func (u *upstream) transport(shared bool) (t mcp.Transport, what string, stderr 
 	}
 	cmd.Stderr = stderr
 	inOwnGroup(cmd)
-	return groupTransport{Transport: &mcp.CommandTransport{Command: cmd}, cmd: cmd}, what, stderr
+	return groupTransport{Transport: pipeTransport{cmd: cmd}, cmd: cmd}, what, stderr
 }
 
 // describe says whether the upstream is a child, and names it for
