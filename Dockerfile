@@ -26,7 +26,8 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}"
  && mkdir -p /out/data /out/tmp \
  && chmod 1777 /out/tmp
 
-# Nothing but what the binary reads: no shell, no package manager, no libc.
+# Nothing but what the binary reads: no shell, no package manager, no libc
+# (time zones are built into the binary).
 FROM scratch
 # CA certificates for rediss://, PostgreSQL over TLS, HTTPS upstreams,
 # webhooks and the OAuth issuer.

@@ -19,6 +19,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// Time zones a rule's condition names are read from the binary: the
+	// image (FROM scratch) and some hosts have no zoneinfo.
+	_ "time/tzdata"
 )
 
 // version is reported to clients and upstreams, and by interlock version.
