@@ -244,30 +244,60 @@ func TestUpstreamThatDiesIsRestarted(t *testing.T) {
 	}
 }
 
+// TestToolListChangesAreMirrored: an upstream that adds a tool during a
+// call announces it, and every way a client comes in hears the change and
+// can call the tool. A client of 2025-11-25 on a session calls through the
+// link of its protocol, whose child is not the shared link's: the change
+// must be read from the link that announced it.
 func TestToolListChangesAreMirrored(t *testing.T) {
-	gw := start(t, testConfig(t, "", "fx"), "")
-	changed := make(chan struct{}, 10)
-	cs := client(t, gw, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-		changed <- struct{}{}
-	}})
-	if _, ok := listTools(t, cs)["late_tool"]; ok {
-		t.Fatal("late_tool listed before it exists")
+	ways := []struct {
+		name    string
+		connect func(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession
+	}{
+		{"in memory", func(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession { return client(t, gw, opts) }},
+		{"http 2025-11-25", httpClient("2025-11-25")},
+		{"http 2026-07-28", httpClient("2026-07-28")},
 	}
-	call(t, cs, "grow", map[string]any{})
-	deadline := time.After(10 * time.Second)
-	for {
-		if _, ok := listTools(t, cs)["late_tool"]; ok {
-			break
-		}
-		select {
-		case <-changed:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("late_tool never appeared")
-		}
+	for _, way := range ways {
+		t.Run(way.name, func(t *testing.T) {
+			gw := start(t, testConfig(t, "", "fx"), "")
+			changed := make(chan struct{}, 10)
+			cs := way.connect(t, gw, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				changed <- struct{}{}
+			}})
+			if _, ok := listTools(t, cs)["late_tool"]; ok {
+				t.Fatal("late_tool listed before it exists")
+			}
+			call(t, cs, "grow", map[string]any{})
+			select {
+			case <-changed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notifications/tools/list_changed within 10 s")
+			}
+			if _, ok := listTools(t, cs)["late_tool"]; !ok {
+				t.Fatal("late_tool is not listed after the change")
+			}
+			if res := call(t, cs, "late_tool", map[string]any{}); res.IsError {
+				t.Errorf("late_tool: %+v", res)
+			}
+		})
 	}
-	if res := call(t, cs, "late_tool", map[string]any{}); res.IsError {
-		t.Errorf("late_tool: %+v", res)
+}
+
+// httpClient connects a client of protocol version to gw over streamable
+// HTTP.
+func httpClient(version string) func(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession {
+	return func(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession {
+		t.Helper()
+		srv := httptest.NewServer(gw.Handler(false))
+		t.Cleanup(srv.Close)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
 	}
 }
 

@@ -237,14 +237,12 @@ func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
 		Logger: u.log().With("upstream", u.cfg.Name),
 	}
 	// A change announced on any link is mirrored from that link, so a
-	// client whose own child changed its tools sees them; hints can only
-	// tighten whichever link announces them.
+	// client whose own child changed its tools sees them, and so do the
+	// clients of the link of an earlier protocol (see pushLink), whose
+	// child is not the shared link's; hints can only tighten whichever
+	// link announces them.
 	opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) {
-		via := req.Session
-		if peer == nil {
-			via = nil
-		}
-		go u.onToolsChanged(u, via)
+		go u.onToolsChanged(u, req.Session)
 	}
 	if peer == nil {
 		// The shared link watches the other lists for every client; a
