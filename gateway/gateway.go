@@ -215,15 +215,16 @@ func (g *Gateway) newServer() *mcp.Server {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
-	server.AddReceivingMiddleware(boundToRequest)
-	server.AddReceivingMiddleware(g.passThrough)
-	server.AddReceivingMiddleware(g.tenantView)
-	server.AddReceivingMiddleware(g.verbatimResults)
-	server.AddReceivingMiddleware(g.toolFields)
-	// Innermost, so that what subscribes a stream again goes to the SDK.
-	server.AddReceivingMiddleware(g.listens.receiving)
+	server.AddReceivingMiddleware(g.receiving()...)
 	server.AddSendingMiddleware(g.listens.sending)
 	return server
+}
+
+// receiving is the gateway's middleware for what clients send, outermost
+// first. The SDK's server and the lane (which serves tools/call without
+// it) both run this one list, so nothing added here can skip the lane.
+func (g *Gateway) receiving() []mcp.Middleware {
+	return []mcp.Middleware{g.listens.receiving, g.toolFields, g.verbatimResults, g.tenantView, g.passThrough, boundToRequest}
 }
 
 // newUpstream is the upstream of cfg (defined in file), whose events,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -104,8 +105,11 @@ func (g *Gateway) newLane(timeout time.Duration) *lane {
 		}
 		return res, err
 	}
-	// The gateway's own middleware, in the order the SDK's server runs it.
-	l.chain = g.verbatimResults(g.tenantView(g.passThrough(final)))
+	// The gateway's own middleware, as the SDK's server runs it.
+	l.chain = final
+	for _, m := range slices.Backward(g.receiving()) {
+		l.chain = m(l.chain)
+	}
 	return l
 }
 
