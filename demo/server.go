@@ -47,11 +47,21 @@ type refundArguments struct {
 
 const instructions = `Demo billing and operations back office. Customers (acct_…) are on plans free < pro < scale; invoices (inv_…) belong to customers; services have releases deployed to staging and production. Read with list_customers, get_customer, list_invoices and get_service before changing anything; quote_refund, quote_plan_change and preview_reminder check a change and show what it would do without doing it. Amounts are dollars.`
 
-// NewServer returns an MCP server exposing the demo back office's tools.
+// NewServer returns an MCP server exposing the demo back office's tools:
+// first those that read, then those that show what a change would do
+// without doing it, then those that change something.
 func NewServer(db *DB) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "interlock-demo", Title: "Interlock demo back office", Version: "1.0.0"},
 		&mcp.ServerOptions{Instructions: instructions})
+	addReadingTools(s, db)
+	addPreviewTools(s, db)
+	addWritingTools(s, db)
+	return s
+}
 
+// addReadingTools adds the tools that read the back office: customers,
+// their invoices, and services.
+func addReadingTools(s *mcp.Server, db *DB) {
 	addTool(s, &mcp.Tool{
 		Name:        "list_customers",
 		Title:       "List customers",
@@ -84,6 +94,12 @@ func NewServer(db *DB) *mcp.Server {
 	}, func(ctx context.Context, in serviceArguments) (any, error) {
 		return db.service(ctx, in.Service)
 	})
+}
+
+// addPreviewTools adds the read-only tools that check a change and show
+// what it would do, failing as the change would: the previews that
+// interlock's rules call before a human confirms the change.
+func addPreviewTools(s *mcp.Server, db *DB) {
 	addTool(s, &mcp.Tool{
 		Name:        "preview_reminder",
 		Title:       "Preview payment reminder",
@@ -109,6 +125,11 @@ func NewServer(db *DB) *mcp.Server {
 	}, func(ctx context.Context, in refundArguments) (any, error) {
 		return db.quoteRefund(ctx, in.InvoiceID, in.Amount)
 	})
+}
+
+// addWritingTools adds the tools that change something: an email sent,
+// a customer deleted, a plan changed, a release promoted, a refund paid.
+func addWritingTools(s *mcp.Server, db *DB) {
 	addTool(s, &mcp.Tool{
 		Name:        "send_reminder",
 		Title:       "Send payment reminder",
@@ -160,7 +181,6 @@ func NewServer(db *DB) *mcp.Server {
 	}, func(ctx context.Context, in refundArguments) (any, error) {
 		return db.refundInvoice(ctx, in.InvoiceID, in.Amount)
 	})
-	return s
 }
 
 // addTool registers run as a typed tool. Out is any so that an error
