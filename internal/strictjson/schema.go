@@ -46,100 +46,132 @@ func compileArgSchema(schema any) *argSchema {
 	return compileObject(m)
 }
 
+// compileObject compiles one schema object, and each it holds (a
+// property's, the items'); nil when any of them uses a keyword the fast
+// path does not cover, or writes one in a form it does not read.
 func compileObject(m map[string]any) *argSchema {
 	s := &argSchema{}
-	number := func(v any) (*float64, bool) {
-		f, ok := v.(float64)
-		return &f, ok
-	}
-	length := func(v any) (*int, bool) {
-		f, ok := v.(float64)
-		n := int(f)
-		return &n, ok && f == math.Trunc(f) && f >= 0
-	}
 	for k, v := range m {
-		ok := true
-		switch k {
-		case "type":
-			switch t := v.(type) {
-			case string:
-				s.types = []string{t}
-			case []any:
-				for _, e := range t {
-					name, isString := e.(string)
-					ok = ok && isString
-					s.types = append(s.types, name)
-				}
-			default:
-				ok = false
-			}
-		case "properties":
-			props, isMap := v.(map[string]any)
-			ok = isMap
-			s.properties = make(map[string]*argSchema, len(props))
-			for name, p := range props {
-				pm, isMap := p.(map[string]any)
-				if !isMap {
-					return nil
-				}
-				sub := compileObject(pm)
-				if sub == nil {
-					return nil
-				}
-				s.properties[name] = sub
-				s.names = append(s.names, name)
-			}
-			sort.Strings(s.names)
-		case "required":
-			list, isList := v.([]any)
-			ok = isList
-			for _, e := range list {
-				name, isString := e.(string)
-				ok = ok && isString
-				s.required = append(s.required, name)
-			}
-			sort.Strings(s.required)
-		case "additionalProperties":
-			closed, isBool := v.(bool)
-			ok = isBool
-			s.closed = !closed
-		case "enum":
-			list, isList := v.([]any)
-			ok = isList
-			for _, e := range list {
-				switch e.(type) {
-				case map[string]any, []any:
-					ok = false
-				}
-			}
-			s.enum = list
-		case "items":
-			im, isMap := v.(map[string]any)
-			if !isMap {
-				return nil
-			}
-			s.items = compileObject(im)
-			ok = s.items != nil
-		case "minimum":
-			s.min, ok = number(v)
-		case "maximum":
-			s.max, ok = number(v)
-		case "exclusiveMinimum":
-			s.exclMin, ok = number(v)
-		case "exclusiveMaximum":
-			s.exclMax, ok = number(v)
-		case "minLength":
-			s.minLen, ok = length(v)
-		case "maxLength":
-			s.maxLen, ok = length(v)
-		default:
-			ok = annotationKeywords[k]
-		}
-		if !ok {
+		if !s.compileKeyword(k, v) {
 			return nil
 		}
 	}
 	return s
+}
+
+// compileKeyword sets what the keyword k says, and reports whether the
+// fast path covers it as written: an annotation changes nothing, and any
+// other keyword sends the whole schema to jsonschema-go.
+func (s *argSchema) compileKeyword(k string, v any) bool {
+	ok := true
+	switch k {
+	case "type":
+		switch t := v.(type) {
+		case string:
+			s.types = []string{t}
+		case []any:
+			s.types, ok = stringsOf(t)
+		default:
+			ok = false
+		}
+	case "properties":
+		props, isMap := v.(map[string]any)
+		if !isMap {
+			return false
+		}
+		s.properties, s.names, ok = compileProperties(props)
+	case "required":
+		list, isList := v.([]any)
+		s.required, ok = stringsOf(list)
+		ok = ok && isList
+		sort.Strings(s.required)
+	case "additionalProperties":
+		closed, isBool := v.(bool)
+		ok = isBool
+		s.closed = !closed
+	case "enum":
+		list, isList := v.([]any)
+		ok = isList && !slices.ContainsFunc(list, structured)
+		s.enum = list
+	case "items":
+		im, isMap := v.(map[string]any)
+		if !isMap {
+			return false
+		}
+		s.items = compileObject(im)
+		ok = s.items != nil
+	case "minimum":
+		s.min, ok = numberOf(v)
+	case "maximum":
+		s.max, ok = numberOf(v)
+	case "exclusiveMinimum":
+		s.exclMin, ok = numberOf(v)
+	case "exclusiveMaximum":
+		s.exclMax, ok = numberOf(v)
+	case "minLength":
+		s.minLen, ok = lengthOf(v)
+	case "maxLength":
+		s.maxLen, ok = lengthOf(v)
+	default:
+		ok = annotationKeywords[k]
+	}
+	return ok
+}
+
+// compileProperties compiles the schema of each property, and lists
+// their names sorted, for a stable report order; ok is false when one is
+// not an object or does not compile.
+func compileProperties(props map[string]any) (properties map[string]*argSchema, names []string, ok bool) {
+	properties = make(map[string]*argSchema, len(props))
+	for name, p := range props {
+		pm, isMap := p.(map[string]any)
+		if !isMap {
+			return nil, nil, false
+		}
+		sub := compileObject(pm)
+		if sub == nil {
+			return nil, nil, false
+		}
+		properties[name] = sub
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return properties, names, true
+}
+
+// stringsOf reads a list of type names or property names; ok is false
+// when one is not a string.
+func stringsOf(list []any) (names []string, ok bool) {
+	ok = true
+	for _, e := range list {
+		name, isString := e.(string)
+		ok = ok && isString
+		names = append(names, name)
+	}
+	return names, ok
+}
+
+// structured reports whether an enum value is an object or an array,
+// which the fast path does not compare.
+func structured(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
+}
+
+// numberOf reads a numeric bound.
+func numberOf(v any) (*float64, bool) {
+	f, ok := v.(float64)
+	return &f, ok
+}
+
+// lengthOf reads a length bound: a whole number, 0 or more.
+func lengthOf(v any) (*int, bool) {
+	f, ok := v.(float64)
+	n := int(f)
+	return &n, ok && f == math.Trunc(f) && f >= 0
 }
 
 func typeOf(v any) string {
