@@ -32,90 +32,130 @@ type OfferedTool struct {
 // INTERNAL_ERROR), and a preview argument, type_back or choice that names
 // an argument the tools it applies to do not take.
 func (p *Policy) CheckTools(tools []OfferedTool) LoadErrors {
-	byName := make(map[string]OfferedTool, len(tools))
+	c := &toolCheck{path: p.Path, tools: tools, byName: make(map[string]OfferedTool, len(tools))}
 	for _, t := range tools {
-		byName[t.Name] = t
+		c.byName[t.Name] = t
 	}
-	var errs LoadErrors
 	for _, t := range p.Tenants {
-		for i, re := range t.globs {
-			if !slices.ContainsFunc(tools, func(o OfferedTool) bool { return re.MatchString(o.Name) }) {
-				errs = append(errs, LoadError{File: p.Path, Line: t.at(fmt.Sprintf("tools[%d]", i)), Msg: fmt.Sprintf(
-					"tenant %q: tool glob %q matches no tool that the upstreams offer%s", t.Name, t.Tools[i], nearest(t.Tools[i], tools))})
-			}
-		}
+		c.tenantGlobs(t)
 	}
 	for _, r := range slices.Concat(p.ruleLists()...) {
-		add := func(key, format string, args ...any) {
-			errs = append(errs, LoadError{File: p.Path, Line: r.at(key), Msg: fmt.Sprintf("rule %q: ", r.Name) + fmt.Sprintf(format, args...)})
-		}
-		for i, re := range r.globs {
-			if !slices.ContainsFunc(tools, func(t OfferedTool) bool {
-				return (r.Match.Upstream == "" || r.Match.Upstream == t.Upstream) && re.MatchString(t.Name)
-			}) {
-				add(fmt.Sprintf("match.tools[%d]", i), "tool glob %q matches no tool %s%s", r.Match.Tools[i], offeredBy(r.Match.Upstream), nearest(r.Match.Tools[i], tools))
-			}
-		}
+		c.ruleGlobs(r)
 		var matched []OfferedTool
 		for _, t := range tools {
 			if r.matchesTool(t.Name, t.Upstream, t.Hints) {
 				matched = append(matched, t)
 			}
 		}
-		if p := r.Preview; p != nil && p.Tool != "" {
-			t, offered := byName[p.Tool]
-			switch {
-			case !offered:
-				add("preview.tool", "preview tool %q is not offered by any upstream, so every call the rule gates would fail (INTERNAL_ERROR)%s", p.Tool, nearest(p.Tool, tools))
-			case !t.Hints.ReadOnly:
-				add("preview.tool", "preview tool %q is not read-only, so it is refused as a preview (INTERNAL_ERROR): name a read-only tool, or, if it only reads, "+
-					"give it annotations: {readOnlyHint: true} in a rule that matches it", p.Tool)
-			default:
-				for _, name := range slices.Sorted(maps.Keys(p.Args)) {
-					if !slices.Contains(t.Arguments, name) {
-						add("preview.args."+name, "preview argument %s is not an argument of %s (%s)", name, p.Tool, argumentList(t))
-					}
-				}
-			}
+		c.previewTool(r)
+		c.argumentsRead(r, matched)
+		c.formArguments(r, matched)
+	}
+	slices.SortStableFunc(c.errs, func(a, b LoadError) int { return a.Line - b.Line })
+	return c.errs
+}
+
+// toolCheck is one run of CheckTools: the tools the upstreams offer, and
+// what was found wrong so far, in the order found.
+type toolCheck struct {
+	path   string
+	tools  []OfferedTool
+	byName map[string]OfferedTool
+	errs   LoadErrors
+}
+
+// fail records a problem of the rule r, at the line of its key.
+func (c *toolCheck) fail(r *Rule, key, format string, args ...any) {
+	c.errs = append(c.errs, LoadError{File: c.path, Line: r.at(key), Msg: fmt.Sprintf("rule %q: ", r.Name) + fmt.Sprintf(format, args...)})
+}
+
+// tenantGlobs checks that each glob of a tenant's allowlist matches a
+// tool that some upstream offers.
+func (c *toolCheck) tenantGlobs(t *Tenant) {
+	for i, re := range t.globs {
+		if !slices.ContainsFunc(c.tools, func(o OfferedTool) bool { return re.MatchString(o.Name) }) {
+			c.errs = append(c.errs, LoadError{File: c.path, Line: t.at(fmt.Sprintf("tools[%d]", i)), Msg: fmt.Sprintf(
+				"tenant %q: tool glob %q matches no tool that the upstreams offer%s", t.Name, t.Tools[i], nearest(t.Tools[i], c.tools))})
 		}
-		// What the rule reads of a call's arguments must be there in
-		// every tool it matches that declares its arguments, or the rule
-		// says it means it (optional): a summary naming a missing argument
-		// falls back to the generic summary, and a condition reading one
-		// fails closed on every call.
-		declared := slices.DeleteFunc(slices.Clone(matched), func(t OfferedTool) bool { return len(t.Arguments) == 0 })
-		for _, name := range argsIn(r.summary) {
-			if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
-				add("summary", "summary names args.%s, an argument that %s: fix the name, or list it under optional if the template handles its absence", name, lacking)
-			}
+	}
+}
+
+// ruleGlobs checks that each tool glob of a rule matches a tool that its
+// upstream, or any, offers.
+func (c *toolCheck) ruleGlobs(r *Rule) {
+	for i, re := range r.globs {
+		if !slices.ContainsFunc(c.tools, func(t OfferedTool) bool {
+			return (r.Match.Upstream == "" || r.Match.Upstream == t.Upstream) && re.MatchString(t.Name)
+		}) {
+			c.fail(r, fmt.Sprintf("match.tools[%d]", i), "tool glob %q matches no tool %s%s", r.Match.Tools[i], offeredBy(r.Match.Upstream), nearest(r.Match.Tools[i], c.tools))
 		}
-		if !r.readsAll {
-			for _, name := range r.reads {
-				if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
-					add("when", "when reads args.%s, an argument that %s, so every call of it is decided as if the condition failed: fix the name, or list it under optional", name, lacking)
-				}
-			}
-		}
-		for _, arg := range slices.Sorted(maps.Keys(r.previewReads)) {
-			for _, name := range r.previewReads[arg] {
-				if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
-					add("preview.args."+arg, "preview argument %s reads args.%s, an argument that %s", arg, name, lacking)
-				}
-			}
-		}
-		for _, name := range argsIn(r.typeBack) {
-			if lacking := without(matched, name); len(lacking) > 0 {
-				add("type_back", "type_back names args.%s, an argument that %s", name, lacking)
-			}
-		}
-		for _, ch := range r.choices {
-			if lacking := without(matched, ch.Arg); len(lacking) > 0 {
-				add("choices."+ch.Arg, "choice %s names an argument that %s", ch.Arg, lacking)
+	}
+}
+
+// previewTool checks that a rule's preview tool is offered and read-only,
+// and takes the arguments the rule gives it.
+func (c *toolCheck) previewTool(r *Rule) {
+	p := r.Preview
+	if p == nil || p.Tool == "" {
+		return
+	}
+	t, offered := c.byName[p.Tool]
+	switch {
+	case !offered:
+		c.fail(r, "preview.tool", "preview tool %q is not offered by any upstream, so every call the rule gates would fail (INTERNAL_ERROR)%s", p.Tool, nearest(p.Tool, c.tools))
+	case !t.Hints.ReadOnly:
+		c.fail(r, "preview.tool", "preview tool %q is not read-only, so it is refused as a preview (INTERNAL_ERROR): name a read-only tool, or, if it only reads, "+
+			"give it annotations: {readOnlyHint: true} in a rule that matches it", p.Tool)
+	default:
+		for _, name := range slices.Sorted(maps.Keys(p.Args)) {
+			if !slices.Contains(t.Arguments, name) {
+				c.fail(r, "preview.args."+name, "preview argument %s is not an argument of %s (%s)", name, p.Tool, argumentList(t))
 			}
 		}
 	}
-	slices.SortStableFunc(errs, func(a, b LoadError) int { return a.Line - b.Line })
-	return errs
+}
+
+// argumentsRead checks what a rule reads of a call's arguments: it must be
+// there in every tool it matches that declares its arguments, or the rule
+// says it means it (optional): a summary naming a missing argument falls
+// back to the generic summary, and a condition reading one fails closed
+// on every call.
+func (c *toolCheck) argumentsRead(r *Rule, matched []OfferedTool) {
+	declared := slices.DeleteFunc(slices.Clone(matched), func(t OfferedTool) bool { return len(t.Arguments) == 0 })
+	for _, name := range argsIn(r.summary) {
+		if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
+			c.fail(r, "summary", "summary names args.%s, an argument that %s: fix the name, or list it under optional if the template handles its absence", name, lacking)
+		}
+	}
+	if !r.readsAll {
+		for _, name := range r.reads {
+			if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
+				c.fail(r, "when", "when reads args.%s, an argument that %s, so every call of it is decided as if the condition failed: fix the name, or list it under optional", name, lacking)
+			}
+		}
+	}
+	for _, arg := range slices.Sorted(maps.Keys(r.previewReads)) {
+		for _, name := range r.previewReads[arg] {
+			if lacking := without(declared, name); len(lacking) > 0 && !slices.Contains(r.Optional, name) {
+				c.fail(r, "preview.args."+arg, "preview argument %s reads args.%s, an argument that %s", arg, name, lacking)
+			}
+		}
+	}
+}
+
+// formArguments checks that the arguments a rule's form names, in
+// type_back and its choices, are taken by every tool it matches.
+func (c *toolCheck) formArguments(r *Rule, matched []OfferedTool) {
+	for _, name := range argsIn(r.typeBack) {
+		if lacking := without(matched, name); len(lacking) > 0 {
+			c.fail(r, "type_back", "type_back names args.%s, an argument that %s", name, lacking)
+		}
+	}
+	for _, ch := range r.choices {
+		if lacking := without(matched, ch.Arg); len(lacking) > 0 {
+			c.fail(r, "choices."+ch.Arg, "choice %s names an argument that %s", ch.Arg, lacking)
+		}
+	}
 }
 
 // offeredBy names where a glob looked, for messages.
