@@ -212,21 +212,56 @@ var celEnv = func() *cel.Env {
 // returns every problem found, each naming the rule and at the line of the
 // key it is about. isSecret says which argument names are secret.
 func (r *Rule) compile(isSecret func(string) bool) []LoadError {
-	var errs []LoadError
-	label := "rule"
-	if r.Name != "" {
-		label = fmt.Sprintf("rule %q", r.Name)
-	} else {
-		errs = append(errs, LoadError{Line: r.Line, Msg: "rule has no name: add name: <what it is for>"})
-	}
-	fail := func(key, format string, args ...any) {
-		errs = append(errs, LoadError{Line: r.at(key), Msg: label + ": " + fmt.Sprintf(format, args...)})
-	}
+	p := r.problems()
 	if r.Mode == "" {
-		fail("mode", "mode is required: use one of %s", modeNames())
+		p.fail("mode", "mode is required: use one of %s", modeNames())
 	} else if _, err := interlock.ParseMode(string(r.Mode)); err != nil {
-		fail("mode", "%v", err)
+		p.fail("mode", "%v", err)
 	}
+	r.compileMatch(p.fail)
+	r.compileOverride(p.fail)
+	r.compileWhen(p)
+	r.compileTTL(p.fail)
+	r.compilePreview(p)
+	r.compileForm(p.fail, isSecret)
+	r.compileSummary(p.fail)
+	return p.errs
+}
+
+// ruleProblems are what is wrong with one rule, in the order found, each
+// naming the rule and at the line of the key it is about.
+type ruleProblems struct {
+	r     *Rule
+	label string // how messages name the rule
+	errs  []LoadError
+}
+
+// problems starts the list of the rule's problems: a rule without a name
+// has one already.
+func (r *Rule) problems() *ruleProblems {
+	p := &ruleProblems{r: r, label: "rule"}
+	if r.Name != "" {
+		p.label = fmt.Sprintf("rule %q", r.Name)
+	} else {
+		p.errs = append(p.errs, LoadError{Line: r.Line, Msg: "rule has no name: add name: <what it is for>"})
+	}
+	return p
+}
+
+// fail records a problem with the rule's key.
+func (p *ruleProblems) fail(key, format string, args ...any) {
+	p.errs = append(p.errs, LoadError{Line: p.r.at(key), Msg: p.label + ": " + fmt.Sprintf(format, args...)})
+}
+
+// celFailed records the issues of the CEL expression expr, written at
+// key, which messages call what.
+func (p *ruleProblems) celFailed(key, what, expr string, iss *cel.Issues) {
+	p.errs = append(p.errs, celErrors(p.r.at(key), p.label+": "+what, expr, iss)...)
+}
+
+// compileMatch compiles the tool globs of match and checks the names of
+// the annotations it asks for.
+func (r *Rule) compileMatch(fail func(string, string, ...any)) {
 	r.globs = r.globs[:0]
 	for i, g := range r.Match.Tools {
 		re, err := compileGlob(g)
@@ -236,16 +271,13 @@ func (r *Rule) compile(isSecret func(string) bool) []LoadError {
 		}
 		r.globs = append(r.globs, re)
 	}
-	for _, set := range []struct {
-		key   string
-		hints map[string]bool
-	}{{"match.annotations", r.Match.Annotations}, {"annotations", r.Annotations}} {
-		for _, name := range slices.Sorted(maps.Keys(set.hints)) {
-			if hintField(&interlock.Hints{}, name) == nil {
-				fail(set.key+"."+name, "unknown annotation %q: use %s", name, strings.Join(hintNames, ", "))
-			}
-		}
-	}
+	checkHintNames(fail, "match.annotations", r.Match.Annotations)
+}
+
+// compileOverride checks the names of the annotations the rule overrides
+// and prepares the override of the matched tools' hints.
+func (r *Rule) compileOverride(fail func(string, string, ...any)) {
+	checkHintNames(fail, "annotations", r.Annotations)
 	if len(r.Annotations) > 0 {
 		set := r.Annotations
 		r.override = func(h interlock.Hints) interlock.Hints {
@@ -255,68 +287,112 @@ func (r *Rule) compile(isSecret func(string) bool) []LoadError {
 			return h
 		}
 	}
-	if r.When != "" {
-		ast, iss := celEnv.Compile(r.When)
+}
+
+// checkHintNames refuses, under key, the names in hints that are not
+// hints of the specification.
+func checkHintNames(fail func(string, string, ...any), key string, hints map[string]bool) {
+	for _, name := range slices.Sorted(maps.Keys(hints)) {
+		if hintField(&interlock.Hints{}, name) == nil {
+			fail(key+"."+name, "unknown annotation %q: use %s", name, strings.Join(hintNames, ", "))
+		}
+	}
+}
+
+// compileWhen compiles the rule's condition, which must be boolean, and
+// notes which arguments it reads.
+func (r *Rule) compileWhen(p *ruleProblems) {
+	if r.When == "" {
+		return
+	}
+	ast, iss := celEnv.Compile(r.When)
+	if iss.Err() != nil {
+		p.celFailed("when", "when", r.When, iss)
+	} else if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+		p.fail("when", "when must be a boolean expression, not %s", ast.OutputType())
+	} else if prg, err := celEnv.Program(ast); err != nil {
+		p.fail("when", "when: %v", err)
+	} else {
+		r.program = prg
+		r.reads, r.readsAll = argsRead(ast)
+	}
+}
+
+// compileTTL reads how long a confirm token of mode token lives.
+func (r *Rule) compileTTL(fail func(string, string, ...any)) {
+	if r.TTL == "" {
+		return
+	}
+	d, ok := dayDuration(fail, "ttl", r.TTL, "90s or 5m")
+	if !ok {
+		return
+	}
+	if r.Mode != interlock.ModeToken {
+		fail("ttl", "ttl applies only to mode token")
+		return
+	}
+	r.ttl = d
+}
+
+// dayDuration reads the duration at key, which must be between 1s and
+// 24h; ok is false when it is refused. example is what a message shows.
+func dayDuration(fail func(string, string, ...any), key, value, example string) (d time.Duration, ok bool) {
+	d, err := time.ParseDuration(value)
+	switch {
+	case err != nil:
+		fail(key, "%s %q is not a duration such as %s", key, value, example)
+	case d < time.Second || d > 24*time.Hour:
+		fail(key, "%s %s must be between 1s and 24h", key, value)
+	default:
+		return d, true
+	}
+	return 0, false
+}
+
+// compilePreview checks that a preview names its tool and compiles the
+// CEL expression of each of its arguments, noting which of the call's
+// arguments each reads.
+func (r *Rule) compilePreview(p *ruleProblems) {
+	if r.Preview == nil {
+		return
+	}
+	if r.Preview.Tool == "" {
+		p.fail("preview.tool", "preview needs tool: the read-only tool to call")
+	}
+	r.previewArgs = map[string]cel.Program{}
+	for _, name := range slices.Sorted(maps.Keys(r.Preview.Args)) {
+		key := "preview.args." + name
+		ast, iss := celEnv.Compile(r.Preview.Args[name])
 		if iss.Err() != nil {
-			errs = append(errs, celErrors(r.at("when"), label+": when", r.When, iss)...)
-		} else if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-			fail("when", "when must be a boolean expression, not %s", ast.OutputType())
-		} else if prg, err := celEnv.Program(ast); err != nil {
-			fail("when", "when: %v", err)
-		} else {
-			r.program = prg
-			r.reads, r.readsAll = argsRead(ast)
+			p.celFailed(key, "preview argument "+name, r.Preview.Args[name], iss)
+			continue
 		}
-	}
-	if r.TTL != "" {
-		d, err := time.ParseDuration(r.TTL)
-		switch {
-		case err != nil:
-			fail("ttl", "ttl %q is not a duration such as 90s or 5m", r.TTL)
-		case d < time.Second || d > 24*time.Hour:
-			fail("ttl", "ttl %s must be between 1s and 24h", r.TTL)
-		case r.Mode != interlock.ModeToken:
-			fail("ttl", "ttl applies only to mode token")
-		default:
-			r.ttl = d
-		}
-	}
-	if r.Preview != nil {
-		if r.Preview.Tool == "" {
-			fail("preview.tool", "preview needs tool: the read-only tool to call")
-		}
-		r.previewArgs = map[string]cel.Program{}
-		for _, name := range slices.Sorted(maps.Keys(r.Preview.Args)) {
-			key := "preview.args." + name
-			ast, iss := celEnv.Compile(r.Preview.Args[name])
-			if iss.Err() != nil {
-				errs = append(errs, celErrors(r.at(key), label+": preview argument "+name, r.Preview.Args[name], iss)...)
-				continue
-			}
-			prg, err := celEnv.Program(ast)
-			if err != nil {
-				fail(key, "preview argument %s: %v", name, err)
-				continue
-			}
-			r.previewArgs[name] = prg
-			if reads, all := argsRead(ast); !all {
-				if r.previewReads == nil {
-					r.previewReads = map[string][]string{}
-				}
-				r.previewReads[name] = reads
-			}
-		}
-	}
-	r.compileForm(fail, isSecret)
-	if r.Summary != "" {
-		t, err := template.New(r.Name).Funcs(templateFuncs).Option("missingkey=error").Parse(r.Summary)
+		prg, err := celEnv.Program(ast)
 		if err != nil {
-			fail("summary", "summary: %v", err)
-		} else {
-			r.summary = t
+			p.fail(key, "preview argument %s: %v", name, err)
+			continue
+		}
+		r.previewArgs[name] = prg
+		if reads, all := argsRead(ast); !all {
+			if r.previewReads == nil {
+				r.previewReads = map[string][]string{}
+			}
+			r.previewReads[name] = reads
 		}
 	}
-	return errs
+}
+
+// compileSummary parses the summary's template.
+func (r *Rule) compileSummary(fail func(string, string, ...any)) {
+	if r.Summary == "" {
+		return
+	}
+	t, err := template.New(r.Name).Funcs(templateFuncs).Option("missingkey=error").Parse(r.Summary)
+	if err != nil {
+		fail("summary", "summary: %v", err)
+	} else {
+		r.summary = t
+	}
 }
 
 // celVocabulary says what a condition or preview argument may use, for
@@ -373,13 +449,7 @@ func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(stri
 		fail("fallback", "fallback must be token or deny, not %q: a client that cannot show a form must never be let through", r.Fallback)
 	}
 	if r.Timeout != "" {
-		d, err := time.ParseDuration(r.Timeout)
-		switch {
-		case err != nil:
-			fail("timeout", "timeout %q is not a duration such as 5m", r.Timeout)
-		case d < time.Second || d > 24*time.Hour:
-			fail("timeout", "timeout %s must be between 1s and 24h", r.Timeout)
-		default:
+		if d, ok := dayDuration(fail, "timeout", r.Timeout, "5m"); ok {
 			r.timeout = d
 		}
 	}
