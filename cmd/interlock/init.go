@@ -34,57 +34,140 @@ import (
 // the client's servers as they are, and a rule proposed for every tool that
 // is not read-only, from the annotations its server lists. It prints the
 // client's file routed through interlock, and with --write puts it in
-// place after a backup.
+// place after a backup. Its steps: the command line is read, the client's
+// file is read, init makes sure it may write what it will, the client's
+// servers are read and started or reached for their tools, the
+// configuration is drafted and written, and the client is routed through
+// it.
 func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags, err := initFlagsOf(args, stderr)
+	if err != nil {
+		return err
+	}
+	in := &initializing{initFlags: flags, stderr: stderr}
+	if err := in.resolvePaths(); err != nil {
+		return err
+	}
+	if err := in.readClientFile(); err != nil {
+		return err
+	}
+	// Everything that can refuse does so before a server is started or a
+	// file written.
+	if err := in.mayWrite(); err != nil {
+		return err
+	}
+	if err := in.readServers(); err != nil {
+		return err
+	}
+	if err := in.reachServers(ctx); err != nil {
+		return err
+	}
+	counts, err := in.writeConfig()
+	if err != nil {
+		return err
+	}
+	in.tellWritten(counts)
+	return in.routeClient(stdout)
+}
+
+// initFlags are init's command line.
+type initFlags struct {
+	from, out, data, project string
+	force, write             bool
+}
+
+// initFlagsOf reads init's command line. Without --from, the client's
+// file is the one found where the clients keep theirs, and there must be
+// exactly one.
+func initFlagsOf(args []string, stderr io.Writer) (initFlags, error) {
+	var o initFlags
 	fs := newFlags("init", stderr)
-	from := fs.String("from", "", "the MCP client's configuration `file` (claude_desktop_config.json, .mcp.json, .cursor/mcp.json, .vscode/mcp.json); default: the one client file found where Claude Desktop, Claude Code, Cursor and VS Code keep theirs")
-	out := fs.String("out", "interlock.yaml", "the interlock configuration `file` to write")
-	dataFlag := fs.String("data", "", "state `directory` the client's interlock uses (default: .interlock beside --out)")
-	force := fs.Bool("force", false, "overwrite --out if it exists")
-	write := fs.Bool("write", false, "also rewrite --from to route the client through interlock, after copying it to FILE.bak")
-	project := fs.String("project", "", "for Claude Code's ~/.claude.json, the project `directory` whose servers to front (default: the working directory)")
+	fs.StringVar(&o.from, "from", "", "the MCP client's configuration `file` (claude_desktop_config.json, .mcp.json, .cursor/mcp.json, .vscode/mcp.json); default: the one client file found where Claude Desktop, Claude Code, Cursor and VS Code keep theirs")
+	fs.StringVar(&o.out, "out", "interlock.yaml", "the interlock configuration `file` to write")
+	fs.StringVar(&o.data, "data", "", "state `directory` the client's interlock uses (default: .interlock beside --out)")
+	fs.BoolVar(&o.force, "force", false, "overwrite --out if it exists")
+	fs.BoolVar(&o.write, "write", false, "also rewrite --from to route the client through interlock, after copying it to FILE.bak")
+	fs.StringVar(&o.project, "project", "", "for Claude Code's ~/.claude.json, the project `directory` whose servers to front (default: the working directory)")
 	if err := parseFlags(fs, args); err != nil {
+		return o, err
+	}
+	if o.from != "" {
+		return o, nil
+	}
+	found := clientFiles(os.Getenv, runtime.GOOS)
+	switch len(found) {
+	case 0:
+		fmt.Fprintf(stderr, "interlock init: no MCP client's file found (looked for %s): give one with --from\n", strings.Join(clientFileNames(os.Getenv, runtime.GOOS), ", "))
+		return o, errUsage
+	case 1:
+		o.from = found[0]
+		fmt.Fprintf(stderr, "Reading %s\n", o.from)
+		return o, nil
+	default:
+		fmt.Fprintf(stderr, "interlock init: several MCP clients' files found; choose one with --from:\n  %s\n", strings.Join(found, "\n  "))
+		return o, errUsage
+	}
+}
+
+// initializing is one run of init: the files it reads and writes, and
+// what each step finds for the next.
+type initializing struct {
+	initFlags
+	stderr io.Writer
+
+	fromPath, outPath, dataDir string
+	backup                     string // where --write keeps the client's file as it was
+
+	raw  []byte   // the client's file, read as the client reads it
+	path []string // where its servers are (config.ServersPath); nil: at its top
+	top  []member // the client's file, key by key
+
+	f       *config.File                    // the servers, as interlock would serve them
+	servers map[string]*config.ClientServer // the servers, as the client's file writes them
+	key     string                          // the key they are under: mcpServers or servers
+	exe     string                          // the interlock the client is to run
+
+	tools  []policy.OfferedTool
+	listed map[string]*mcp.Tool
+	failed map[string]string // why each server whose tools were not listed failed
+	passed map[string]string // what the client's entry passes in interlock's environment
+}
+
+// resolvePaths makes the files init reads and writes, and the data
+// directory the client's interlock uses, absolute.
+func (in *initializing) resolvePaths() error {
+	var err error
+	if in.outPath, err = filepath.Abs(in.out); err != nil {
 		return err
 	}
-	if *from == "" {
-		found := clientFiles(os.Getenv, runtime.GOOS)
-		switch len(found) {
-		case 0:
-			fmt.Fprintf(stderr, "interlock init: no MCP client's file found (looked for %s): give one with --from\n", strings.Join(clientFileNames(os.Getenv, runtime.GOOS), ", "))
-			return errUsage
-		case 1:
-			*from = found[0]
-			fmt.Fprintf(stderr, "Reading %s\n", *from)
-		default:
-			fmt.Fprintf(stderr, "interlock init: several MCP clients' files found; choose one with --from:\n  %s\n", strings.Join(found, "\n  "))
-			return errUsage
-		}
+	in.dataDir = in.data
+	if in.dataDir == "" {
+		in.dataDir = filepath.Join(filepath.Dir(in.outPath), ".interlock")
 	}
-	outPath, err := filepath.Abs(*out)
-	if err != nil {
+	if in.dataDir, err = filepath.Abs(in.dataDir); err != nil {
 		return err
 	}
-	dataDir := *dataFlag
-	if dataDir == "" {
-		dataDir = filepath.Join(filepath.Dir(outPath), ".interlock")
-	}
-	if dataDir, err = filepath.Abs(dataDir); err != nil {
+	if in.fromPath, err = filepath.Abs(in.from); err != nil {
 		return err
 	}
-	fromPath, err := filepath.Abs(*from)
-	if err != nil {
-		return err
-	}
-	raw, err := os.ReadFile(fromPath)
+	in.backup = in.fromPath + ".bak"
+	return nil
+}
+
+// readClientFile reads the client's file, and finds where its servers are:
+// at its top, or under the --project of Claude Code's ~/.claude.json.
+func (in *initializing) readClientFile() error {
+	raw, err := os.ReadFile(in.fromPath)
 	if err != nil {
 		return fmt.Errorf("reading the client's file: %w", err)
 	}
 	// Read as the client reads it, and as check and serve do.
 	var errs policy.LoadErrors
-	if raw, err = config.JSONC(fromPath, raw); errors.As(err, &errs) {
-		return report(stderr, errs)
+	if raw, err = config.JSONC(in.fromPath, raw); errors.As(err, &errs) {
+		return report(in.stderr, errs)
 	}
-	dir := *project
+	in.raw = raw
+	dir := in.project
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
 			return err
@@ -92,76 +175,99 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if dir, err = filepath.Abs(dir); err != nil {
 		return err
 	}
-	path, err := config.ServersPath(fromPath, raw, dir)
+	path, err := config.ServersPath(in.fromPath, raw, dir)
 	if errors.As(err, &errs) {
-		return report(stderr, errs)
+		return report(in.stderr, errs)
 	}
-	// Everything that can refuse does so before a server is started or a
-	// file written.
-	if fromPath == outPath {
-		return fmt.Errorf("--out is the client's own file %s: give another --out", *from)
-	}
-	if _, err := os.Stat(outPath); err == nil && !*force {
-		return fmt.Errorf("%s exists: give another --out, or --force to overwrite it", *out)
-	}
-	backup := fromPath + ".bak"
-	if *write {
-		if _, err := os.Stat(backup); err == nil {
-			return fmt.Errorf("%s exists, from an earlier --write: move it away (it may be the only copy of the client's servers), then run again", backup)
-		}
-	}
-	top, err := jsonObject(raw)
-	if err != nil {
-		return fmt.Errorf("%s: %w: init reads a client's JSON file", *from, err)
-	}
-	sel, err := serversIn(top, path)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *from, err)
-	}
-	if len(path) > 1 {
-		fmt.Fprintf(stderr, "Reading the servers of project %s\n", path[1])
-	}
-	f, err := loadServers(fromPath, sel)
-	if errors.As(err, &errs) {
-		return report(stderr, errs)
-	}
-	if err != nil {
-		return err
-	}
-	servers, key, err := clientServers(sel)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *from, err)
-	}
-	if len(servers) == 0 {
-		return fmt.Errorf("%s has no servers under \"mcpServers\" or \"servers\": nothing to put behind interlock", *from)
-	}
-	exe, err := clientExecutable()
-	if err != nil {
-		return err
-	}
-	for name, s := range servers {
-		if len(s.Args) > 0 && s.Args[0] == "serve" && (s.Command == exe || filepath.Base(s.Command) == "interlock") {
-			return fmt.Errorf("%s already routes through interlock (server %q); its servers are in the configuration that server names", *from, name)
-		}
-	}
+	in.path = path
+	return nil
+}
 
-	tools, listed, failed, err := listTools(ctx, f)
+// mayWrite refuses to write over the client's file, a configuration
+// already there (unless --force), or the backup of an earlier --write.
+func (in *initializing) mayWrite() error {
+	if in.fromPath == in.outPath {
+		return fmt.Errorf("--out is the client's own file %s: give another --out", in.from)
+	}
+	if _, err := os.Stat(in.outPath); err == nil && !in.force {
+		return fmt.Errorf("%s exists: give another --out, or --force to overwrite it", in.out)
+	}
+	if in.write {
+		if _, err := os.Stat(in.backup); err == nil {
+			return fmt.Errorf("%s exists, from an earlier --write: move it away (it may be the only copy of the client's servers), then run again", in.backup)
+		}
+	}
+	return nil
+}
+
+// readServers reads the client's servers, both as interlock would serve
+// them and as the client's file writes them, and refuses a file with none
+// or one already routed through interlock.
+func (in *initializing) readServers() error {
+	var err error
+	if in.top, err = jsonObject(in.raw); err != nil {
+		return fmt.Errorf("%s: %w: init reads a client's JSON file", in.from, err)
+	}
+	sel, err := serversIn(in.top, in.path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", in.from, err)
+	}
+	if len(in.path) > 1 {
+		fmt.Fprintf(in.stderr, "Reading the servers of project %s\n", in.path[1])
+	}
+	var errs policy.LoadErrors
+	in.f, err = loadServers(in.fromPath, sel)
+	if errors.As(err, &errs) {
+		return report(in.stderr, errs)
+	}
 	if err != nil {
 		return err
 	}
-	for _, u := range f.Upstreams {
-		if why, ok := failed[u.Name]; ok {
-			fmt.Fprintf(stderr, "%s: %s; its entry is kept, with no rules\n", u.Name, why)
+	if in.servers, in.key, err = clientServers(sel); err != nil {
+		return fmt.Errorf("%s: %w", in.from, err)
+	}
+	if len(in.servers) == 0 {
+		return fmt.Errorf("%s has no servers under \"mcpServers\" or \"servers\": nothing to put behind interlock", in.from)
+	}
+	if in.exe, err = clientExecutable(); err != nil {
+		return err
+	}
+	for name, s := range in.servers {
+		if len(s.Args) > 0 && s.Args[0] == "serve" && (s.Command == in.exe || filepath.Base(s.Command) == "interlock") {
+			return fmt.Errorf("%s already routes through interlock (server %q); its servers are in the configuration that server names", in.from, name)
 		}
 	}
-	if len(f.Upstreams) > 0 && len(failed) == len(f.Upstreams) {
+	return nil
+}
+
+// reachServers starts or reaches every server for the tools it lists, and
+// says of each that failed that it is kept with no rules; when none could,
+// nothing could be proposed, and init ends there.
+func (in *initializing) reachServers(ctx context.Context) error {
+	var err error
+	if in.tools, in.listed, in.failed, err = listTools(ctx, in.f); err != nil {
+		return err
+	}
+	for _, u := range in.f.Upstreams {
+		if why, ok := in.failed[u.Name]; ok {
+			fmt.Fprintf(in.stderr, "%s: %s; its entry is kept, with no rules\n", u.Name, why)
+		}
+	}
+	if len(in.f.Upstreams) > 0 && len(in.failed) == len(in.f.Upstreams) {
 		return errors.New("no server could be started or reached, so no rule could be proposed; nothing was written: fix them (interlock check --config FILE --connect says more) and run init again")
 	}
+	return nil
+}
 
-	passed := secretRefs(servers)
-	doc, counts, err := starterYAML(fromPath, outPath, servers, f.Upstreams, tools, listed, failed)
+// writeConfig drafts the starter configuration, with the secrets of the
+// client's servers turned into references, checks that it loads, and
+// writes it. It returns, for each upstream, how many of its tools are
+// read-only, destructive and other writes.
+func (in *initializing) writeConfig() (map[string][3]int, error) {
+	in.passed = secretRefs(in.servers)
+	doc, counts, err := starterYAML(in.fromPath, in.outPath, in.servers, in.f.Upstreams, in.tools, in.listed, in.failed)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// What init writes must load as it is: anything else is init's bug,
 	// and the user is told so rather than handed a file that fails later.
@@ -170,53 +276,64 @@ func initConfig(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if v, ok := os.LookupEnv(k); ok {
 			return v, true
 		}
-		v, ok := passed[k]
+		v, ok := in.passed[k]
 		return v, ok
 	}
-	if _, err := config.Parse(outPath, doc, lookup); err != nil {
-		return fmt.Errorf("the configuration init proposes does not load, so it was not written; this is a bug in interlock init, please report it with the client's file:\n%v\n\n%s", err, doc)
+	if _, err := config.Parse(in.outPath, doc, lookup); err != nil {
+		return nil, fmt.Errorf("the configuration init proposes does not load, so it was not written; this is a bug in interlock init, please report it with the client's file:\n%v\n\n%s", err, doc)
 	}
-	if err := os.WriteFile(outPath, doc, 0o600); err != nil {
-		return fmt.Errorf("writing the configuration: %w", err)
+	if err := os.WriteFile(in.outPath, doc, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the configuration: %w", err)
 	}
-	for _, u := range f.Upstreams {
-		if c, ok := counts[u.Name]; ok {
-			fmt.Fprintf(stderr, "%s: %d tools: %d read-only (no rule), %d destructive (token), %d other writes (flag)\n", u.Name, c[0]+c[1]+c[2], c[0], c[1], c[2])
-		}
-	}
-	fmt.Fprintf(stderr, "Wrote %s. Review its rules; check it with: interlock check --config %s --connect\n", outPath, outPath)
-	if len(passed) > 0 {
-		names := slices.Sorted(maps.Keys(passed))
-		fmt.Fprintf(stderr, "It reads %s from its environment, which the client's file passes to interlock (values stay there, not in %s)",
-			strings.Join(names, ", "), filepath.Base(outPath))
-		// Only what this shell lacks needs setting before a check from it.
-		unset := slices.DeleteFunc(names, func(n string) bool { _, ok := os.LookupEnv(n); return ok })
-		if len(unset) > 0 {
-			fmt.Fprintf(stderr, "; set %s in your shell before checking it from there", strings.Join(unset, ", "))
-		}
-		fmt.Fprintln(stderr, ".")
-	}
+	return counts, nil
+}
 
-	snippet, err := routedClientFile(top, path, key, exe, outPath, dataDir, passed)
+// tellWritten says what the configuration written proposes for each
+// upstream, how to check it, and what it reads from its environment.
+func (in *initializing) tellWritten(counts map[string][3]int) {
+	for _, u := range in.f.Upstreams {
+		if c, ok := counts[u.Name]; ok {
+			fmt.Fprintf(in.stderr, "%s: %d tools: %d read-only (no rule), %d destructive (token), %d other writes (flag)\n", u.Name, c[0]+c[1]+c[2], c[0], c[1], c[2])
+		}
+	}
+	fmt.Fprintf(in.stderr, "Wrote %s. Review its rules; check it with: interlock check --config %s --connect\n", in.outPath, in.outPath)
+	if len(in.passed) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(in.passed))
+	fmt.Fprintf(in.stderr, "It reads %s from its environment, which the client's file passes to interlock (values stay there, not in %s)",
+		strings.Join(names, ", "), filepath.Base(in.outPath))
+	// Only what this shell lacks needs setting before a check from it.
+	unset := slices.DeleteFunc(names, func(n string) bool { _, ok := os.LookupEnv(n); return ok })
+	if len(unset) > 0 {
+		fmt.Fprintf(in.stderr, "; set %s in your shell before checking it from there", strings.Join(unset, ", "))
+	}
+	fmt.Fprintln(in.stderr, ".")
+}
+
+// routeClient prints the client's file routed through interlock, and
+// with --write puts it in place of the client's, after a backup.
+func (in *initializing) routeClient(stdout io.Writer) error {
+	snippet, err := routedClientFile(in.top, in.path, in.key, in.exe, in.outPath, in.dataDir, in.passed)
 	if err != nil {
 		return err
 	}
-	if !*write {
-		fmt.Fprintf(stderr, "Put this in %s (or run init again with --write --force, which writes %s again and keeps a backup of the client's file), then restart the client:\n", fromPath, filepath.Base(outPath))
+	if !in.write {
+		fmt.Fprintf(in.stderr, "Put this in %s (or run init again with --write --force, which writes %s again and keeps a backup of the client's file), then restart the client:\n", in.fromPath, filepath.Base(in.outPath))
 		_, err := stdout.Write(snippet)
 		return err
 	}
-	if err := copyNew(fromPath, backup); err != nil {
+	if err := copyNew(in.fromPath, in.backup); err != nil {
 		return err
 	}
-	info, err := os.Stat(fromPath)
+	info, err := os.Stat(in.fromPath)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(fromPath, snippet, info.Mode().Perm()); err != nil {
-		return fmt.Errorf("rewriting %s (the original is in %s): %w", fromPath, backup, err)
+	if err := os.WriteFile(in.fromPath, snippet, info.Mode().Perm()); err != nil {
+		return fmt.Errorf("rewriting %s (the original is in %s): %w", in.fromPath, in.backup, err)
 	}
-	fmt.Fprintf(stderr, "Rewrote %s to route the client through interlock; the original is in %s. Restart the client.\n", fromPath, backup)
+	fmt.Fprintf(in.stderr, "Rewrote %s to route the client through interlock; the original is in %s. Restart the client.\n", in.fromPath, in.backup)
 	_, err = stdout.Write(snippet)
 	return err
 }
@@ -563,7 +680,9 @@ func serverNode(s *config.ClientServer) *yaml.Node {
 }
 
 // starterYAML is the starter configuration, and for each upstream listed
-// how many of its tools are read-only, destructive and other writes.
+// how many of its tools are read-only, destructive and other writes: a
+// head that says what the file is, the client's servers, and the rules
+// drafted for the tools of each upstream that listed them.
 func starterYAML(from, out string, servers map[string]*config.ClientServer, upstreams []*config.Upstream,
 	tools []policy.OfferedTool, listed map[string]*mcp.Tool, failed map[string]string) ([]byte, map[string][3]int, error) {
 	var doc bytes.Buffer
@@ -577,6 +696,39 @@ func starterYAML(from, out string, servers map[string]*config.ClientServer, upst
 default_mode: flag
 
 `, from, out)
+	part, err := serversYAML(servers, failed)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc.Write(part)
+
+	d := &ruleDraft{rules: &yaml.Node{Kind: yaml.SequenceNode}, names: map[string]bool{}, counts: map[string][3]int{}, listed: listed}
+	for _, u := range upstreams {
+		if _, down := failed[u.Name]; down {
+			continue
+		}
+		own := slices.DeleteFunc(slices.Clone(tools), func(t policy.OfferedTool) bool { return t.Upstream != u.Name })
+		// An upstream none of whose tools has a rule is named by a
+		// comment of its own.
+		if drafted := d.draftUpstream(u.Name, own); !drafted.named && len(own) > 0 {
+			doc.WriteString("\n# " + strings.ReplaceAll(serverComment(u.Name, own, drafted.readOnly), "\n", "\n# ") + "\n")
+		}
+	}
+	if len(d.rules.Content) > 0 {
+		part, err := yaml.Dump(mapping(false, str("rules"), d.rules), yamlStyle...)
+		if err != nil {
+			return nil, nil, err
+		}
+		doc.WriteString("\n# Rules are tried in order; the first that matches decides.\n")
+		doc.Write(part)
+	}
+	return doc.Bytes(), d.counts, nil
+}
+
+// serversYAML is the client's servers as interlock's mcpServers, each
+// whose tools were not listed under a comment that says why it has no
+// rules.
+func serversYAML(servers map[string]*config.ClientServer, failed map[string]string) ([]byte, error) {
 	srv := mapping(false)
 	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		k := str(name)
@@ -586,105 +738,123 @@ default_mode: flag
 		}
 		srv.Content = append(srv.Content, k, serverNode(servers[name]))
 	}
-	part, err := yaml.Dump(mapping(false, str("mcpServers"), srv), yamlStyle...)
-	if err != nil {
-		return nil, nil, err
-	}
-	doc.Write(part)
+	return yaml.Dump(mapping(false, str("mcpServers"), srv), yamlStyle...)
+}
 
-	counts := map[string][3]int{}
-	rules := &yaml.Node{Kind: yaml.SequenceNode}
-	names := map[string]bool{}
-	unique := func(name string) string {
-		n := name
-		for i := 2; names[n]; i++ {
-			n = fmt.Sprintf("%s-%d", name, i)
-		}
-		names[n] = true
-		return n
+// ruleDraft is the rules of the starter configuration as they are drafted,
+// upstream by upstream, each under a name no other rule has; and for each
+// upstream how many of its tools are read-only, destructive and other
+// writes.
+type ruleDraft struct {
+	rules  *yaml.Node
+	names  map[string]bool
+	counts map[string][3]int
+	listed map[string]*mcp.Tool
+}
+
+// upstreamDraft is what a draft knows of one upstream's tools.
+type upstreamDraft struct {
+	name             string
+	own              []policy.OfferedTool
+	readOnly, writes []string
+	// named is whether the upstream's tools are named yet, in the comment
+	// of its first rule.
+	named bool
+	// count is how many tools are read-only, destructive and other writes.
+	count [3]int
+}
+
+// unique is name, or name with a number after it when a rule has it.
+func (d *ruleDraft) unique(name string) string {
+	n := name
+	for i := 2; d.names[n]; i++ {
+		n = fmt.Sprintf("%s-%d", name, i)
 	}
-	for _, u := range upstreams {
-		if _, down := failed[u.Name]; down {
+	d.names[n] = true
+	return n
+}
+
+// draftUpstream drafts the rules of one upstream's tools: none for a
+// read-only tool, one of its own for a destructive tool or one that can be
+// previewed, and one in mode flag for all its other writes.
+func (d *ruleDraft) draftUpstream(name string, own []policy.OfferedTool) *upstreamDraft {
+	u := &upstreamDraft{name: name, own: own}
+	for _, t := range own {
+		if t.Hints.ReadOnly {
+			u.readOnly = append(u.readOnly, t.Name)
+			u.count[0]++
+		}
+	}
+	for _, t := range own {
+		if t.Hints.ReadOnly {
 			continue
 		}
-		own := slices.DeleteFunc(slices.Clone(tools), func(t policy.OfferedTool) bool { return t.Upstream != u.Name })
-		var readOnly, writes []string
-		var first *yaml.Node
-		head := func(n *yaml.Node, comment string) {
-			if first == nil {
-				first = n
-				comment = serverComment(u.Name, own, readOnly) + "\n" + comment
-			}
-			n.HeadComment = comment
+		preview := previewFor(t, own, d.listed)
+		if !t.Hints.Destructive && preview == "" {
+			u.writes = append(u.writes, t.Name)
+			u.count[2]++
+			continue
 		}
-		c := [3]int{}
-		for _, t := range own {
-			if t.Hints.ReadOnly {
-				readOnly = append(readOnly, t.Name)
-				c[0]++
-			}
-		}
-		for _, t := range own {
-			if t.Hints.ReadOnly {
-				continue
-			}
-			preview := previewFor(t, own, listed)
-			if !t.Hints.Destructive && preview == "" {
-				writes = append(writes, t.Name)
-				c[2]++
-				continue
-			}
-			mode := "token"
-			if t.Hints.Destructive {
-				c[1]++
-			} else {
-				mode = "flag"
-				c[2]++
-			}
-			rule := mapping(false,
-				str("name"), str(unique(ruleName(t.Name))),
-				str("match"), mapping(true, str("tools"), sequence(t.Name), str("upstream"), str(u.Name)),
-				str("mode"), str(mode))
-			comment := t.Name + ": " + reason(t, listed[t.Name])
-			if preview != "" {
-				args := mapping(true)
-				for _, a := range argsOf(own, preview) {
-					args.Content = append(args.Content, str(a), str(celArg(a)))
-				}
-				rule.Content = append(rule.Content, str("preview"), mapping(true, str("tool"), str(preview), str("args"), args))
-				comment += fmt.Sprintf("; %s, read-only, takes the same %s, so it previews the call", preview, strings.Join(argsOf(own, preview), ", "))
-			}
-			rule.Content = append(rule.Content, str("summary"), str(summaryFor(t, listed[t.Name])))
-			head(rule, comment+".")
-			rules.Content = append(rules.Content, rule)
-		}
-		if len(writes) > 0 {
-			rule := mapping(false,
-				str("name"), str(unique(ruleName(u.Name)+"-writes")),
-				str("match"), mapping(true, str("tools"), sequence(writes...), str("upstream"), str(u.Name)),
-				str("mode"), str("flag"))
-			var why []string
-			for _, w := range writes {
-				t := own[slices.IndexFunc(own, func(t policy.OfferedTool) bool { return t.Name == w })]
-				why = append(why, w+": "+reason(t, listed[w]))
-			}
-			head(rule, strings.Join(why, ".\n")+".")
-			rules.Content = append(rules.Content, rule)
-		}
-		if first == nil && len(own) > 0 {
-			doc.WriteString("\n# " + strings.ReplaceAll(serverComment(u.Name, own, readOnly), "\n", "\n# ") + "\n")
-		}
-		counts[u.Name] = c
+		d.toolRule(u, t, preview)
 	}
-	if len(rules.Content) > 0 {
-		part, err := yaml.Dump(mapping(false, str("rules"), rules), yamlStyle...)
-		if err != nil {
-			return nil, nil, err
-		}
-		doc.WriteString("\n# Rules are tried in order; the first that matches decides.\n")
-		doc.Write(part)
+	if len(u.writes) > 0 {
+		d.writesRule(u)
 	}
-	return doc.Bytes(), counts, nil
+	d.counts[name] = u.count
+	return u
+}
+
+// toolRule drafts the rule of one tool: mode token for a destructive one,
+// else flag, and the preview, if any, that shows what a call would do.
+func (d *ruleDraft) toolRule(u *upstreamDraft, t policy.OfferedTool, preview string) {
+	mode := "token"
+	if t.Hints.Destructive {
+		u.count[1]++
+	} else {
+		mode = "flag"
+		u.count[2]++
+	}
+	rule := mapping(false,
+		str("name"), str(d.unique(ruleName(t.Name))),
+		str("match"), mapping(true, str("tools"), sequence(t.Name), str("upstream"), str(u.name)),
+		str("mode"), str(mode))
+	comment := t.Name + ": " + reason(t, d.listed[t.Name])
+	if preview != "" {
+		args := mapping(true)
+		for _, a := range argsOf(u.own, preview) {
+			args.Content = append(args.Content, str(a), str(celArg(a)))
+		}
+		rule.Content = append(rule.Content, str("preview"), mapping(true, str("tool"), str(preview), str("args"), args))
+		comment += fmt.Sprintf("; %s, read-only, takes the same %s, so it previews the call", preview, strings.Join(argsOf(u.own, preview), ", "))
+	}
+	rule.Content = append(rule.Content, str("summary"), str(summaryFor(t, d.listed[t.Name])))
+	d.add(u, rule, comment+".")
+}
+
+// writesRule drafts one rule in mode flag for the upstream's writes that
+// are neither destructive nor previewed, saying why of each.
+func (d *ruleDraft) writesRule(u *upstreamDraft) {
+	rule := mapping(false,
+		str("name"), str(d.unique(ruleName(u.name)+"-writes")),
+		str("match"), mapping(true, str("tools"), sequence(u.writes...), str("upstream"), str(u.name)),
+		str("mode"), str("flag"))
+	var why []string
+	for _, w := range u.writes {
+		t := u.own[slices.IndexFunc(u.own, func(t policy.OfferedTool) bool { return t.Name == w })]
+		why = append(why, w+": "+reason(t, d.listed[w]))
+	}
+	d.add(u, rule, strings.Join(why, ".\n")+".")
+}
+
+// add puts a rule in the draft under its comment; the upstream's first
+// rule also names its tools.
+func (d *ruleDraft) add(u *upstreamDraft, rule *yaml.Node, comment string) {
+	if !u.named {
+		u.named = true
+		comment = serverComment(u.name, u.own, u.readOnly) + "\n" + comment
+	}
+	rule.HeadComment = comment
+	d.rules.Content = append(d.rules.Content, rule)
 }
 
 var yamlStyle = []yaml.Option{yaml.WithIndent(2), yaml.WithCompactSeqIndent(false), yaml.WithLineWidth(-1), yaml.WithQuotePreference(yaml.QuoteDouble)}
