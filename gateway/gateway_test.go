@@ -254,7 +254,9 @@ func TestToolListChangesAreMirrored(t *testing.T) {
 		name    string
 		connect func(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession
 	}{
-		{"in memory", func(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession { return client(t, gw, opts) }},
+		{"in memory", func(t *testing.T, gw *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession {
+			return client(t, gw, opts)
+		}},
 		{"http 2025-11-25", httpClient("2025-11-25")},
 		{"http 2026-07-28", httpClient("2026-07-28")},
 	}
