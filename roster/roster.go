@@ -33,9 +33,13 @@ type Gateway struct {
 	// Authenticates is set when its callers and approvers authenticate
 	// (API keys or an OAuth issuer): its console then signs nobody in by
 	// a one-time link.
-	Authenticates bool      `json:"authenticates,omitempty"`
-	Since         time.Time `json:"since"`
-	Seen          time.Time `json:"seen"`
+	Authenticates bool `json:"authenticates,omitempty"`
+	// Warnings are what its configuration does not do as written (a rule
+	// that matches no tool, an approver no key can be), as its banner,
+	// its log and /readyz say them; renewed with every announcement.
+	Warnings []string  `json:"warnings,omitempty"`
+	Since    time.Time `json:"since"`
+	Seen     time.Time `json:"seen"`
 }
 
 // SeenAt is g as announced at now: seen then, and first announced then

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	moderncsqlite "modernc.org/sqlite"
@@ -132,6 +133,12 @@ func openHandle(ctx context.Context, path, schema string) (*handle, error) {
 	if err := createTables(ctx, db, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("creating tables: %w", err)
+	}
+	if strings.Contains(schema, gatewaysSchema) {
+		if err := addWarnings(ctx, db); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("adding the gateways' warnings: %w", err)
+		}
 	}
 	writer, err := db.Conn(ctx)
 	if err == nil {

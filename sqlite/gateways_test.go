@@ -1,8 +1,13 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlock-mcp/interlock/roster"
 	"github.com/interlock-mcp/interlock/roster/rostertest"
@@ -16,4 +21,49 @@ func TestRosterConformance(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "state.db")
 		return openApprovals(t, path), openApprovals(t, path)
 	})
+}
+
+// TestGatewaysOfAnOlderFile: a state file whose gateways table was made
+// before warnings were announced gains their column when opened, keeps its
+// rows, and then holds what gateways announce.
+func TestGatewaysOfAnOlderFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := strings.Replace(gatewaysSchema, ",\n\twarnings      TEXT NOT NULL DEFAULT '[]'", "", 1)
+	if older == gatewaysSchema {
+		t.Fatal("the test no longer makes the older table")
+	}
+	if _, err := db.ExecContext(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO gateways (id, version, console_url, since, seen) VALUES ('gw-old', '0.1.0', '', ?, ?)`,
+		time.Now().UnixNano(), time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	a := openApprovals(t, path)
+	warned := roster.Gateway{ID: "gw-new", Version: "0.2.0", Warnings: []string{`rule "refunds" matches no tool`}}
+	if err := a.Announce(ctx, warned); err != nil {
+		t.Fatal(err)
+	}
+	gws, err := a.Gateways(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]roster.Gateway{}
+	for _, g := range gws {
+		byID[g.ID] = g
+	}
+	if g, ok := byID["gw-old"]; !ok || len(g.Warnings) != 0 {
+		t.Errorf("the older row read back as %+v (present %v)", g, ok)
+	}
+	if g := byID["gw-new"]; !slices.Equal(g.Warnings, warned.Warnings) {
+		t.Errorf("the warnings read back as %q", g.Warnings)
+	}
+	// A second process opening the file finds the column there.
+	openApprovals(t, path)
 }

@@ -417,7 +417,7 @@ func (s *serving) start(ctx context.Context) error {
 	if !s.stdio {
 		me.ConsoleURL = strings.TrimSuffix(opts.PublicURL, "/")
 	}
-	s.atEnd(announce(ctx, s.gateways, me, s.reloaded, opts.Metrics, s.log))
+	s.atEnd(announce(ctx, s.gateways, me, gw.Warnings, s.reloaded, opts.Metrics, s.log))
 	printBanner(s.stderr, where, consoleAt, s.dataDir, s.store, s.sealing, s.auditWhere, s.f, gw)
 	if s.stdio && opts.PublicURL == "" && len(approvalRules(s.f)) > 0 {
 		if opts.FindConsole == nil || opts.FindConsole(ctx) == "" {
@@ -690,11 +690,13 @@ const consoleSeen = 2 * time.Minute
 // minute, and with the digest of each configuration reloaded, until the
 // returned function is called, which removes it: gateways on stdio find
 // the console there, and interlock status, /readyz and the metrics the
-// gateways. After each announcement m (if any) counts the gateways.
-func announce(ctx context.Context, store roster.Store, g roster.Gateway, reloaded <-chan string, m *metrics.Metrics, log *slog.Logger) func() {
+// gateways. Each announcement carries the gateway's warnings as they are
+// then. After each announcement m (if any) counts the gateways.
+func announce(ctx context.Context, store roster.Store, g roster.Gateway, warnings func() []string, reloaded <-chan string, m *metrics.Metrics, log *slog.Logger) func() {
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	once := func() {
+		g.Warnings = warnings()
 		if err := store.Announce(actx, g); err != nil {
 			if actx.Err() == nil {
 				log.Warn("cannot announce this gateway in the store", "error", err)

@@ -118,6 +118,13 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// What a gateway's configuration does not do as written weakens the
+	// gate silently: each gateway's warnings, as its banner said them.
+	for _, g := range gws {
+		for _, w := range g.Warnings {
+			fmt.Fprintf(stdout, "warning (%s): %s\n", g.ID, w)
+		}
+	}
 	drift := roster.Drift(gws)
 	if drift == "" {
 		agree := "1 gateway"

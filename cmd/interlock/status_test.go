@@ -273,6 +273,26 @@ func TestStatusListsTheGateways(t *testing.T) {
 		_, out, _ = runCLI(t, "status", "--data", data)
 		return strings.Contains(rowOf(out, base), digest(deny))
 	})
+
+	// A rule whose tool has a typo weakens the gate without a word where
+	// the file is read: status names the gateway that runs it and why.
+	typo := strings.Replace(string(deny), "[refund_invoice]", "[refund_invoce]", 1)
+	if err := os.WriteFile(configA, []byte(typo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := httpGateway.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	var warning string
+	waitFor(t, "status to show the reloaded gateway's warning", func() bool {
+		_, out, _ = runCLI(t, "status", "--data", data)
+		warning = rowOf(out, "warning (")
+		return warning != ""
+	})
+	if !strings.Contains(warning, `tool glob "refund_invoce" matches no tool`) || !strings.Contains(warning, "refund_invoice") ||
+		strings.Count(out, "warning (") != 1 {
+		t.Errorf("the warning of the gateway with the typo: %q\n%s", warning, out)
+	}
 }
 
 // TestStatusOnASharedStore: replicas on Redis or PostgreSQL, each with a

@@ -5,6 +5,7 @@ package rostertest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 		if gws, err := a.Gateways(ctx, time.Minute); err != nil || len(gws) != 0 {
 			t.Fatalf("before any announcement: %+v %v", gws, err)
 		}
-		first := roster.Gateway{ID: "gw-a", Version: "1.0", ConsoleURL: "http://127.0.0.1:8740", ConfigDigest: "abc", Authenticates: true}
+		first := roster.Gateway{ID: "gw-a", Version: "1.0", ConsoleURL: "http://127.0.0.1:8740", ConfigDigest: "abc", Authenticates: true,
+			Warnings: []string{`interlock.yaml:12: rule "refunds" matches no tool`, "approver \"bob\": no key names it"}}
 		if err := a.Announce(ctx, first); err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 		}
 		got := gws[1]
 		if got.Version != "1.0" || got.ConsoleURL != first.ConsoleURL || got.ConfigDigest != "abc" || !got.Authenticates ||
-			got.Since.IsZero() || got.Seen.Before(got.Since) {
+			!slices.Equal(got.Warnings, first.Warnings) || got.Since.IsZero() || got.Seen.Before(got.Since) {
 			t.Errorf("gw-a read back as %+v", got)
 		}
 		if roster.ConsoleURL(gws) != first.ConsoleURL {
@@ -53,7 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 		// A renewal (after a reload) replaces what the gateway said, keeps
 		// the time first announced and moves the time seen.
 		time.Sleep(5 * time.Millisecond)
-		first.ConfigDigest, first.Authenticates = "abd", false
+		first.ConfigDigest, first.Authenticates, first.Warnings = "abd", false, nil
 		if err := a.Announce(ctx, first); err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(gws) != 2 || gws[0].ID != "gw-a" || gws[0].ConfigDigest != "abd" || gws[0].Authenticates ||
+		if len(gws) != 2 || gws[0].ID != "gw-a" || gws[0].ConfigDigest != "abd" || gws[0].Authenticates || len(gws[0].Warnings) != 0 ||
 			!gws[0].Since.Equal(got.Since) || !gws[0].Seen.After(got.Seen) {
 			t.Fatalf("after renewing gw-a: %+v (first %+v)", gws, got)
 		}
