@@ -145,9 +145,10 @@ for (const conn of CONNECTIONS) {
         assert.deepEqual(tool[field], DESCRIBED[field], field);
       }
       for (const [k, v] of Object.entries(DESCRIBED._meta)) assert.deepEqual(tool._meta?.[k], v, `_meta ${k}`);
-      // What the gate changes: the annotations state every hint and the
-      // title, and the output schema admits its error body too.
-      assert.deepEqual(tool.annotations, { ...DESCRIBED.annotations, title: DESCRIBED.title });
+      // What the gate changes: the annotations state every hint (the
+      // title stays where the upstream wrote it), and the output schema
+      // admits its error body too.
+      assert.deepEqual(tool.annotations, DESCRIBED.annotations);
       const [own, errorBody] = tool.outputSchema?.anyOf ?? [];
       assert.deepEqual(own, DESCRIBED.outputSchema);
       assert.deepEqual(errorBody?.required, ['code', 'retriable', 'message', 'recovery_hint']);
