@@ -16,13 +16,6 @@ import (
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
-// JSON-RPC error codes the gateway answers with before the SDK reads a
-// request.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-)
-
 // writeRPCError answers an MCP request over HTTP with a JSON-RPC error. id
 // is null when the request could not be read far enough to know it.
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string) {
@@ -153,14 +146,14 @@ func mcpEnvelope(limit int64, next http.Handler) http.Handler {
 				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 					status = http.StatusRequestEntityTooLarge
 				}
-				writeRPCError(w, status, nil, codeParseError, interlock.BodyOf(err).Message)
+				writeRPCError(w, status, nil, jsonrpc.CodeParseError, interlock.BodyOf(err).Message)
 				return
 			}
 			msgs, id, msg := checkMessages(body)
 			if msgs == nil {
 				code := int64(jsonrpc.CodeInvalidParams)
 				if id == nil {
-					code = codeInvalidRequest
+					code = jsonrpc.CodeInvalidRequest
 				}
 				writeRPCError(w, http.StatusBadRequest, id, code, msg)
 				return

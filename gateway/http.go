@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 
@@ -116,7 +117,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 		mux.Handle("GET /metrics", metricsHandler)
 	}
 	mux.Handle(MCPPath, crossOriginRefused(mcpHandler, func(w http.ResponseWriter) {
-		writeRPCError(w, http.StatusForbidden, nil, codeInvalidRequest, crossOriginMessage+" "+crossOriginHint)
+		writeRPCError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest, crossOriginMessage+" "+crossOriginHint)
 	}))
 	mux.Handle("/v1/", rest)
 	mux.Handle(console.Path, g.consoleHandler())

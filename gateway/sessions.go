@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
@@ -69,7 +70,7 @@ func (c *sessionCap) wrap(next http.Handler) http.Handler {
 			if c.refused != nil {
 				c.refused(owner, c.max)
 			}
-			writeRPCError(w, http.StatusTooManyRequests, nil, codeInvalidRequest, fmt.Sprintf(
+			writeRPCError(w, http.StatusTooManyRequests, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf(
 				"This caller already has %d open MCP sessions, the most allowed. Close one (DELETE /mcp with its %s header) "+
 					"or reuse it; idle sessions also expire.", c.max, sessionIDHeader))
 			return

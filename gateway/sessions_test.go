@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
@@ -243,7 +244,7 @@ func TestAmbiguousEnvelopesAreRefused(t *testing.T) {
 					Message string `json:"message"`
 				} `json:"error"`
 			}
-			if status != http.StatusBadRequest || json.Unmarshal([]byte(resp), &msg) != nil || msg.Error.Code != codeParseError || msg.ID != nil {
+			if status != http.StatusBadRequest || json.Unmarshal([]byte(resp), &msg) != nil || msg.Error.Code != jsonrpc.CodeParseError || msg.ID != nil {
 				t.Errorf("status %d: %s", status, resp)
 			}
 		})
