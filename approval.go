@@ -103,7 +103,7 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 		Approvers: d.Approvers, Quorum: max(d.Quorum, 1), RequirePasskey: d.RequirePasskey,
 		CreatedAt: now, ExpiresAt: now.Add(timeout), RunWithin: d.RunWithin}
 	if a, err = g.approvals.Request(ctx, candidate); err != nil {
-		return nil, false, nil, storeUnavailable(c, err)
+		return nil, false, nil, confirmationStoreDown(c, err)
 	}
 	if a.State(time.Now()) == approval.Lapsed {
 		lapsed = a
@@ -111,7 +111,7 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 			Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Decision: audit.DecisionExpired, RuleApprovers: a.Approvers,
 			Detail: fmt.Sprintf("%s: approved, but its call did not run by %s", a.ID, a.RunBy.UTC().Format(time.RFC3339))})
 		if a, err = g.approvals.Request(ctx, candidate); err != nil {
-			return nil, false, nil, storeUnavailable(c, err)
+			return nil, false, nil, confirmationStoreDown(c, err)
 		}
 	}
 	return a, a.ID == candidate.ID, lapsed, nil
@@ -130,7 +130,7 @@ func (g *Gate) decided(ctx context.Context, c *Call, d Decision, a *approval.App
 		}
 		ok, err := g.approvals.Consume(ctx, a.ID)
 		if err != nil {
-			return true, storeUnavailable(c, err)
+			return true, confirmationStoreDown(c, err)
 		}
 		if !ok {
 			return true, &Error{Code: CodeConsentTokenInvalid,

@@ -69,14 +69,16 @@ func (g *Gate) issue(ctx context.Context, k grant, c *Call, ttl time.Duration, p
 		IssuedAt: now, Expires: now.Add(ttl), Nonce: seal.NewNonce(), Payload: payload,
 	}
 	if err := g.tokens.Issue(ctx, k.binding(c.Tenant, c.Principal, c.Tool), claims.Fingerprint(), ttl); err != nil {
-		return "", seal.Claims{}, storeUnavailable(c, err)
+		return "", seal.Claims{}, confirmationStoreDown(c, err)
 	}
 	return g.sealer.Seal(claims), claims, nil
 }
 
-// storeUnavailable answers a call whose grant could not be written or
-// read: a transient failure of interlock's own store, in which nothing ran.
-func storeUnavailable(c *Call, err error) error {
+// confirmationStoreDown answers a call whose confirmation (a grant, an
+// approval, a standing grant) could not be written or read: a transient
+// failure of interlock's own store, in which nothing ran. Approvers meet
+// the same failure as StoreUnavailable.
+func confirmationStoreDown(c *Call, err error) error {
 	return &Error{
 		Code:         CodeUpstreamUnavailable,
 		Message:      fmt.Sprintf("interlock's confirmation store cannot be reached, so %s cannot be confirmed now; nothing ran.", c.Tool),
@@ -104,7 +106,7 @@ func (g *Gate) spend(ctx context.Context, k grant, c *Call, token, again string)
 	}
 	live, err := g.tokens.Consume(ctx, k.binding(claims.Tenant, claims.Principal, claims.Tool), claims.Fingerprint())
 	if err != nil {
-		return claims, storeUnavailable(c, err)
+		return claims, confirmationStoreDown(c, err)
 	}
 	if !live {
 		return claims, &Error{Code: CodeConsentTokenInvalid, Hint: again,

@@ -155,7 +155,7 @@ func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string)
 	}
 	live, err := g.grants.LiveGrants(ctx)
 	if err != nil {
-		return nil, storeUnavailable(c, err)
+		return nil, confirmationStoreDown(c, err)
 	}
 	now := time.Now()
 	for _, sg := range live {
@@ -174,7 +174,7 @@ func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string)
 		}
 		ok, err := g.grants.UseGrant(ctx, sg.ID)
 		if err != nil {
-			return nil, storeUnavailable(c, err)
+			return nil, confirmationStoreDown(c, err)
 		}
 		if ok {
 			return sg, nil
