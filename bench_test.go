@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/exchange"
 )
 
 // The gate's own cost per call, without transport: the decision for a
@@ -53,7 +55,7 @@ func BenchmarkGate(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			g.CallRequest(ctx, tool, req, run)
+			g.CallRequestWith(ctx, tool, req, exchange.Via(req, nil), run)
 		}
 	})
 	// The same read-only call with the gateway's logger at info, writing

@@ -377,32 +377,20 @@ type Exchange = exchange.Exchange
 // runs the tool only if every key the decision demands is present. The
 // result of a call that ran is returned untouched; every refusal or failure
 // is a structured error result. Call carries no exchange with a human: mode
-// elicit falls back. MCP handlers use [Gate.CallRequest].
+// elicit falls back. MCP handlers use [Gate.CallRequestWith].
 func (g *Gate) Call(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, run Runner) *mcp.CallToolResult {
 	return g.CallWith(ctx, t, id, raw, Exchange{}, run)
 }
 
-// CallRequest sends the call in req through the gate: [Gate.Call] with the
-// caller's identity and the exchange the client can carry.
-func (g *Gate) CallRequest(ctx context.Context, t *Tool, req *mcp.CallToolRequest, run Runner) *mcp.CallToolResult {
-	return g.CallRequestVia(ctx, t, req, nil, run)
-}
-
-// CallRequestVia is [Gate.CallRequest] for a transport that carries a
-// call's messages to its client itself, without the SDK's server: ask,
-// when not nil, sends the forms of a client of an earlier protocol in
-// place of its session's Elicit.
-func (g *Gate) CallRequestVia(ctx context.Context, t *Tool, req *mcp.CallToolRequest,
-	ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error), run Runner) *mcp.CallToolResult {
-	return g.CallRequestWith(ctx, t, req, exchange.Via(req, ask), run)
-}
-
-// CallRequestWith sends the call in req through the gate with an exchange
-// the caller read itself: the one entry of every library face. req may be
-// a view of a call another MCP library received, holding only what the
-// gate reads of it: the tool's name, the raw arguments as the client sent
-// them, and _meta (trace context); the caller's identity is read from it
-// and ctx as for [Gate.CallRequest].
+// CallRequestWith sends the call in req through the gate: [Gate.Call] with
+// the caller's identity and the exchange the client can carry (ex, which
+// exchange.Via reads from req; a face that carries a call's messages to
+// its client itself passes its own way to ask). It is the one entry of
+// every face, the gateway's included. req may be a view of a call another
+// MCP library received, holding only what the gate reads of it: the
+// tool's name, the raw arguments as the client sent them, and _meta (trace
+// context); the caller's identity is read from it and from ctx (the
+// options' Identify).
 func (g *Gate) CallRequestWith(ctx context.Context, t *Tool, req *mcp.CallToolRequest, ex Exchange, run Runner) *mcp.CallToolResult {
 	ctx = tracing.FromMeta(ctx, req.Params.Meta)
 	return g.CallWith(ctx, t, g.identify(ctx, req), req.Params.Arguments, ex, run)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock/exchange"
 	"github.com/interlock-mcp/interlock/internal/strictjson"
 )
 
@@ -176,7 +177,7 @@ func (g *Gate) Prepare(t *mcp.Tool, run Runner) (*Tool, *mcp.Tool, error) {
 
 func (g *Gate) handler(gt *Tool, h mcp.ToolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.CallRequest(ctx, gt, req, func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		return g.CallRequestWith(ctx, gt, req, exchange.Via(req, nil), func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			params := *req.Params
 			params.Arguments = args
 			params.InputResponses, params.RequestState = nil, ""

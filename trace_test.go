@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/exchange"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -29,7 +31,7 @@ func TestTraceContinuesFromMeta(t *testing.T) {
 	var passed map[string]any
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool.Name, Arguments: json.RawMessage(`{"customer_id":"a"}`),
 		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}}}
-	g.CallRequest(context.Background(), tool, req, func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
+	g.CallRequestWith(context.Background(), tool, req, exchange.Via(req, nil), func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
 		passed = map[string]any{}
 		tracing.ToMeta(ctx, passed)
 		return &mcp.CallToolResult{Content: []mcp.Content{}}, nil

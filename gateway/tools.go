@@ -14,6 +14,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/exchange"
 )
 
 // toolTable is every mirrored tool, as one value that is never changed
@@ -204,13 +205,12 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool, was *mirroredToo
 			passed = u.passed(err)
 			return res, err
 		}
-		var res *mcp.CallToolResult
 		// A call the lane serves carries its questions on its own stream.
+		var ask func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 		if st := laneStreamOf(ctx); st != nil {
-			res = g.gate.CallRequestVia(ctx, gt, req, st.elicit, run)
-		} else {
-			res = g.gate.CallRequest(ctx, gt, req, run)
+			ask = st.elicit
 		}
+		res := g.gate.CallRequestWith(ctx, gt, req, exchange.Via(req, ask), run)
 		if passed != nil {
 			// The gate recorded the failure; the client gets the
 			// upstream's own error, as the operator chose.
