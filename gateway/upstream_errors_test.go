@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -110,17 +109,10 @@ func TestPassErrors(t *testing.T) {
 	f := testConfig(t, "", "fx")
 	f.Upstreams[0].PassErrors = true
 	gw := start(t, f, "false")
-	srv := httptest.NewServer(gw.Handler(false))
-	defer srv.Close()
-	sessions := map[string]*mcp.ClientSession{"in memory": client(t, gw, nil)}
-	for _, version := range []string{"2025-11-25", "2026-07-28"} {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		sessions["http "+version] = cs
+	sessions := map[string]*mcp.ClientSession{
+		"in memory":       client(t, gw, nil),
+		"http 2025-11-25": httpClient("2025-11-25")(t, gw, nil),
+		"http 2026-07-28": httpClient("2026-07-28")(t, gw, nil),
 	}
 	tests := []struct {
 		name        string

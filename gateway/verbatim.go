@@ -241,7 +241,10 @@ func (c *childConn) ready(latest bool) bool {
 }
 
 func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && c.caller.Load() == nil &&
+	// Learned from the SDK's small requests (the tools/list a link makes
+	// first), never by reading through a call's arguments: a link of an
+	// earlier protocol has nothing to learn and would scan every call.
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && r.Method != "tools/call" && c.caller.Load() == nil &&
 		bytes.Contains(r.Params, []byte(mcp.MetaKeyClientCapabilities)) {
 		var p struct {
 			Meta map[string]json.RawMessage `json:"_meta"`
