@@ -207,6 +207,10 @@ func TestEventsTellOfGrants(t *testing.T) {
 	events := bob.events(ctx)
 	time.Sleep(100 * time.Millisecond)
 	var sg *approval.StandingGrant
+	// The approval a grant is made from may be seen while it waits and once
+	// it is consumed, before the grant, depending on when the watcher reads;
+	// those events are told in that order or not at all.
+	before := map[string][]string{"a grant": {"New approval waiting: refund_invoice, called by alice.", "refund_invoice ran, approved by bob."}}
 	steps := []struct {
 		name string
 		do   func()
@@ -233,8 +237,18 @@ func TestEventsTellOfGrants(t *testing.T) {
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			s.do()
+			may := before[s.name]
 			for _, want := range s.want() {
-				if got := nextEvent(t, events); got != want {
+				got := nextEvent(t, events)
+				for len(may) > 0 && got != want {
+					if got != may[0] {
+						may = may[1:]
+						continue
+					}
+					may = may[1:]
+					got = nextEvent(t, events)
+				}
+				if got != want {
 					t.Errorf("event %q, want %q", got, want)
 				}
 			}
