@@ -55,17 +55,36 @@ func Run(t *testing.T, open Open) {
 	t.Run("links", func(t *testing.T) { runLinks(t, open) })
 }
 
+// started opens two handles and starts bob's session on the first.
+func started(t *testing.T, open Open) (consolestate.Store, consolestate.Store, string) {
+	t.Helper()
+	s, r := open(t)
+	key := consolestate.Key("session-id")
+	if err := s.StartSession(context.Background(), key, session(bob, start), idle); err != nil {
+		t.Fatal(err)
+	}
+	return s, r, key
+}
+
+// check is one case of a table: what run returns must equal want.
+type check[T comparable] struct {
+	name string
+	run  func(t *testing.T) T
+	want T
+}
+
+func runChecks[T comparable](t *testing.T, checks []check[T]) {
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.run(t); got != c.want {
+				t.Errorf("got %#v, want %#v", got, c.want)
+			}
+		})
+	}
+}
+
 func runSessions(t *testing.T, open Open) {
 	ctx := context.Background()
-	started := func(t *testing.T) (consolestate.Store, consolestate.Store, string) {
-		t.Helper()
-		s, r := open(t)
-		key := consolestate.Key("session-id")
-		if err := s.StartSession(ctx, key, session(bob, start), idle); err != nil {
-			t.Fatal(err)
-		}
-		return s, r, key
-	}
 	live := func(t *testing.T, s consolestate.Store, key string, now time.Time, touch bool) bool {
 		t.Helper()
 		got, err := s.Session(ctx, key, now, idle, touch)
@@ -86,39 +105,35 @@ func runSessions(t *testing.T, open Open) {
 		}
 		return true
 	}
-	tests := []struct {
-		name string
-		run  func(t *testing.T) bool
-		want bool
-	}{
+	runChecks(t, []check[bool]{
 		{"a started session is live on the other handle", func(t *testing.T) bool {
-			_, r, key := started(t)
+			_, r, key := started(t, open)
 			return live(t, r, key, start, false)
 		}, true},
 		{"a key never kept names no session", func(t *testing.T) bool {
-			s, _, _ := started(t)
+			s, _, _ := started(t, open)
 			return live(t, s, consolestate.Key("made-up"), start, false)
 		}, false},
 		{"live until its idle time is up", func(t *testing.T) bool {
-			_, r, key := started(t)
+			_, r, key := started(t, open)
 			return live(t, r, key, start.Add(idle), false)
 		}, true},
 		{"idled out a nanosecond later", func(t *testing.T) bool {
-			_, r, key := started(t)
+			_, r, key := started(t, open)
 			return live(t, r, key, start.Add(idle+time.Nanosecond), false)
 		}, false},
 		{"once idled out it stays ended", func(t *testing.T) bool {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			live(t, r, key, start.Add(idle+time.Nanosecond), false)
 			return live(t, s, key, start, false)
 		}, false},
 		{"a touch keeps it live from then", func(t *testing.T) bool {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			live(t, s, key, start.Add(20*time.Minute), true)
 			return live(t, r, key, start.Add(20*time.Minute+idle), false)
 		}, true},
 		{"a touch from an earlier request does not move it back", func(t *testing.T) bool {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			live(t, s, key, start.Add(20*time.Minute), true)
 			if _, err := r.Session(ctx, key, start.Add(10*time.Minute), idle, true); err != nil {
 				t.Fatal(err)
@@ -126,12 +141,12 @@ func runSessions(t *testing.T, open Open) {
 			return live(t, s, key, start.Add(20*time.Minute+idle), false)
 		}, true},
 		{"a read without a touch does not", func(t *testing.T) bool {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			live(t, s, key, start.Add(20*time.Minute), false)
 			return live(t, r, key, start.Add(idle+time.Second), false)
 		}, false},
 		{"ended on one handle, gone on the other", func(t *testing.T) bool {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			if err := s.EndSession(ctx, key); err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +156,7 @@ func runSessions(t *testing.T, open Open) {
 			return live(t, r, key, start, false)
 		}, false},
 		{"a new session drops those idled out", func(t *testing.T) bool {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			if err := r.StartSession(ctx, consolestate.Key("later"), session(other, start.Add(idle+time.Second)), idle); err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +168,7 @@ func runSessions(t *testing.T, open Open) {
 			return kept || len(all) != 1
 		}, false},
 		{"every session is listed", func(t *testing.T) bool {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			if err := r.StartSession(ctx, consolestate.Key("another"), session(other, start), idle); err != nil {
 				t.Fatal(err)
 			}
@@ -164,27 +179,11 @@ func runSessions(t *testing.T, open Open) {
 			b, o := all[key], all[consolestate.Key("another")]
 			return len(all) == 2 && b.Who.Is(bob) && o.Who.Is(other) && b.CSRF == "csrf-of-bob"
 		}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.run(t); got != tt.want {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func runSlots(t *testing.T, open Open) {
 	ctx := context.Background()
-	started := func(t *testing.T) (consolestate.Store, consolestate.Store, string) {
-		t.Helper()
-		s, r := open(t)
-		key := consolestate.Key("session-id")
-		if err := s.StartSession(ctx, key, session(bob, start), idle); err != nil {
-			t.Fatal(err)
-		}
-		return s, r, key
-	}
 	take := func(t *testing.T, s consolestate.Store, key string, slot consolestate.Slot) string {
 		t.Helper()
 		v, err := s.Take(ctx, key, slot)
@@ -199,36 +198,32 @@ func runSlots(t *testing.T, open Open) {
 			t.Fatal(err)
 		}
 	}
-	tests := []struct {
-		name string
-		run  func(t *testing.T) string
-		want string
-	}{
+	runChecks(t, []check[string]{
 		{"what one handle puts the other takes", func(t *testing.T) string {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			put(t, s, key, consolestate.Flash, "You approved it.")
 			return take(t, r, key, consolestate.Flash)
 		}, "You approved it."},
 		{"taken once", func(t *testing.T) string {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			put(t, s, key, consolestate.Flash, "once")
 			take(t, r, key, consolestate.Flash)
 			return take(t, s, key, consolestate.Flash)
 		}, ""},
 		{"a later put replaces an earlier one", func(t *testing.T) string {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			put(t, s, key, consolestate.Registration, "first challenge")
 			put(t, r, key, consolestate.Registration, "second challenge")
 			return take(t, s, key, consolestate.Registration)
 		}, "second challenge"},
 		{"slots are apart", func(t *testing.T) string {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			put(t, s, key, consolestate.Registration, "challenge")
 			put(t, s, key, consolestate.Flash, "flash")
 			return take(t, r, key, consolestate.Flash) + "|" + take(t, r, key, consolestate.Registration)
 		}, "flash|challenge"},
 		{"a session's slots are its own", func(t *testing.T) string {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			if err := s.StartSession(ctx, consolestate.Key("another"), session(other, start), idle); err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +231,7 @@ func runSlots(t *testing.T, open Open) {
 			return take(t, r, consolestate.Key("another"), consolestate.Flash)
 		}, ""},
 		{"an ended session's slots go with it", func(t *testing.T) string {
-			s, r, key := started(t)
+			s, r, key := started(t, open)
 			put(t, s, key, consolestate.Flash, "left behind")
 			if err := s.EndSession(ctx, key); err != nil {
 				t.Fatal(err)
@@ -247,24 +242,17 @@ func runSlots(t *testing.T, open Open) {
 			return take(t, r, key, consolestate.Flash)
 		}, ""},
 		{"a put on a session that is gone", func(t *testing.T) string {
-			s, _, _ := started(t)
+			s, _, _ := started(t, open)
 			return fmt.Sprint(errors.Is(s.Put(ctx, consolestate.Key("gone"), consolestate.Flash, []byte("x")), consolestate.ErrNoSession))
 		}, "true"},
 		{"a slot that does not exist", func(t *testing.T) string {
-			s, _, key := started(t)
+			s, _, key := started(t, open)
 			_, err := s.Take(ctx, key, "password")
 			return fmt.Sprint(err != nil && s.Put(ctx, key, "password", []byte("x")) != nil)
 		}, "true"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.run(t); got != tt.want {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
-		})
-	}
+	})
 	t.Run("of takes at once on two handles, one gets the value", func(t *testing.T) {
-		s, r, key := started(t)
+		s, r, key := started(t, open)
 		for round := range 20 {
 			put(t, s, key, consolestate.Registration, fmt.Sprint("challenge ", round))
 			got := together(t, []consolestate.Store{s, r}, 8, func(h consolestate.Store) (bool, error) {
@@ -463,11 +451,7 @@ func runLinks(t *testing.T, open Open) {
 		}
 		return ok
 	}
-	tests := []struct {
-		name string
-		run  func(t *testing.T) bool
-		want bool
-	}{
+	runChecks(t, []check[bool]{
 		{"a link added on one handle is spent on the other", func(t *testing.T) bool {
 			_, r, key := added(t, start.Add(time.Hour))
 			return spend(t, r, key, start)
@@ -489,14 +473,7 @@ func runLinks(t *testing.T, open Open) {
 			_, r, _ := added(t, start.Add(time.Hour))
 			return spend(t, r, consolestate.Key("made-up"), start)
 		}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.run(t); got != tt.want {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
+	})
 	t.Run("of spends at once on two handles, one signs in", func(t *testing.T) {
 		s, r := open(t)
 		for round := range 20 {
