@@ -385,33 +385,15 @@ func TestShadowDecidesWithTheLiveTenants(t *testing.T) {
 // noEnv is an environment with no variables set.
 func noEnv(string) (string, bool) { return "", false }
 
-const tenantPolicy = `
+// tenantPolicy is policy's policy of tenants with the upstreams it names.
+var tenantPolicy = func() string {
+	b, err := os.ReadFile("../policy/testdata/tenants.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return `
 upstreams:
   - {name: billing, command: [x], prefix: "billing_"}
   - {name: ops, command: [y]}
-rules:
-  - name: refunds
-    match: {tools: ["billing_refund_*"]}
-    mode: token
-  - name: deletes
-    match: {tools: ["*delete*"]}
-    mode: deny
-tenants:
-  - name: acme
-    upstreams: [billing]
-    tools: ["billing_list_*", "billing_refund_*", "billing_delete_*"]
-    rules:
-      - name: acme-refunds
-        match: {tools: ["billing_refund_*"]}
-        when: "num(args.amount) > 100"
-        mode: approval
-        approvers: [finance]
-      - name: acme-deletes
-        match: {tools: ["billing_delete_*"]}
-        mode: flag
-  - name: beta
-    tools: ["*_list_*", "restart"]
-budgets:
-  - {name: refunds-per-agent, per: principal, limit: 20, window: 1h, rules: [refunds, acme-refunds]}
-  - {name: everything, per: tenant, limit: 100, window: 24h}
-`
+` + string(b)
+}()

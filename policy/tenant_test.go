@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -10,36 +11,14 @@ import (
 	"github.com/interlock-mcp/interlock"
 )
 
-const tenantPolicy = `
-# Upstreams are config's: billing (tools prefixed billing_) and ops.
-#
-#
-rules:
-  - name: refunds
-    match: {tools: ["billing_refund_*"]}
-    mode: token
-  - name: deletes
-    match: {tools: ["*delete*"]}
-    mode: deny
-tenants:
-  - name: acme
-    upstreams: [billing]
-    tools: ["billing_list_*", "billing_refund_*", "billing_delete_*"]
-    rules:
-      - name: acme-refunds
-        match: {tools: ["billing_refund_*"]}
-        when: "num(args.amount) > 100"
-        mode: approval
-        approvers: [finance]
-      - name: acme-deletes
-        match: {tools: ["billing_delete_*"]}
-        mode: flag
-  - name: beta
-    tools: ["*_list_*", "restart"]
-budgets:
-  - {name: refunds-per-agent, per: principal, limit: 20, window: 1h, rules: [refunds, acme-refunds]}
-  - {name: everything, per: tenant, limit: 100, window: 24h}
-`
+// tenantPolicy is shared with config's tests, which name its upstreams.
+var tenantPolicy = func() string {
+	b, err := os.ReadFile("testdata/tenants.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func TestTenantOverlays(t *testing.T) {
 	f := parse(t, tenantPolicy)
