@@ -31,8 +31,7 @@ func store(t testing.TB) *redis.Tokens {
 		t.Fatalf("Redis must be running at %s: %v", redisURL, err)
 	}
 	t.Cleanup(func() {
-		opts, _ := goredis.ParseURL(redisURL)
-		c := goredis.NewClient(opts)
+		c := client()
 		defer c.Close()
 		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
 		if len(keys) > 0 {
@@ -43,32 +42,49 @@ func store(t testing.TB) *redis.Tokens {
 	return s
 }
 
+// client is a client of the server itself, for reading what the stores
+// wrote under their prefix.
+func client() *goredis.Client {
+	opts, _ := goredis.ParseURL(redisURL)
+	return goredis.NewClient(opts)
+}
+
+// openAt opens the keys under prefix, which store(t) or another process
+// made, as one more gateway sharing the server would.
+func openAt(t *testing.T, prefix string) *redis.Tokens {
+	s, err := redis.Open(context.Background(), redisURL, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // twoHandles opens a second connection on the fresh store of store(t),
 // as a second gateway sharing the server would.
 func twoHandles(t *testing.T) (*redis.Tokens, *redis.Tokens) {
 	s := store(t)
-	other, err := redis.Open(context.Background(), redisURL, s.Prefix())
-	if err != nil {
-		t.Fatal(err)
+	return s, openAt(t, s.Prefix())
+}
+
+// both opens two handles on one fresh store and returns the view of of
+// each: what a conformance suite opens.
+func both[S any](of func(*redis.Tokens) S) func(*testing.T) (S, S) {
+	return func(t *testing.T) (S, S) {
+		s, other := twoHandles(t)
+		return of(s), of(other)
 	}
-	t.Cleanup(func() { other.Close() })
-	return s, other
 }
 
 // Redis expires tokens and counts budgets by its own clock, which
 // synctest cannot fake, so the suite checks their timing on real time.
 
 func TestTokensConformance(t *testing.T) {
-	storetest.RunTokens(t, func(t *testing.T) (interlock.TokenStore, interlock.TokenStore) {
-		return twoHandles(t)
-	}, storetest.Options{})
+	storetest.RunTokens(t, both(func(s *redis.Tokens) interlock.TokenStore { return s }), storetest.Options{})
 }
 
 func TestBudgetsConformance(t *testing.T) {
-	storetest.RunBudgets(t, func(t *testing.T) (interlock.BudgetStore, interlock.BudgetStore) {
-		s, other := twoHandles(t)
-		return s.Budgets(), other.Budgets()
-	}, storetest.Options{})
+	storetest.RunBudgets(t, both(func(s *redis.Tokens) interlock.BudgetStore { return s.Budgets() }), storetest.Options{})
 }
 
 // TestKeyLayout checks where the stores keep what they count: a token's
@@ -87,8 +103,7 @@ func TestKeyLayout(t *testing.T) {
 	if ok, _, _, err := s.Budgets().Peek(ctx, one("p", 2, time.Hour)); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	opts, _ := goredis.ParseURL(redisURL)
-	c := goredis.NewClient(opts)
+	c := client()
 	defer c.Close()
 	if nonce, err := c.Get(ctx, s.Prefix()+"token:b").Result(); nonce != "n1" || err != nil {
 		t.Errorf("token:b holds %q, %v; want the nonce", nonce, err)
@@ -168,19 +183,13 @@ func BenchmarkConsumeParallel(b *testing.B) {
 // TestApprovalsConformance runs the approval store's rules against two
 // handles on one Redis, as two gateways would share it.
 func TestApprovalsConformance(t *testing.T) {
-	approvaltest.Run(t, func(t *testing.T) (approval.Store, approval.Store) {
-		s, other := twoHandles(t)
-		return s.Approvals(), other.Approvals()
-	})
+	approvaltest.Run(t, both(func(s *redis.Tokens) approval.Store { return s.Approvals() }))
 }
 
 // TestGrantsConformance runs the grant store's rules against two handles
 // on one Redis.
 func TestGrantsConformance(t *testing.T) {
-	approvaltest.RunGrants(t, func(t *testing.T) (approval.GrantStore, approval.GrantStore) {
-		s, other := twoHandles(t)
-		return s.Grants(), other.Grants()
-	})
+	approvaltest.RunGrants(t, both(func(s *redis.Tokens) approval.GrantStore { return s.Grants() }))
 }
 
 // TestApprovedKeptUntilItsDeadline checks that Redis keeps an approved
@@ -200,8 +209,7 @@ func TestApprovedKeptUntilItsDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, _ := goredis.ParseURL(redisURL)
-	c := goredis.NewClient(opts)
+	c := client()
 	defer c.Close()
 	for _, key := range []string{"approval:apr_keep", "approval-key:kkeep"} {
 		ttl, err := c.PTTL(ctx, s.Prefix()+key).Result()
@@ -223,12 +231,7 @@ func TestGrantUsesAcrossProcesses(t *testing.T) {
 // nothing.
 func TestHelperProcess(t *testing.T) {
 	approvaltest.HelperProcess(t, func(t *testing.T, prefix string) approval.GrantStore {
-		s, err := redis.Open(context.Background(), redisURL, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s.Grants()
+		return openAt(t, prefix).Grants()
 	})
 }
 
@@ -251,27 +254,17 @@ func TestBudgetsAcrossProcesses(t *testing.T) {
 // test it does nothing.
 func TestStoreHelperProcess(t *testing.T) {
 	storetest.HelperProcess(t, func(t *testing.T, prefix string) (interlock.TokenStore, interlock.BudgetStore) {
-		s, err := redis.Open(context.Background(), redisURL, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := openAt(t, prefix)
 		return s, s.Budgets()
 	})
 }
 
 func TestConsoleConformance(t *testing.T) {
-	consolestatetest.Run(t, func(t *testing.T) (consolestate.Store, consolestate.Store) {
-		s, other := twoHandles(t)
-		return s.Console(), other.Console()
-	})
+	consolestatetest.Run(t, both(func(s *redis.Tokens) consolestate.Store { return s.Console() }))
 }
 
 func TestConsoleSignal(t *testing.T) {
-	consolestatetest.RunSignal(t, func(t *testing.T) (consolestate.Signal, consolestate.Signal) {
-		s, other := twoHandles(t)
-		return s.Console(), other.Console()
-	})
+	consolestatetest.RunSignal(t, both(func(s *redis.Tokens) consolestate.Signal { return s.Console() }))
 }
 
 // TestConsoleAcrossProcesses: two processes on one Redis race for a
@@ -286,11 +279,6 @@ func TestConsoleAcrossProcesses(t *testing.T) {
 // as a test it does nothing.
 func TestConsoleHelperProcess(t *testing.T) {
 	consolestatetest.HelperProcess(t, func(t *testing.T, prefix string) consolestate.Store {
-		s, err := redis.Open(context.Background(), redisURL, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s.Console()
+		return openAt(t, prefix).Console()
 	})
 }
