@@ -1,11 +1,9 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/internal/rawhttp"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
@@ -142,7 +141,7 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if status := rawRequest(t, srv.Listener.Addr().String(), tt.request); status != http.StatusUnauthorized {
+			if status := rawhttp.Status(t, srv.Listener.Addr().String(), tt.request); status != http.StatusUnauthorized {
 				t.Errorf("status %d, want 401", status)
 			}
 		})
@@ -180,7 +179,7 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	// window (the hostile ones above among them), and all are counted.
 	const flood = 25
 	for range flood {
-		rawRequest(t, srv.Listener.Addr().String(), "GET /v1/tools/%FF HTTP/1.1\r\n")
+		rawhttp.Status(t, srv.Listener.Addr().String(), "GET /v1/tools/%FF HTTP/1.1\r\n")
 	}
 	refused := 0
 	for r, err := range log.Records(context.Background(), 1) {
@@ -234,24 +233,4 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	if want := fmt.Sprintf(`interlock_events_total{event="auth_refused"} %d`, len(tests)+flood); !strings.Contains(string(b), want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
-}
-
-// rawRequest sends request, a request line and headers as they go on the
-// wire, on a connection of its own, and returns the status answered.
-func rawRequest(t *testing.T, addr, request string) int {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, request+"Host: "+addr+"\r\nConnection: close\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
 }

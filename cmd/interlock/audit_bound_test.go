@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/interlock-mcp/interlock/gateway"
+	"github.com/interlock-mcp/interlock/internal/rawhttp"
 )
 
 // TestHostileRequestsThroughServe: requests without a credential whose
@@ -39,7 +37,7 @@ func TestHostileRequestsThroughServe(t *testing.T) {
 		"POST /mcp HTTP/1.1\r\nAuthorization: Bearer \xff\xfe\r\nX-Client: \xc3\x28\r\nContent-Length: 0\r\n",
 	}
 	for _, req := range requests {
-		if status := sendRaw(t, addr, req); status != http.StatusUnauthorized {
+		if status := rawhttp.Status(t, addr, req); status != http.StatusUnauthorized {
 			t.Errorf("%.40q: status %d, want 401", req, status)
 		}
 	}
@@ -86,24 +84,4 @@ func TestTerminalText(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sendRaw sends request, a request line and headers as they go on the
-// wire, on a connection of its own, and returns the status answered.
-func sendRaw(t *testing.T, addr, request string) int {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, request+"Host: "+addr+"\r\nConnection: close\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
 }
