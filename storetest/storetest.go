@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/budget"
+	"github.com/interlock-mcp/interlock/internal/testproc"
 )
 
 // OpenTokens returns two handles on one fresh, empty token store (two
@@ -218,7 +218,7 @@ func RunTokens(t *testing.T, open OpenTokens, o Options) {
 	t.Run("consumed exactly once across handles", func(t *testing.T) {
 		s, other := open(t)
 		issue(t, s, "b", "n1", time.Minute)
-		if won := atOnce(t, 1000, s, other, func(h interlock.TokenStore) (bool, error) { return h.Consume(ctx, "b", "n1") }); won != 1 {
+		if won := testproc.AtOnce(t, 1000, s, other, func(h interlock.TokenStore, _ int) (bool, error) { return h.Consume(ctx, "b", "n1") }); won != 1 {
 			t.Errorf("of 1,000 consumes at once %d won, want 1", won)
 		}
 	})
@@ -376,7 +376,7 @@ func RunBudgets(t *testing.T, open OpenBudgets, o Options) {
 		combos := [][]string{{"a", "b"}, {"b", "c"}, {"a"}}
 		var took [3]atomic.Int64
 		var i atomic.Int64
-		atOnce(t, 300, b, other, func(h interlock.BudgetStore) (bool, error) {
+		testproc.AtOnce(t, 300, b, other, func(h interlock.BudgetStore, _ int) (bool, error) {
 			n := int(i.Add(1)) % 3
 			var takes []interlock.BudgetTake
 			for _, k := range combos[n] {
@@ -438,32 +438,4 @@ func count(t *testing.T, s interlock.BudgetStore, key string, window time.Durati
 	}
 	t.Fatalf("key %s holds more than 1,000 calls", key)
 	return 0
-}
-
-// atOnce makes n tries at once, alternately on two handles of one store,
-// and returns how many succeeded. Every try waits for the others to be
-// ready, so they overlap however slowly the machine starts them.
-func atOnce[S any](t *testing.T, n int, one, other S, try func(h S) (bool, error)) int {
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		h := one
-		if i%2 == 1 {
-			h = other
-		}
-		wg.Go(func() {
-			<-start
-			ok, err := try(h)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				won.Add(1)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	return int(won.Load())
 }

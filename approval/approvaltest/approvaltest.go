@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/internal/testproc"
 )
 
 // Open returns two handles on one fresh, empty store (two gateways
@@ -84,7 +85,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("racing requests share one approval", func(t *testing.T) {
 		s, other := open(t)
 		ids := idSet{}
-		atOnce(t, s, other, func(h approval.Store, i int) (bool, error) {
+		testproc.AtOnce(t, 40, s, other, func(h approval.Store, i int) (bool, error) {
 			a, err := h.Request(ctx, newApproval(fmt.Sprintf("apr_r%d", i), "kr", 1, time.Minute))
 			if err != nil {
 				return false, err
@@ -246,7 +247,7 @@ func Run(t *testing.T, open Open) {
 		s, other := open(t)
 		request(t, s, newApproval("apr_c", "kc", 1, time.Minute))
 		s.Decide(ctx, "apr_c", vote("bob", approval.Approve))
-		won := atOnce(t, s, other, func(h approval.Store, _ int) (bool, error) { return h.Consume(ctx, "apr_c") })
+		won := testproc.AtOnce(t, 40, s, other, func(h approval.Store, _ int) (bool, error) { return h.Consume(ctx, "apr_c") })
 		if won != 1 {
 			t.Errorf("%d consumers won", won)
 		}
@@ -302,7 +303,7 @@ func Run(t *testing.T, open Open) {
 					t.Fatalf("before the race: %+v %v", got, err)
 				}
 				fresh := idSet{}
-				told := atOnce(t, s, other, func(h approval.Store, i int) (bool, error) {
+				told := testproc.AtOnce(t, 40, s, other, func(h approval.Store, i int) (bool, error) {
 					got, err := h.Request(ctx, newApproval(fmt.Sprintf("apr_new%d", i), "kx", 1, time.Minute))
 					if err != nil {
 						return false, err
@@ -328,7 +329,7 @@ func Run(t *testing.T, open Open) {
 			t.Run(fmt.Sprintf("quorum %d", quorum), func(t *testing.T) {
 				s, other := open(t)
 				request(t, s, newApproval("apr_ad", "kad", quorum, time.Minute))
-				won := atOnce(t, s, other, func(h approval.Store, i int) (bool, error) {
+				won := testproc.AtOnce(t, 40, s, other, func(h approval.Store, i int) (bool, error) {
 					v := approval.Approve
 					if i%4 == 1 {
 						v = approval.Deny
@@ -366,7 +367,7 @@ func Run(t *testing.T, open Open) {
 				a.RunWithin = time.Minute
 				request(t, s, a)
 				base := time.Now()
-				won := atOnce(t, s, other, func(h approval.Store, i int) (bool, error) {
+				won := testproc.AtOnce(t, 40, s, other, func(h approval.Store, i int) (bool, error) {
 					v := vote(fmt.Sprintf("approver%d", i), approval.Approve)
 					// Each vote has its own time, so the deadline shows
 					// which vote reached the quorum.
@@ -394,7 +395,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("one approver's votes race", func(t *testing.T) {
 		s, other := open(t)
 		request(t, s, newApproval("apr_one", "kone", 2, time.Minute))
-		won := atOnce(t, s, other, func(h approval.Store, _ int) (bool, error) {
+		won := testproc.AtOnce(t, 40, s, other, func(h approval.Store, _ int) (bool, error) {
 			_, err := h.Decide(ctx, "apr_one", vote("bob", approval.Approve))
 			return decided(err, approval.ErrAlreadyVoted)
 		})
@@ -512,7 +513,7 @@ func RunGrants(t *testing.T, open OpenGrants) {
 	t.Run("uses never exceed the limit", func(t *testing.T) {
 		s, other := open(t)
 		add(t, s, grant("grt_uses", 5, time.Hour))
-		if used := atOnce(t, s, other, func(h approval.GrantStore, _ int) (bool, error) { return h.UseGrant(ctx, "grt_uses") }); used != 5 {
+		if used := testproc.AtOnce(t, 40, s, other, func(h approval.GrantStore, _ int) (bool, error) { return h.UseGrant(ctx, "grt_uses") }); used != 5 {
 			t.Errorf("%d uses succeeded, want 5", used)
 		}
 		if g, err := other.Grant(ctx, "grt_uses"); err != nil || g.Used != 5 || g.Live(time.Now()) {
@@ -526,7 +527,7 @@ func RunGrants(t *testing.T, open OpenGrants) {
 	t.Run("uses race a revocation", func(t *testing.T) {
 		s, other := open(t)
 		add(t, s, grant("grt_race", 100, time.Hour))
-		used := atOnce(t, s, other, func(h approval.GrantStore, i int) (bool, error) {
+		used := testproc.AtOnce(t, 40, s, other, func(h approval.GrantStore, i int) (bool, error) {
 			if i == 13 {
 				_, err := h.RevokeGrant(ctx, "grt_race", "rule changed")
 				return false, err
@@ -535,7 +536,7 @@ func RunGrants(t *testing.T, open OpenGrants) {
 		})
 		// Neither the revocation nor any use may be lost to another.
 		g, err := s.Grant(ctx, "grt_race")
-		if err != nil || !g.Revoked || g.Voided != "rule changed" || int64(g.Used) != used {
+		if err != nil || !g.Revoked || g.Voided != "rule changed" || g.Used != used {
 			t.Errorf("%d uses succeeded: %+v %v", used, g, err)
 		}
 		if ok, err := other.UseGrant(ctx, "grt_race"); ok || err != nil {
@@ -623,33 +624,4 @@ func (s *idSet) add(id string) {
 		s.ids = map[string]bool{}
 	}
 	s.ids[id] = true
-}
-
-// atOnce makes 40 tries at once, alternately on two handles of one store,
-// and returns how many succeeded; try is told its number. Every try waits
-// for the others to be ready, so they overlap however slowly the machine
-// starts them.
-func atOnce[S any](t *testing.T, one, other S, try func(h S, i int) (bool, error)) int64 {
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range 40 {
-		h := one
-		if i%2 == 1 {
-			h = other
-		}
-		wg.Go(func() {
-			<-start
-			ok, err := try(h, i)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				won.Add(1)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	return won.Load()
 }

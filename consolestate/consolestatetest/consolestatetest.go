@@ -16,13 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/internal/testproc"
 )
 
 // Open returns two handles on one fresh, empty store (two gateways
@@ -255,7 +254,7 @@ func runSlots(t *testing.T, open Open) {
 		s, r, key := started(t, open)
 		for round := range 20 {
 			put(t, s, key, consolestate.Registration, fmt.Sprint("challenge ", round))
-			got := together(t, []consolestate.Store{s, r}, 8, func(h consolestate.Store) (bool, error) {
+			got := testproc.AtOnce(t, 8, s, r, func(h consolestate.Store, _ int) (bool, error) {
 				v, err := h.Take(ctx, key, consolestate.Registration)
 				return v != nil, err
 			})
@@ -264,33 +263,6 @@ func runSlots(t *testing.T, open Open) {
 			}
 		}
 	})
-}
-
-// together runs fn n times at once, alternating between handles, and
-// returns how many said true.
-func together(t *testing.T, handles []consolestate.Store, n int, fn func(consolestate.Store) (bool, error)) int {
-	t.Helper()
-	var won atomic.Int32
-	var ready, wg sync.WaitGroup
-	gun := make(chan struct{})
-	for i := range n {
-		ready.Add(1)
-		wg.Go(func() {
-			ready.Done()
-			<-gun
-			ok, err := fn(handles[i%len(handles)])
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				won.Add(1)
-			}
-		})
-	}
-	ready.Wait()
-	close(gun)
-	wg.Wait()
-	return int(won.Load())
 }
 
 func runPasskeys(t *testing.T, open Open) {
@@ -386,7 +358,7 @@ func runPasskeys(t *testing.T, open Open) {
 		add(t, s, bobs, key("k1"))
 		for round := range 20 {
 			p := list(t, s, bobs)[0]
-			got := together(t, []consolestate.Store{s, r}, 8, func(h consolestate.Store) (bool, error) {
+			got := testproc.AtOnce(t, 8, s, r, func(h consolestate.Store, _ int) (bool, error) {
 				next := p
 				next.Credential = []byte(fmt.Sprintf(`{"round":%d}`, round))
 				return h.SwapPasskey(ctx, bobs, next)
@@ -481,7 +453,7 @@ func runLinks(t *testing.T, open Open) {
 			if err := s.AddLink(ctx, key, operator, start.Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
-			got := together(t, []consolestate.Store{s, r}, 8, func(h consolestate.Store) (bool, error) {
+			got := testproc.AtOnce(t, 8, s, r, func(h consolestate.Store, _ int) (bool, error) {
 				_, ok, err := h.SpendLink(ctx, key, start)
 				return ok, err
 			})

@@ -5,7 +5,8 @@
 // children dial the store, say "ready", and then answer each line the
 // parent sends with lines of their own. Every line starts at a moment the
 // parent names, the same for every child, so their work overlaps instead
-// of the first finishing before the second has read its line.
+// of the first finishing before the second has read its line. Races
+within one process start the same way: every try waits for the gun.
 package testproc
 
 import (
@@ -138,6 +139,35 @@ func Ready(t *testing.T) iter.Seq[[]string] {
 			}
 		}
 	}
+}
+
+// AtOnce makes n tries at once, alternately on two handles of one store,
+// and returns how many succeeded; try is told its number. Every try waits
+// for the others to be started, so they overlap however slowly the
+// machine starts them.
+func AtOnce[S any](t *testing.T, n int, one, other S, try func(h S, i int) (bool, error)) int {
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		h := one
+		if i%2 == 1 {
+			h = other
+		}
+		wg.Go(func() {
+			<-start
+			ok, err := try(h, i)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return int(won.Load())
 }
 
 // Together runs fn tries times in all from n goroutines at once and
