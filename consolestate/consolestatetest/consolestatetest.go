@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,30 +198,46 @@ func runSlots(t *testing.T, open Open) {
 			t.Fatal(err)
 		}
 	}
+	// Each step puts value in slot on the first handle or the second, or
+	// takes it (an empty value); what the takes got is joined by "|".
+	type step struct {
+		second bool
+		slot   consolestate.Slot
+		value  string
+	}
+	flash, reg := consolestate.Flash, consolestate.Registration
+	steps := []struct {
+		name  string
+		steps []step
+		want  string
+	}{
+		{"what one handle puts the other takes", []step{{false, flash, "You approved it."}, {true, flash, ""}}, "You approved it."},
+		{"taken once", []step{{false, flash, "once"}, {true, flash, ""}, {false, flash, ""}}, "once|"},
+		{"a later put replaces an earlier one", []step{{false, reg, "first challenge"}, {true, reg, "second challenge"}, {false, reg, ""}},
+			"second challenge"},
+		{"slots are apart", []step{{false, reg, "challenge"}, {false, flash, "flash"}, {true, flash, ""}, {true, reg, ""}}, "flash|challenge"},
+	}
+	for _, tt := range steps {
+		t.Run(tt.name, func(t *testing.T) {
+			s, r, key := started(t, open)
+			var took []string
+			for _, st := range tt.steps {
+				h := s
+				if st.second {
+					h = r
+				}
+				if st.value != "" {
+					put(t, h, key, st.slot, st.value)
+				} else {
+					took = append(took, take(t, h, key, st.slot))
+				}
+			}
+			if got := strings.Join(took, "|"); got != tt.want {
+				t.Errorf("took %q, want %q", got, tt.want)
+			}
+		})
+	}
 	runChecks(t, []check[string]{
-		{"what one handle puts the other takes", func(t *testing.T) string {
-			s, r, key := started(t, open)
-			put(t, s, key, consolestate.Flash, "You approved it.")
-			return take(t, r, key, consolestate.Flash)
-		}, "You approved it."},
-		{"taken once", func(t *testing.T) string {
-			s, r, key := started(t, open)
-			put(t, s, key, consolestate.Flash, "once")
-			take(t, r, key, consolestate.Flash)
-			return take(t, s, key, consolestate.Flash)
-		}, ""},
-		{"a later put replaces an earlier one", func(t *testing.T) string {
-			s, r, key := started(t, open)
-			put(t, s, key, consolestate.Registration, "first challenge")
-			put(t, r, key, consolestate.Registration, "second challenge")
-			return take(t, s, key, consolestate.Registration)
-		}, "second challenge"},
-		{"slots are apart", func(t *testing.T) string {
-			s, r, key := started(t, open)
-			put(t, s, key, consolestate.Registration, "challenge")
-			put(t, s, key, consolestate.Flash, "flash")
-			return take(t, r, key, consolestate.Flash) + "|" + take(t, r, key, consolestate.Registration)
-		}, "flash|challenge"},
 		{"a session's slots are its own", func(t *testing.T) string {
 			s, r, key := started(t, open)
 			if err := s.StartSession(ctx, consolestate.Key("another"), session(other, start), idle); err != nil {

@@ -5,8 +5,8 @@
 // children dial the store, say "ready", and then answer each line the
 // parent sends with lines of their own. Every line starts at a moment the
 // parent names, the same for every child, so their work overlaps instead
-// of the first finishing before the second has read its line. Races
-within one process start the same way: every try waits for the gun.
+// of the first finishing before the second has read its line. A race
+// within one process ([AtOnce]) starts its tries at one moment too.
 package testproc
 
 import (
