@@ -16,6 +16,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -153,63 +154,62 @@ func RunTokens(t *testing.T, open OpenTokens, o Options) {
 		return ok
 	}
 	// The cases issue on the first handle and mostly consume on the
-	// second, as two gateways would.
+	// second, as two gateways would. A step is "H issue BINDING NONCE",
+	// for a minute, or "H issue BINDING NONCE UNITS", for that many units
+	// of the clock; "H consume BINDING NONCE"; "sleep UNITS", or "sleep
+	// before UNITS" or "sleep after UNITS", to just before or just after
+	// that many have passed. H is s, the first handle, or r, the second;
+	// want is what the consumes answered, in order.
 	tests := []struct {
-		name string
-		run  func(t *testing.T, c *clock, s, r interlock.TokenStore) bool
-		want bool
+		name  string
+		steps []string
+		want  string
 	}{
-		{"issued token consumes", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", time.Minute)
-			return consume(t, r, "b", "n1")
-		}, true},
-		{"consumes on the issuing handle", func(t *testing.T, _ *clock, s, _ interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", time.Minute)
-			return consume(t, s, "b", "n1")
-		}, true},
-		{"second consume fails", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", time.Minute)
-			consume(t, r, "b", "n1")
-			return consume(t, s, "b", "n1")
-		}, false},
-		{"superseded nonce fails", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", time.Minute)
-			issue(t, r, "b", "n2", time.Minute)
-			return consume(t, s, "b", "n1")
-		}, false},
-		{"a failed consume leaves the live token", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n2", time.Minute)
-			consume(t, r, "b", "n1")
-			return consume(t, r, "b", "n2")
-		}, true},
-		{"other binding", func(t *testing.T, _ *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", time.Minute)
-			return consume(t, r, "c", "n1")
-		}, false},
-		{"live until its expiry", func(t *testing.T, c *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", 6*c.unit)
-			c.sleep(c.justBefore(6 * c.unit))
-			return consume(t, r, "b", "n1")
-		}, true},
-		{"expired", func(t *testing.T, c *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", 6*c.unit)
-			c.sleep(c.justAfter(6 * c.unit))
-			return consume(t, r, "b", "n1")
-		}, false},
-		{"a reissue restarts the time", func(t *testing.T, c *clock, s, r interlock.TokenStore) bool {
-			issue(t, s, "b", "n1", 6*c.unit)
-			c.sleep(4 * c.unit)
-			issue(t, s, "b", "n1", 6*c.unit)
-			c.sleep(4 * c.unit)
-			return consume(t, r, "b", "n1")
-		}, true},
+		{"issued token consumes", []string{"s issue b n1", "r consume b n1"}, "true"},
+		{"consumes on the issuing handle", []string{"s issue b n1", "s consume b n1"}, "true"},
+		{"second consume fails", []string{"s issue b n1", "r consume b n1", "s consume b n1"}, "true false"},
+		{"superseded nonce fails", []string{"s issue b n1", "r issue b n2", "s consume b n1"}, "false"},
+		{"a failed consume leaves the live token", []string{"s issue b n2", "r consume b n1", "r consume b n2"}, "false true"},
+		{"other binding", []string{"s issue b n1", "r consume c n1"}, "false"},
+		{"live until its expiry", []string{"s issue b n1 6", "sleep before 6", "r consume b n1"}, "true"},
+		{"expired", []string{"s issue b n1 6", "sleep after 6", "r consume b n1"}, "false"},
+		{"a reissue restarts the time", []string{"s issue b n1 6", "sleep 4", "s issue b n1 6", "sleep 4", "r consume b n1"}, "true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			timed(t, o, func(t *testing.T, c *clock) {
-				s, r := open(t)
-				if got := tt.run(t, c, s, r); got != tt.want {
-					c.errorf(t, "Consume = %v, want %v", got, tt.want)
+				handles := map[string]interlock.TokenStore{}
+				handles["s"], handles["r"] = open(t)
+				units := func(n string) time.Duration {
+					u, err := strconv.Atoi(n)
+					if err != nil {
+						t.Fatalf("bad step: %v", err)
+					}
+					return time.Duration(u) * c.unit
+				}
+				var got []string
+				for _, step := range tt.steps {
+					switch f := strings.Fields(step); {
+					case len(f) == 2 && f[0] == "sleep":
+						c.sleep(units(f[1]))
+					case len(f) == 3 && f[1] == "before":
+						c.sleep(c.justBefore(units(f[2])))
+					case len(f) == 3 && f[1] == "after":
+						c.sleep(c.justAfter(units(f[2])))
+					case len(f) >= 4 && f[1] == "issue":
+						ttl := time.Minute
+						if len(f) == 5 {
+							ttl = units(f[4])
+						}
+						issue(t, handles[f[0]], f[2], f[3], ttl)
+					case len(f) == 4 && f[1] == "consume":
+						got = append(got, fmt.Sprint(consume(t, handles[f[0]], f[2], f[3])))
+					default:
+						t.Fatalf("bad step %q", step)
+					}
+				}
+				if g := strings.Join(got, " "); g != tt.want {
+					c.errorf(t, "Consume = %s, want %s", g, tt.want)
 				}
 			})
 		})
