@@ -7,14 +7,73 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/config"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// This file is the child process of a stdio upstream: its command and
+// environment, its process group, and the connection to it (MCP's stdio
+// transport). It speaks no protocol: the SDK's client session above the
+// connection does the handshake and everything after, and link.go decides
+// when a child is started again.
+
+// ChildEnvBase lists the variables of the gateway's environment that every
+// child gets: what a program needs to find its tools, its home, a locale, a
+// time zone and a place for temporary files. The rest of the gateway's
+// environment (cloud credentials, tokens of other services) stays with the
+// gateway unless an upstream sets inherit_env.
+var ChildEnvBase = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT"}
+
+// childEnv is the environment of an upstream's child: the base list taken
+// from environ (or all of it with inherit_env), then the upstream's own
+// env. The sealing keys and the name of their file are never passed on: a
+// server behind the gate must never be able to mint confirm tokens.
+func childEnv(environ []string, cfg *config.Upstream) []string {
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == interlock.SecretEnv || name == config.SecretFileEnv {
+			continue
+		}
+		if cfg.InheritEnv || slices.Contains(ChildEnvBase, name) {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// child makes the transport that starts the upstream's child, in a process
+// group of its own, and stderr, which keeps what the child says on
+// standard error. shared says the child serves the shared link, whose
+// starts are compared with each other (see stderrLog).
+func (u *upstream) child(shared bool) (mcp.Transport, *stderrLog) {
+	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
+	cmd.Dir = u.cfg.Dir
+	cmd.Env = childEnv(os.Environ(), u.cfg)
+	var stderr *stderrLog
+	if shared {
+		stderr = u.stderr.next(u.log(), u.cfg.Name)
+	} else {
+		stderr = &stderrLog{log: u.log(), upstream: u.cfg.Name}
+	}
+	cmd.Stderr = stderr
+	inOwnGroup(cmd)
+	return pipeTransport{cmd: cmd}, stderr
+}
 
 // pipeTransport runs a child and speaks MCP's stdio transport with it:
 // JSON-RPC messages on its standard input and output, one per line. It
@@ -26,13 +85,17 @@ import (
 // from the child. Here one decoder reads the child's output for the life
 // of the link, and each message is decoded once.
 //
-// It does not start the child's process group nor stop it (see
-// groupTransport), and reads no protocol: the SDK's client session above
-// it does the handshake and everything after.
+// When the connection closes it stops the child's whole process group: a
+// wrapper such as `npm exec` or a shell stops when told, but the server it
+// started would otherwise live on as an orphan.
 type pipeTransport struct{ cmd *exec.Cmd }
 
 // maxFrame bounds one message from a child, as the SDK bounds a line.
 const maxFrame = mcp.DefaultMaxLineLength
+
+// groupGrace is how long the rest of a child's process group has, after
+// the child itself stopped, to end on SIGTERM before it is killed.
+const groupGrace = 2 * time.Second
 
 // terminateWait is how long a child has to exit after its input closes,
 // and again after SIGTERM, before it is killed (as the SDK waits).
@@ -139,11 +202,14 @@ func (c *pipeConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 // Close closes the child's input, as the stdio transport's shutdown
 // begins, and waits for it to exit; one that does not is sent SIGTERM,
-// and then killed.
+// and then killed. Then it stops what is left of the child's group.
 func (c *pipeConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
 		c.closeErr = c.stop()
+		if c.cmd.Process != nil {
+			stopGroup(c.cmd.Process.Pid, groupGrace)
+		}
 	})
 	return c.closeErr
 }

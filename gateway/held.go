@@ -102,9 +102,7 @@ func holds(req *mcp.CallToolRequest, link *mcp.ClientSession) bool {
 func (u *upstream) hold(ctx context.Context, fl *inflight, progress string, call func(context.Context) (*mcp.CallToolResult, error), finished func()) *heldCall {
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h := &heldCall{ctx: hctx, stop: stop, asked: make(chan *heldQuestion), done: make(chan heldOutcome, 1), fl: fl, progress: progress}
-	u.callsMu.Lock()
-	fl.held = h
-	u.callsMu.Unlock()
+	u.flights.hold(fl, h)
 	go func() {
 		res, err := call(hctx)
 		finished()
@@ -212,13 +210,8 @@ func (u *upstream) resume(ctx context.Context, name string, req *mcp.CallToolReq
 		}
 	}
 	h.timer.Stop()
-	u.callsMu.Lock()
-	h.fl.ctx, h.fl.req = ctx, req
-	if req != nil {
-		h.fl.peer = req.Session
-	}
-	u.callsMu.Unlock()
-	u.retrackProgress(ctx, h.progress, req)
+	u.flights.reown(ctx, h.fl, req)
+	u.flights.retrackProgress(ctx, h.progress, req)
 	q := h.pending
 	h.pending = nil
 	q.answer <- answerFor(q.request, r.Responses[q.id])
@@ -243,16 +236,6 @@ func answerFor(q mcp.InputRequest, a mcp.InputResponse) mcp.InputResponse {
 		}
 	}
 	return nil
-}
-
-// heldOf returns c's held call, nil when c is not held.
-func (u *upstream) heldOf(c *inflight) *heldCall {
-	if c == nil {
-		return nil
-	}
-	u.callsMu.Lock()
-	defer u.callsMu.Unlock()
-	return c.held
 }
 
 // noAnswer is the JSON-RPC error an upstream gets for a question of

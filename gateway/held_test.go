@@ -237,9 +237,9 @@ func TestHeldCallExpires(t *testing.T) {
 		u.heldMu.Lock()
 		held := len(u.held)
 		u.heldMu.Unlock()
-		u.callsMu.Lock()
-		calls := len(u.calls)
-		u.callsMu.Unlock()
+		u.flights.mu.Lock()
+		calls := len(u.flights.all)
+		u.flights.mu.Unlock()
 		if held == 0 && calls == 0 {
 			break
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,17 +191,17 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol s
 			u.cfg.Name, u.where(), what, withStderr(err, stderr), u.where())
 	}
 	if wire != nil {
-		u.progressMu.Lock()
+		u.wiresMu.Lock()
 		if u.wires == nil {
 			u.wires = map[*mcp.ClientSession]*childConn{}
 		}
 		u.wires[cs] = wire
-		u.progressMu.Unlock()
+		u.wiresMu.Unlock()
 		go func() {
 			_ = cs.Wait()
-			u.progressMu.Lock()
+			u.wiresMu.Lock()
 			delete(u.wires, cs)
-			u.progressMu.Unlock()
+			u.wiresMu.Unlock()
 		}()
 	}
 	if peer != nil {
@@ -327,7 +326,7 @@ func (u *upstream) roots(ctx context.Context, peer *mcp.ServerSession, req *mcp.
 		meta = req.Params.Meta
 	}
 	c := u.ownerOf(req.Session, meta)
-	if h := u.heldOf(c); h != nil {
+	if h := u.flights.heldOf(c); h != nil {
 		// A client of 2026-07-28 is asked in its call's result.
 		if !declaresRoots(c.req.ClientCapabilities()) {
 			return nil, noAnswer("roots", false)
@@ -342,7 +341,7 @@ func (u *upstream) roots(ctx context.Context, peer *mcp.ServerSession, req *mcp.
 		// A server may ask as soon as a client's own link is made, before
 		// the call that made it is on it: that call's stream can carry the
 		// question.
-		c = u.callOpening(peer)
+		c = u.flights.callOpening(peer)
 	}
 	if peer == nil {
 		// The shared link asks the client of the request in flight;
@@ -392,7 +391,7 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 	}
 	q := *req.Params
 	q.Meta = unmarked(q.Meta)
-	if h := u.heldOf(c); h != nil {
+	if h := u.flights.heldOf(c); h != nil {
 		// A client of 2026-07-28 is asked in its call's result.
 		if caps := c.req.ClientCapabilities(); caps == nil || caps.Sampling == nil {
 			return nil, noAnswer("sampling", false)
@@ -436,7 +435,7 @@ func (u *upstream) relayLog(ctx context.Context, peer *mcp.ServerSession, req *m
 		return
 	}
 	if c == nil || c.peer == nil {
-		u.logsDropped.Add(1)
+		u.flights.dropped.Add(1)
 		if u.onDropped != nil {
 			u.onDropped()
 		}
@@ -476,64 +475,12 @@ func levelRank(l mcp.LoggingLevel) int {
 	return -1
 }
 
-// progressEntry is where the progress of one forwarded call goes.
-type progressEntry struct {
-	ctx     context.Context
-	session *mcp.ServerSession
-	token   any
-}
-
-// progressSeq numbers the progress tokens interlock gives upstreams, so a
-// token never names two calls, whoever the clients are.
-var progressSeq atomic.Uint64
-
-// trackProgress gives a call that carries the client's progress token a
-// token of interlock's own for the upstream; the returned func ends it.
-func (u *upstream) trackProgress(ctx context.Context, req *mcp.CallToolRequest) (string, func()) {
-	if req == nil || req.Session == nil || req.Params.GetProgressToken() == nil {
-		return "", func() {}
-	}
-	tok := "interlock-" + strconv.FormatUint(progressSeq.Add(1), 10)
-	u.progressMu.Lock()
-	if u.progress == nil {
-		u.progress = map[string]progressEntry{}
-	}
-	u.progress[tok] = progressEntry{ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
-	u.progressMu.Unlock()
-	return tok, func() {
-		u.progressMu.Lock()
-		delete(u.progress, tok)
-		u.progressMu.Unlock()
-	}
-}
-
-// retrackProgress points the progress of the call the upstream knows by
-// tok at the client's request req: each round of a held call is a request
-// of its own, with its own progress token or none.
-func (u *upstream) retrackProgress(ctx context.Context, tok string, req *mcp.CallToolRequest) {
-	if tok == "" {
-		return
-	}
-	u.progressMu.Lock()
-	defer u.progressMu.Unlock()
-	if _, ok := u.progress[tok]; !ok {
-		return
-	}
-	e := progressEntry{ctx: ctx}
-	if req != nil {
-		e.session, e.token = req.Session, req.Params.GetProgressToken()
-	}
-	u.progress[tok] = e
-}
-
 // relayProgress hands the upstream's progress back under the client's own
 // token.
 func (u *upstream) relayProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	defer u.handled(req.Session)
 	tok, _ := req.Params.ProgressToken.(string)
-	u.progressMu.Lock()
-	e, ok := u.progress[tok]
-	u.progressMu.Unlock()
+	e, ok := u.flights.progressOf(tok)
 	if !ok || e.token == nil {
 		// A round of a held call that asked for no progress hears none.
 		return
@@ -561,7 +508,7 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 	}
 	q := *req.Params
 	q.Meta = unmarked(q.Meta)
-	if h := u.heldOf(c); h != nil && heldCanShow(c.req, &q) {
+	if h := u.flights.heldOf(c); h != nil && heldCanShow(c.req, &q) {
 		// A client of 2026-07-28 is asked in its call's result.
 		a, err := h.ask(ctx, &q)
 		if res, ok := a.(*mcp.ElicitResult); ok && err == nil {
@@ -575,9 +522,7 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 		}
 		return c.peer.Elicit(c.ctx, &q)
 	}
-	u.callsMu.Lock()
-	c.cancelled = true
-	u.callsMu.Unlock()
+	u.flights.cancel(c)
 	return &mcp.ElicitResult{Action: "cancel"}, nil
 }
 
@@ -616,8 +561,8 @@ const maxNotificationWait = time.Second
 
 // wireOf is the wrapped connection of link, when link is to a child.
 func (u *upstream) wireOf(link *mcp.ClientSession) *childConn {
-	u.progressMu.Lock()
-	defer u.progressMu.Unlock()
+	u.wiresMu.Lock()
+	defer u.wiresMu.Unlock()
 	return u.wires[link]
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -17,9 +16,10 @@ import (
 // One link to an upstream serves every client session (unless per_client),
 // so whatever the upstream sends in the middle of a request (a log line,
 // progress, a question) must be tied to the client request that caused it,
-// and reach that client alone. This file keeps the table that ties them:
-// every request the gateway sends on a link is a flight, entered in the
-// upstream's table before it is sent and removed when it is answered. The
+// and reach that client alone. Every request the gateway sends on a link
+// is a flight, entered in the upstream's table (flights.go) before it is
+// sent and removed when it is answered; this file sends them (forward) and
+// marks what an HTTP upstream says on a POST's stream (ownerTrip). The
 // gateway's own requests (listing tools to mirror them, a preview for the
 // gate) are flights without a client, so that nothing the upstream says
 // during them is given to a client either.
@@ -43,112 +43,11 @@ import (
 // The table does not decide what the client may be asked; the handlers in
 // link.go do, from what the flight says of its client (pushable).
 
-// inflight is one request in flight on an upstream's link: a flight. Its
-// owner is the client request that caused it; a flight of the gateway's
-// own has none.
-type inflight struct {
-	// method is the method forwarded, for the operator's log.
-	method string
-	// ctx is the client request's, so that what the upstream pushes during
-	// the request travels with it to its client (on its stream).
-	ctx context.Context
-	// peer is the client session of the owner; nil for the gateway's own.
-	peer *mcp.ServerSession
-	// req is the owner's request when it is a tool call; nil otherwise.
-	req *mcp.CallToolRequest
-	// pushable are the capabilities of the owner's client when the
-	// upstream's questions can be pushed to it during the request: a
-	// client of a protocol before 2026-07-28, on a session. nil otherwise.
-	pushable *mcp.ClientCapabilities
-	// level is the log level the request names in its _meta (2026-07-28),
-	// "" when it names none.
-	level mcp.LoggingLevel
-	// link is the upstream session the request went over, nil until the
-	// link is open.
-	link *mcp.ClientSession
-	// seq orders the flights of an upstream and names each one.
-	seq uint64
-	// cancelled records that a question of the upstream could not be
-	// carried and was answered with cancel.
-	cancelled bool
-	// held is set when the call is held across its client's requests
-	// (see held.go): the upstream's questions go to it.
-	held *heldCall
-}
-
-// newFlight describes the client request from, served in ctx, as the owner
-// of a flight; from is nil for a request of the gateway's own.
-func newFlight(ctx context.Context, method string, from mcp.Request) *inflight {
-	fl := &inflight{method: method, ctx: ctx}
-	if from == nil {
-		return fl
-	}
-	fl.peer, _ = from.GetSession().(*mcp.ServerSession)
-	fl.req, _ = from.(*mcp.CallToolRequest)
-	var meta mcp.Meta
-	if fl.req != nil {
-		// A tool call, the common case, is read without reflection.
-		meta = fl.req.Params.Meta
-	} else if p := from.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
-		// A list may come without params: a nil pointer in the interface.
-		meta = p.GetMeta()
-	}
-	if level, ok := meta[mcp.MetaKeyLogLevel].(string); ok {
-		fl.level = mcp.LoggingLevel(level)
-	}
-	fl.pushable = pushable(fl.peer, from.GetExtra(), meta)
-	return fl
-}
-
-// pushable returns the capabilities of the client of a request on session
-// ss when the upstream's questions can be pushed to it during the request:
-// a client of a protocol before 2026-07-28, over stdio or on an HTTP
-// session. nil for any other: a client of 2026-07-28 takes questions only
-// as input requests in a result, and one without a session has no stream
-// a request could be sent on.
-func pushable(ss *mcp.ServerSession, extra *mcp.RequestExtra, meta mcp.Meta) *mcp.ClientCapabilities {
-	if ss == nil {
-		return nil
-	}
-	if v, ok := meta[mcp.MetaKeyProtocolVersion].(string); ok && v >= protocolNew {
-		return nil
-	}
-	if extra != nil && extra.Header != nil && ss.ID() == "" {
-		// Over HTTP without a session there is no stream to ask it on.
-		return nil
-	}
-	ip := ss.InitializeParams()
-	if ip == nil || ip.ProtocolVersion >= protocolNew {
-		return nil
-	}
-	return ip.Capabilities
-}
-
-// track enters fl in the upstream's table of flights; the returned func
-// removes it. fl.link may still be nil: a per_client link opens on its
-// client's first request, and a question the upstream asks as it opens
-// belongs to that request (see callOpening).
-func (u *upstream) track(fl *inflight) func() {
-	u.callsMu.Lock()
-	u.callSeq++
-	fl.seq = u.callSeq
-	if u.calls == nil {
-		u.calls = map[*inflight]struct{}{}
-	}
-	u.calls[fl] = struct{}{}
-	u.callsMu.Unlock()
-	return func() {
-		u.callsMu.Lock()
-		delete(u.calls, fl)
-		u.callsMu.Unlock()
-	}
-}
-
-// boarded records that fl goes over link.
-func (u *upstream) boarded(fl *inflight, link *mcp.ClientSession) {
-	u.callsMu.Lock()
-	fl.link = link
-	u.callsMu.Unlock()
+// ownerOf returns the flight a message the upstream sent on link belongs
+// to, nil when it belongs to none (see flights.ownerOf): only an HTTP
+// link's client marks messages.
+func (u *upstream) ownerOf(link *mcp.ClientSession, meta mcp.Meta) *inflight {
+	return u.flights.ownerOf(link, meta, u.cfg.URL != "")
 }
 
 // forward sends the client request from (nil for the gateway's own) to the
@@ -158,13 +57,13 @@ func (u *upstream) boarded(fl *inflight, link *mcp.ClientSession) {
 // (TestEveryForwardedRequestHasAnOwner).
 func (u *upstream) forward(ctx context.Context, method string, from mcp.Request, route route, send func(context.Context, *mcp.ClientSession) error) error {
 	fl := newFlight(ctx, method, from)
-	done := u.track(fl)
+	done := u.flights.track(fl)
 	defer done()
 	cs, err := route(ctx, u, fl)
 	if err != nil {
 		return err
 	}
-	u.boarded(fl, cs)
+	u.flights.boarded(fl, cs)
 	return send(withState(ctx, func(s *requestState) { s.flight = fl }), cs)
 }
 
@@ -188,69 +87,6 @@ func onLink(cs *mcp.ClientSession) route {
 		return sharedLink
 	}
 	return func(context.Context, *upstream, *inflight) (*mcp.ClientSession, error) { return cs, nil }
-}
-
-// ownerOf returns the flight a message the upstream sent on link belongs
-// to, nil when it belongs to none; meta is the message's _meta, where an
-// HTTP link's client marked the flight of the POST whose stream carried it
-// (ownerTrip). A message of an HTTP link without a mark came on the
-// session's own stream, tied to no request: it is placed as on a stdio
-// link, which says nothing of any message.
-func (u *upstream) ownerOf(link *mcp.ClientSession, meta mcp.Meta) *inflight {
-	if link == nil {
-		return nil
-	}
-	if seq, ok := flightMark(meta); ok && u.cfg.URL != "" {
-		u.callsMu.Lock()
-		defer u.callsMu.Unlock()
-		for c := range u.calls {
-			if c.seq == seq && c.link == link {
-				return c
-			}
-		}
-		return nil
-	}
-	return u.callOn(link)
-}
-
-// callOn returns the flight to which a message on a stdio link belongs:
-// the only one in flight on it, or, when several are, the newest of them
-// if they all came from one client session that initialized (stdio, or
-// HTTP with a session), since the message can then reach no other client.
-// Otherwise nil.
-func (u *upstream) callOn(link *mcp.ClientSession) *inflight {
-	u.callsMu.Lock()
-	defer u.callsMu.Unlock()
-	var found *inflight
-	for c := range u.calls {
-		if c.link != link {
-			continue
-		}
-		if found != nil && (found.peer != c.peer || !ownsLink(c.peer)) {
-			// Requests without a session of their own (a client of
-			// 2026-07-28, stateless HTTP) may share a session value, and
-			// the gateway's own have none: neither is one client.
-			return nil
-		}
-		if found == nil || c.seq > found.seq {
-			found = c
-		}
-	}
-	return found
-}
-
-// callOpening returns the newest flight of peer's that waits for its link
-// to open; nil when there is none.
-func (u *upstream) callOpening(peer *mcp.ServerSession) *inflight {
-	u.callsMu.Lock()
-	defer u.callsMu.Unlock()
-	var found *inflight
-	for c := range u.calls {
-		if c.link == nil && c.peer != nil && c.peer == peer && (found == nil || c.seq > found.seq) {
-			found = c
-		}
-	}
-	return found
 }
 
 // metaFlight is the _meta key under which an HTTP link's client marks the

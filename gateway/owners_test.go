@@ -278,7 +278,7 @@ auth:
 									resA <- res
 								}()
 								eventually(t, "acme's call in flight on the upstream", func() bool { return flightsOnLinks(gw) == 1 })
-								dropped := gw.upstreams[0].logsDropped.Load()
+								dropped := gw.upstreams[0].flights.dropped.Load()
 								if err := send(csB, kind, data); err != nil && !(genB.stateless && strings.Contains(err.Error(), `"CANCELLED"`)) {
 									// A client without a session cannot be shown the
 									// upstream's form, and its call is CANCELLED.
@@ -317,7 +317,7 @@ auth:
 								} else if heard != "sample=refused;roots=refused;elicit=cancel:" {
 									t.Errorf("the upstream heard %q from globex's %s, want every question refused", heard, kind)
 								}
-								if !own && gw.upstreams[0].logsDropped.Load() == dropped {
+								if !own && gw.upstreams[0].flights.dropped.Load() == dropped {
 									t.Errorf("globex's log line during its %s was not dropped", kind)
 								}
 							})
@@ -369,13 +369,13 @@ func send(cs *mcp.ClientSession, kind, data string) error {
 func flightsOnLinks(gw *Gateway) int {
 	n := 0
 	for _, u := range gw.upstreams {
-		u.callsMu.Lock()
-		for fl := range u.calls {
+		u.flights.mu.Lock()
+		for fl := range u.flights.all {
 			if fl.link != nil {
 				n++
 			}
 		}
-		u.callsMu.Unlock()
+		u.flights.mu.Unlock()
 	}
 	return n
 }

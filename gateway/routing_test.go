@@ -132,9 +132,9 @@ func TestRootsAskedAsTheLinkOpens(t *testing.T) {
 func callsInFlight(gw *Gateway) int {
 	n := 0
 	for _, u := range gw.upstreams {
-		u.callsMu.Lock()
-		n += len(u.calls)
-		u.callsMu.Unlock()
+		u.flights.mu.Lock()
+		n += len(u.flights.all)
+		u.flights.mu.Unlock()
 	}
 	return n
 }

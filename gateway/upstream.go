@@ -10,12 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -66,16 +62,12 @@ type upstream struct {
 	quickDeaths  int
 	closed       bool
 
-	callsMu sync.Mutex
-	// calls are the flights on this upstream's links: every request in
-	// flight, so that what the upstream sends during one reaches only the
-	// client it belongs to (see owners.go).
-	calls   map[*inflight]struct{}
-	callSeq uint64
-	// logsDropped counts the upstream's log messages that belonged to no
-	// one client's request; onDropped, when set, hears each.
-	logsDropped atomic.Int64
-	onDropped   func()
+	// flights are the requests in flight on this upstream's links, so that
+	// what the upstream sends during one reaches only the client it belongs
+	// to (see flights.go); onDropped, when set, hears each log message that
+	// belonged to none.
+	flights   flights
+	onDropped func()
 
 	// links are the upstream sessions of client sessions that own one
 	// (see ownsLink); levels the log level each of them chose.
@@ -87,14 +79,11 @@ type upstream struct {
 	levelsMu sync.Mutex
 	levels   map[*mcp.ServerSession]mcp.LoggingLevel
 
-	// progress maps the progress tokens interlock gave the upstream to the
-	// clients' own.
-	progressMu sync.Mutex
-	progress   map[string]progressEntry
 	// wires are the wrapped connections of the links to a child, which
 	// count the notifications read and not yet passed on, and carry the
 	// calls whose results travel verbatim (see childConn).
-	wires map[*mcp.ClientSession]*childConn
+	wiresMu sync.Mutex
+	wires   map[*mcp.ClientSession]*childConn
 
 	// heldCalls are the calls of clients of 2026-07-28 parked at a
 	// question of an upstream of an earlier protocol (see held.go).
@@ -234,17 +223,8 @@ func (u *upstream) transport(shared bool) (t mcp.Transport, what string, stderr 
 			HTTPClient: u.httpClient(),
 		}, what, nil
 	}
-	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
-	cmd.Dir = u.cfg.Dir
-	cmd.Env = childEnv(os.Environ(), u.cfg)
-	if shared {
-		stderr = u.stderr.next(u.log(), u.cfg.Name)
-	} else {
-		stderr = &stderrLog{log: u.log(), upstream: u.cfg.Name}
-	}
-	cmd.Stderr = stderr
-	inOwnGroup(cmd)
-	return groupTransport{Transport: pipeTransport{cmd: cmd}, cmd: cmd}, what, stderr
+	t, stderr = u.child(shared)
+	return t, what, stderr
 }
 
 // describe says whether the upstream is a child, and names it for
@@ -254,34 +234,6 @@ func (u *upstream) describe() (child bool, what string) {
 		return false, fmt.Sprintf("url %s", u.cfg.URL)
 	}
 	return true, "command " + CommandText(u.cfg.Command)
-}
-
-// ChildEnvBase lists the variables of the gateway's environment that every
-// child gets: what a program needs to find its tools, its home, a locale, a
-// time zone and a place for temporary files. The rest of the gateway's
-// environment (cloud credentials, tokens of other services) stays with the
-// gateway unless an upstream sets inherit_env.
-var ChildEnvBase = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT"}
-
-// childEnv is the environment of an upstream's child: the base list taken
-// from environ (or all of it with inherit_env), then the upstream's own
-// env. The sealing keys and the name of their file are never passed on: a
-// server behind the gate must never be able to mint confirm tokens.
-func childEnv(environ []string, cfg *config.Upstream) []string {
-	var env []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == interlock.SecretEnv || name == config.SecretFileEnv {
-			continue
-		}
-		if cfg.InheritEnv || slices.Contains(ChildEnvBase, name) {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range cfg.Env {
-		env = append(env, k+"="+v)
-	}
-	return env
 }
 
 // maxIdleConnsPerUpstream keeps enough connections to an HTTP upstream
@@ -482,19 +434,19 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	// opens (server-filesystem asks for roots at once) belongs to that
 	// call, on whose stream the client surely listens (see callOpening).
 	fl := newFlight(ctx, "tools/call", from)
-	done := u.track(fl)
+	done := u.flights.track(fl)
 	ctx = withState(ctx, func(s *requestState) { s.flight = fl })
 	cs, err := u.linkFor(ctx, downstream)
 	if err != nil {
 		done()
 		return nil, u.unavailable(name, err)
 	}
-	token, untrack := u.trackProgress(ctx, req)
+	token, untrack := u.flights.trackProgress(ctx, req)
 	params := upstreamParams(ctx, cs, name, args, req, token)
 	if retried {
 		params.InputResponses, params.RequestState = r.Responses, r.State
 	}
-	u.boarded(fl, cs)
+	u.flights.boarded(fl, cs)
 	if holds(req, cs) {
 		h := u.hold(ctx, fl, token, func(hctx context.Context) (*mcp.CallToolResult, error) {
 			res, err := cs.CallTool(hctx, params)
@@ -580,9 +532,7 @@ func (u *upstream) outcome(ctx context.Context, link *mcp.ClientSession, name st
 	if err == nil {
 		cancelled := false
 		if fl != nil {
-			u.callsMu.Lock()
-			cancelled = fl.cancelled
-			u.callsMu.Unlock()
+			cancelled = u.flights.wasCancelled(fl)
 		}
 		if cancelled {
 			return nil, &interlock.Error{
