@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,53 +129,15 @@ func TestOpenUnreachable(t *testing.T) {
 }
 
 // BenchmarkConsume measures issue-and-consume pairs per second in Redis
-// and in memory.
+// and in memory, one after another and from several goroutines at once.
 func BenchmarkConsume(b *testing.B) {
-	ctx := context.Background()
 	stores := map[string]interlock.TokenStore{"memory": seal.NewMemoryTokens(), "redis": store(b)}
 	for _, name := range []string{"memory", "redis"} {
-		s := stores[name]
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				binding := fmt.Sprintf("b%d", i%64)
-				i++
-				if err := s.Issue(ctx, binding, "n", time.Minute); err != nil {
-					b.Fatal(err)
-				}
-				if ok, err := s.Consume(ctx, binding, "n"); err != nil || !ok {
-					b.Fatal("consume failed", err)
-				}
-			}
+			storetest.BenchIssueConsume(b, stores[name])
 		})
-	}
-}
-
-// BenchmarkConsumeParallel is BenchmarkConsume from several goroutines at
-// once, as a busy gateway consumes.
-func BenchmarkConsumeParallel(b *testing.B) {
-	ctx := context.Background()
-	stores := map[string]interlock.TokenStore{"memory": seal.NewMemoryTokens(), "redis": store(b)}
-	for _, name := range []string{"memory", "redis"} {
-		s := stores[name]
-		b.Run(name, func(b *testing.B) {
-			var n atomic.Int64
-			b.SetParallelism(8)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					binding := fmt.Sprintf("p%d", n.Add(1))
-					if err := s.Issue(ctx, binding, "n", time.Minute); err != nil {
-						b.Error(err)
-						return
-					}
-					if ok, err := s.Consume(ctx, binding, "n"); err != nil || !ok {
-						b.Error("consume failed", err)
-						return
-					}
-				}
-			})
-		})
+		b.Run(name+"/parallel", func(b *testing.B) { storetest.BenchIssueConsumeParallel(b, 8, stores[name]) })
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,37 +168,10 @@ func BenchmarkTokens(b *testing.B) {
 		}
 	})
 	b.Run("Issue and Consume", func(b *testing.B) {
-		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Tokens()
-		i := 0
-		for b.Loop() {
-			binding := fmt.Sprintf("b%d", i%64)
-			i++
-			if err := s.Issue(ctx, binding, "n", time.Minute); err != nil {
-				b.Fatal(err)
-			}
-			if ok, err := s.Consume(ctx, binding, "n"); err != nil || !ok {
-				b.Fatal("consume failed", err)
-			}
-		}
+		storetest.BenchIssueConsume(b, openState(b, filepath.Join(b.TempDir(), "state.db")).Tokens())
 	})
 	b.Run("Issue and Consume two handles", func(b *testing.B) {
 		path := filepath.Join(b.TempDir(), "state.db")
-		handles := []*Tokens{openState(b, path).Tokens(), openState(b, path).Tokens()}
-		var n atomic.Int64
-		b.SetParallelism(4)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				i := n.Add(1)
-				s, binding := handles[i%2], fmt.Sprintf("p%d", i)
-				if err := s.Issue(ctx, binding, "n", time.Minute); err != nil {
-					b.Error(err)
-					return
-				}
-				if ok, err := s.Consume(ctx, binding, "n"); err != nil || !ok {
-					b.Error("consume failed", err)
-					return
-				}
-			}
-		})
+		storetest.BenchIssueConsumeParallel(b, 4, openState(b, path).Tokens(), openState(b, path).Tokens())
 	})
 }
