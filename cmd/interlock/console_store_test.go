@@ -6,16 +6,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/interlock-mcp/interlock/gateway"
 )
 
 // ownRedis is a Redis server of the test's own, which it may kill and
@@ -74,20 +70,7 @@ func (r *ownRedis) kill() {
 func TestConsoleWhileItsStoreIsAway(t *testing.T) {
 	rs := startOwnRedis(t)
 	dir := t.TempDir()
-	config := filepath.Join(dir, "interlock.yaml")
-	err := os.WriteFile(config, fmt.Appendf(nil, `
-upstreams:
-  - name: demo
-    command: [%q, demo, --db, %q]
-store:
-  redis: redis://127.0.0.1:%d/0
-auth:
-  keys:
-    - {sha256: %s, principal: bob}
-`, binary, filepath.Join(dir, "demo.db"), rs.port, gateway.HashKey("bob-key")), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+	config := keyedDemoConfig(t, dir, fmt.Sprintf("store:\n  redis: redis://127.0.0.1:%d/0", rs.port), "")
 	base := strings.TrimSuffix(servedHTTPWith(t, []string{"INTERLOCK_SECRET=" + strings.Repeat("d", 40)}, "--config", config), "/mcp")
 	bob := &approverClient{t: t, client: newConsoleBrowser(), base: base}
 	do, signIn := bob.do, func() int { return bob.signIn("bob-key") }
@@ -191,19 +174,7 @@ func TestConsoleSessionOutlivesItsGateway(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			config := filepath.Join(dir, "interlock.yaml")
-			err := os.WriteFile(config, fmt.Appendf(nil, `
-upstreams:
-  - name: demo
-    command: [%q, demo, --db, %q]
-%s
-auth:
-  keys:
-    - {sha256: %s, principal: bob}
-`, binary, filepath.Join(dir, "demo.db"), tt.store(t), gateway.HashKey("bob-key")), 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
+			config := keyedDemoConfig(t, dir, tt.store(t), "")
 			env := []string{"INTERLOCK_SECRET=" + strings.Repeat("e", 40)}
 			dataA, dataB := t.TempDir(), t.TempDir()
 			if tt.oneDataDirectory {

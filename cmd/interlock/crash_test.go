@@ -109,10 +109,13 @@ func votersOf(t *testing.T, base, id string) (string, []string) {
 
 // keyedDemoConfig writes a configuration of the demo, its database in
 // dir, with the store section given, the API keys of agent, bob and carol
-// (agent-key, bob-key, carol-key) and the rules given, and returns its
-// path.
+// (agent-key, bob-key, carol-key) and the rules given, if any, and
+// returns its path.
 func keyedDemoConfig(t *testing.T, dir, store, rules string) string {
 	t.Helper()
+	if rules != "" {
+		rules = "rules:" + rules
+	}
 	return writeFile(t, dir, "interlock.yaml", fmt.Sprintf(`
 upstreams:
   - name: demo
@@ -123,7 +126,7 @@ auth:
     - {sha256: %s, principal: agent}
     - {sha256: %s, principal: bob}
     - {sha256: %s, principal: carol}
-rules:%s`, binary, filepath.Join(dir, "demo.db"), store, gateway.HashKey("agent-key"), gateway.HashKey("bob-key"), gateway.HashKey("carol-key"), rules))
+%s`, binary, filepath.Join(dir, "demo.db"), store, gateway.HashKey("agent-key"), gateway.HashKey("bob-key"), gateway.HashKey("carol-key"), rules))
 }
 
 // grantUsed returns how many times the grant id was used, as bob sees it
