@@ -6,19 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/budget"
-	"github.com/interlock-mcp/interlock/storetest"
 )
-
-// The memory store serves one process, so both handles of a race are the
-// same store; it reads time.Now, so its timing runs on fake time.
-func TestMemory(t *testing.T) {
-	storetest.RunBudgets(t, func(*testing.T) (interlock.BudgetStore, interlock.BudgetStore) {
-		s := budget.NewMemory()
-		return s, s
-	}, storetest.Options{Synctest: true})
-}
 
 // BenchmarkMemory measures takes with room of one budget and of
 // two, and a take of two the second refuses.
