@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/consolestate/sqlstore"
 )
 
 const approvalsSchema = `
@@ -61,7 +62,7 @@ func OpenApprovals(ctx context.Context, url string) (*Approvals, error) {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7140415)"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, approvalsSchema+";"+consoleSchema+";"+rosterSchema)
+		_, err := tx.Exec(ctx, approvalsSchema+";"+sqlstore.PostgreSQL.ConsoleSchema()+";"+rosterSchema)
 		return err
 	})
 	var schema string

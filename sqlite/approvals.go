@@ -92,7 +92,7 @@ func OpenState(ctx context.Context, path string) (*State, error) {
 		h.close()
 		return nil, fmt.Errorf("sqlite state %s: moving the links of interlock console link: %w", path, err)
 	}
-	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}, budgets: &Budgets{handle: h}, console: &Console{handle: h}}, nil
+	return &State{h: h, approvals: &Approvals{h}, tokens: &Tokens{handle: h}, budgets: &Budgets{handle: h}, console: newConsole(h)}, nil
 }
 
 // Approvals returns the approvals and grants of s.
