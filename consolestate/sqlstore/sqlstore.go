@@ -1,7 +1,8 @@
 // Package sqlstore is the state that interlock's relational stores,
 // package sqlite and package postgres, keep alike, written once: the
-// console's state ([consolestate.Store]), its SQL in each [Dialect] and
-// the Go that runs it. A store package keeps what differs
+// console's state ([consolestate.Store]) and approvals with their standing
+// grants ([approval.Store], [approval.GrantStore]), their SQL in each
+// [Dialect] and the Go that runs it. A store package keeps what differs
 // between the databases: how it opens one, how a change holds its lock
 // ([Database]), and how the console's signal travels.
 //
@@ -9,8 +10,8 @@
 // they shared this package, so a data directory or a database an earlier
 // gateway wrote reads the same.
 //
-// It sits under consolestate, in its layer, because it builds on
-// consolestate and on approval, the domain consolestate builds on.
+// It sits under consolestate, in its layer, because it builds on the two
+// domains of that layer it keeps: consolestate and approval.
 package sqlstore
 
 import (
@@ -51,7 +52,8 @@ type Database interface {
 }
 
 // Dialects of SQL: how a database writes the statements and tables the
-// stores share.
+// stores share, and how its store laid out the approvals and grants that
+// the two stores once kept apart.
 var (
 	// SQLite's changes are IMMEDIATE transactions, which hold the whole
 	// file: they read without locking rows.
@@ -60,6 +62,7 @@ var (
 		text:  "TEXT", integer: "INTEGER", blob: "BLOB", keyed: " WITHOUT ROWID",
 		greatest:   "max",
 		passkeySeq: "INTEGER NOT NULL", nextPasskeySeq: "(SELECT coalesce(max(seq), 0) + 1 FROM console_passkeys)",
+		approvals: sqliteApprovals,
 	}
 	PostgreSQL = Dialect{
 		param: func(n int) string { return fmt.Sprintf("$%d", n) },
@@ -67,6 +70,7 @@ var (
 		greatest:   "greatest",
 		forUpdate:  " FOR UPDATE",
 		passkeySeq: "bigserial", nextPasskeySeq: "DEFAULT",
+		approvals: postgresApprovals,
 	}
 )
 
@@ -85,6 +89,7 @@ type Dialect struct {
 	// passkeySeq is the type of the column that orders passkeys, and
 	// nextPasskeySeq the value of a new one.
 	passkeySeq, nextPasskeySeq string
+	approvals                  approvalTables
 }
 
 // sql is query, written with ? parameters, in dialect d.
