@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,7 +43,8 @@ type earlier struct {
 	name string
 	// fresh makes an empty database.
 	fresh func(t *testing.T) (raw, func() stores)
-	// tables creates the tables an earlier gateway created.
+	// tables is the file of the statements that created the tables an
+	// earlier gateway created.
 	tables string
 	// write writes o's rows as an earlier gateway did.
 	write func(r raw, o olds)
@@ -52,6 +54,15 @@ type earlier struct {
 	// times kept as they were.
 	approvalAt string
 	time       func(time.Time) any
+}
+
+// tablesSQL returns the statements that created e's tables.
+func (e earlier) tablesSQL(t *testing.T) string {
+	b, err := os.ReadFile(e.tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // olds are the rows an earlier gateway wrote: bodies as it encoded them.
@@ -110,54 +121,7 @@ var earlierStores = []earlier{{
 			return stores{s.Console(), s.Approvals()}
 		}
 	},
-	tables: `
-CREATE TABLE IF NOT EXISTS approvals (
-	seq        INTEGER PRIMARY KEY,
-	id         TEXT NOT NULL UNIQUE,
-	key        TEXT NOT NULL,
-	created_at INTEGER NOT NULL,
-	expires_at INTEGER NOT NULL,
-	ends_at    INTEGER NOT NULL,
-	body       TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS approvals_key ON approvals (key, seq);
-CREATE INDEX IF NOT EXISTS approvals_ends ON approvals (ends_at);
-CREATE TABLE IF NOT EXISTS grants (
-	id         TEXT PRIMARY KEY,
-	created_at INTEGER NOT NULL,
-	expires_at INTEGER NOT NULL,
-	body       TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS grants_expires ON grants (expires_at);
-CREATE TABLE IF NOT EXISTS console_sessions (
-	key          TEXT PRIMARY KEY,
-	body         TEXT NOT NULL,
-	last_seen    INTEGER NOT NULL,
-	flash        BLOB,
-	registration BLOB
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS console_passkey_users (
-	owner  TEXT PRIMARY KEY,
-	handle BLOB NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS console_passkeys (
-	owner TEXT NOT NULL,
-	id    BLOB NOT NULL,
-	seq   INTEGER NOT NULL,
-	rev   INTEGER NOT NULL,
-	body  TEXT NOT NULL,
-	PRIMARY KEY (owner, id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS console_once (
-	key        TEXT PRIMARY KEY,
-	who        TEXT NOT NULL,
-	expires_at INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS console_signals (
-	seq  INTEGER PRIMARY KEY AUTOINCREMENT,
-	what TEXT NOT NULL,
-	at   INTEGER NOT NULL
-);`,
+	tables: "testdata/sqlite.sql",
 	write: func(r raw, o olds) {
 		r.exec("INSERT INTO console_sessions (key, body, last_seen) VALUES (?, ?, ?)", consolestate.Key("s1"), o.session, o.created.UnixNano())
 		r.exec("UPDATE console_sessions SET flash = ? WHERE key = ?", []byte("hello"), consolestate.Key("s1"))
@@ -226,44 +190,7 @@ CREATE TABLE IF NOT EXISTS console_signals (
 			return stores{s.Console(), s}
 		}
 	},
-	tables: `
-CREATE TABLE IF NOT EXISTS approvals (
-	id         text PRIMARY KEY,
-	key        text NOT NULL,
-	created_at timestamptz NOT NULL,
-	expires_at timestamptz NOT NULL,
-	body       text NOT NULL
-);
-CREATE INDEX IF NOT EXISTS approvals_key ON approvals (key, created_at);
-CREATE TABLE IF NOT EXISTS grants (
-	id         text PRIMARY KEY,
-	expires_at timestamptz NOT NULL,
-	body       text NOT NULL
-);
-CREATE TABLE IF NOT EXISTS console_sessions (
-	key          text PRIMARY KEY,
-	body         text NOT NULL,
-	last_seen    bigint NOT NULL,
-	flash        bytea,
-	registration bytea
-);
-CREATE TABLE IF NOT EXISTS console_passkey_users (
-	owner  text PRIMARY KEY,
-	handle bytea NOT NULL
-);
-CREATE TABLE IF NOT EXISTS console_passkeys (
-	owner text NOT NULL,
-	id    bytea NOT NULL,
-	seq   bigserial,
-	rev   bigint NOT NULL,
-	body  text NOT NULL,
-	PRIMARY KEY (owner, id)
-);
-CREATE TABLE IF NOT EXISTS console_once (
-	key        text PRIMARY KEY,
-	who        text NOT NULL,
-	expires_at bigint NOT NULL
-);`,
+	tables: "testdata/postgres.sql",
 	write: func(r raw, o olds) {
 		r.exec("INSERT INTO console_sessions (key, body, last_seen) VALUES ($1, $2, $3)", consolestate.Key("s1"), o.session, o.created.UnixNano())
 		r.exec("UPDATE console_sessions SET flash = $1 WHERE key = $2", []byte("hello"), consolestate.Key("s1"))
@@ -300,7 +227,7 @@ func TestReadsWhatEarlierGatewaysWrote(t *testing.T) {
 			t.Run("rows", func(t *testing.T) { readsEarlierRows(t, e) })
 			t.Run("tables", func(t *testing.T) {
 				old, _ := e.fresh(t)
-				old.exec(e.tables)
+				old.exec(e.tablesSQL(t))
 				made, open := e.fresh(t)
 				open()
 				if got, want := made.rows(e.columns), old.rows(e.columns); !slices.Equal(got, want) {
@@ -327,7 +254,7 @@ func readsEarlierRows(t *testing.T, e earlier) {
 		at(o.created), at(o.expires))
 
 	r, open := e.fresh(t)
-	r.exec(e.tables)
+	r.exec(e.tablesSQL(t))
 	e.write(r, o)
 	s := open()
 
