@@ -42,7 +42,7 @@ var (
 
 // newConsole returns the console's state on h.
 func newConsole(h *handle) *Console {
-	return &Console{handle: h, Console: sqlstore.NewConsole(database{statements{h.db}, h}, sqlstore.SQLite, "sqlite state "+h.path)}
+	return &Console{handle: h, Console: sqlstore.NewConsole(newDatabase(h), sqlstore.SQLite, "sqlite state "+h.path)}
 }
 
 // Console returns the console's state in s.

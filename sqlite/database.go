@@ -55,6 +55,8 @@ type database struct {
 	h *handle
 }
 
+func newDatabase(h *handle) database { return database{statements{h.db}, h} }
+
 // Change implements [sqlstore.Database].
 func (d database) Change(ctx context.Context, fn func(q sqlstore.Querier, now time.Time) error) error {
 	return d.h.change(ctx, func(c *sql.Conn, now time.Time) error { return fn(statements{c}, now) })
