@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,11 +49,8 @@ func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) e
 	if g.dryRun {
 		return g.dryRunPreview(ctx, c, d, ApprovalDryRunHint, []string{operatorKeyMissing})
 	}
-	if g.approvals == nil {
-		return fmt.Errorf("decision for %s demands approval, and the gate has no approval store", c.Tool)
-	}
 	digest := d.approvalDigest()
-	if sg, err := g.useGrant(ctx, c, d, digest); err != nil || sg != nil {
+	if sg, err := g.approvals.useGrant(ctx, c, d, digest); err != nil || sg != nil {
 		if sg != nil {
 			c.confirmedBy, c.grant = ConfirmedByGrant, sg.ID
 			c.approvers = []string{sg.GrantedBy}
@@ -102,7 +98,7 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 		Upstream: c.Upstream, Rule: d.Rule, RuleDigest: digest, Args: g.redactedArgs(c), Summary: summary,
 		Approvers: d.Approvers, Quorum: max(d.Quorum, 1), RequirePasskey: d.RequirePasskey,
 		CreatedAt: now, ExpiresAt: now.Add(timeout), RunWithin: d.RunWithin}
-	if a, err = g.approvals.Request(ctx, candidate); err != nil {
+	if a, err = g.approvals.store.Request(ctx, candidate); err != nil {
 		return nil, false, nil, confirmationStoreDown(c, err)
 	}
 	if a.State(time.Now()) == approval.Lapsed {
@@ -110,7 +106,7 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 		g.RecordEvent(ctx, &audit.Record{Event: "approval_lapsed", Tenant: a.Tenant, Principal: a.Principal, Tool: a.Tool,
 			Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Decision: audit.DecisionExpired, RuleApprovers: a.Approvers,
 			Detail: fmt.Sprintf("%s: approved, but its call did not run by %s", a.ID, a.RunBy.UTC().Format(time.RFC3339))})
-		if a, err = g.approvals.Request(ctx, candidate); err != nil {
+		if a, err = g.approvals.store.Request(ctx, candidate); err != nil {
 			return nil, false, nil, confirmationStoreDown(c, err)
 		}
 	}
@@ -124,11 +120,11 @@ func (g *Gate) decided(ctx context.Context, c *Call, d Decision, a *approval.App
 	switch a.State(time.Now()) {
 	case approval.Approved:
 		if d.RequirePasskey {
-			if err := g.verifySignedVotes(ctx, a); err != nil {
+			if err := g.approvals.verifySignedVotes(ctx, a); err != nil {
 				return true, err
 			}
 		}
-		ok, err := g.approvals.Consume(ctx, a.ID)
+		ok, err := g.approvals.store.Consume(ctx, a.ID)
 		if err != nil {
 			return true, confirmationStoreDown(c, err)
 		}
@@ -245,49 +241,6 @@ func (g *Gate) approvalURL(ctx context.Context, id string) string {
 	return strings.TrimSuffix(base, "/") + "/" + id
 }
 
-// Approvals returns the gate's approval store; nil when it has none.
-func (g *Gate) Approvals() approval.Store { return g.approvals }
-
-// Decide records who's verdict on the approval id: the rule must name
-// them, and they cannot be the caller ([approval.MayDecide]). It returns
-// the approval as it stands after the decision.
-func (g *Gate) Decide(ctx context.Context, id string, who Identity, v approval.Verdict, reason string) (*approval.Approval, error) {
-	return g.decide(ctx, id, who, v, reason, nil)
-}
-
-func (g *Gate) decide(ctx context.Context, id string, who Identity, verdict approval.Verdict, reason string, assertion json.RawMessage) (*approval.Approval, error) {
-	if g.approvals == nil {
-		return nil, approval.ErrUnknown
-	}
-	a, err := g.approvedFor(ctx, id, who)
-	if err != nil {
-		return nil, StoreUnavailable(err, "nothing was decided")
-	}
-	if a.State(time.Now()) != approval.Pending {
-		return nil, approval.ErrAlreadyDecided
-	}
-	vote := approval.Vote{Principal: who.Principal, Verdict: verdict, Reason: clip(reason), At: time.Now()}
-	if a.RequirePasskey {
-		vote.Tenant, vote.Passkey = who.Tenant, assertion
-		if err := g.verifyVote(ctx, a, vote); err != nil {
-			return nil, StoreUnavailable(err, "nothing was decided")
-		}
-	}
-	a, err = g.approvals.Decide(ctx, id, vote)
-	if err != nil {
-		return nil, StoreUnavailable(err, "nothing was decided")
-	}
-	decision := audit.DecisionConfirmed
-	if verdict == approval.Deny {
-		decision = audit.DecisionDeclined
-	}
-	g.RecordEvent(ctx, &audit.Record{Event: "approval_decided", Tenant: a.Tenant, Principal: who.Principal, Tool: a.Tool,
-		Upstream: a.Upstream, Rule: a.Rule, Decision: decision, Approval: a.ID, Caller: a.Principal,
-		RuleApprovers: a.Approvers, Reason: vote.Reason,
-		Detail: fmt.Sprintf("%s: %s the call of %s", a.ID, verdict.Past(), a.Principal)})
-	return a, nil
-}
-
 // StoreUnavailable is what an approver is told when interlock's approval
 // store failed under their request (approvals, grants, or the passkeys a
 // decision is checked against): undone says what that left undone
@@ -308,17 +261,7 @@ func StoreUnavailable(err error, undone string) error {
 	}
 }
 
-// approvedFor returns the approval id if who may decide it
-// ([approval.MayDecide]): the caller is told they cannot decide their own
-// call, anyone else the rule does not name (another tenant's principal of
-// the same name included) that they are not an approver of it.
-func (g *Gate) approvedFor(ctx context.Context, id string, who Identity) (*approval.Approval, error) {
-	a, err := g.approvals.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := approval.MayDecide(who, a); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
+// Approvals returns the service that keeps the gate's approvals and
+// standing grants, as [GateOptions.Approvals] gave it or as the gate made
+// it.
+func (g *Gate) Approvals() *ApprovalService { return g.approvals }

@@ -63,7 +63,7 @@ func TestApprovalHandshake(t *testing.T) {
 		if other := r.call(alice, `{"invoice_id":"inv_1001","amount":5001}`); other.ApprovalID == first.ApprovalID {
 			t.Error("other arguments share the approval")
 		}
-		if _, err := r.gate.Decide(ctx, first.ApprovalID, bob, approval.Approve, "looks right"); err != nil {
+		if _, err := r.gate.Approvals().Decide(ctx, first.ApprovalID, bob, approval.Approve, "looks right"); err != nil {
 			t.Fatal(err)
 		}
 		if b := r.call(alice, refundArgs); b.Code != "" {
@@ -99,29 +99,29 @@ func TestApprovalHandshake(t *testing.T) {
 			{Identity{Principal: "dave", Tenant: "globex", Groups: []string{"finance"}}, approval.ErrNotAnApprover},
 		}
 		for _, tt := range tests {
-			if _, err := r.gate.Decide(ctx, id, tt.who, approval.Approve, ""); !errors.Is(err, tt.want) {
+			if _, err := r.gate.Approvals().Decide(ctx, id, tt.who, approval.Approve, ""); !errors.Is(err, tt.want) {
 				t.Errorf("%+v: %v, want %v", tt.who, err, tt.want)
 			}
 		}
-		if _, err := r.gate.Decide(ctx, id, dave, approval.Approve, ""); err != nil {
+		if _, err := r.gate.Approvals().Decide(ctx, id, dave, approval.Approve, ""); err != nil {
 			t.Errorf("a member of the named group: %v", err)
 		}
-		if _, err := r.gate.Decide(ctx, "apr_nonexistent", bob, approval.Approve, ""); !errors.Is(err, approval.ErrUnknown) {
+		if _, err := r.gate.Approvals().Decide(ctx, "apr_nonexistent", bob, approval.Approve, ""); !errors.Is(err, approval.ErrUnknown) {
 			t.Errorf("unknown id: %v", err)
 		}
 	})
 	t.Run("one denial ends it", func(t *testing.T) {
 		r := newApprovalRig(t, 2, "false")
 		id := r.call(alice, refundArgs).ApprovalID
-		r.gate.Decide(ctx, id, bob, approval.Approve, "")
-		if _, err := r.gate.Decide(ctx, id, carol, approval.Deny, "not this quarter"); err != nil {
+		r.gate.Approvals().Decide(ctx, id, bob, approval.Approve, "")
+		if _, err := r.gate.Approvals().Decide(ctx, id, carol, approval.Deny, "not this quarter"); err != nil {
 			t.Fatal(err)
 		}
 		b := r.call(alice, refundArgs)
 		if b.Code != CodeDeclined || b.Retriable || !strings.Contains(b.Message, "carol denied") || !strings.Contains(b.Message, "not this quarter") {
 			t.Errorf("after a denial: %+v", b)
 		}
-		if _, err := r.gate.Decide(ctx, id, dave, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyDecided) {
+		if _, err := r.gate.Approvals().Decide(ctx, id, dave, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyDecided) {
 			t.Errorf("deciding a denied approval: %v", err)
 		}
 		if r.rec.runs.Load() != 0 {
@@ -131,14 +131,14 @@ func TestApprovalHandshake(t *testing.T) {
 	t.Run("a quorum of two distinct people", func(t *testing.T) {
 		r := newApprovalRig(t, 2, "false")
 		id := r.call(alice, refundArgs).ApprovalID
-		r.gate.Decide(ctx, id, bob, approval.Approve, "")
-		if _, err := r.gate.Decide(ctx, id, bob, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyVoted) {
+		r.gate.Approvals().Decide(ctx, id, bob, approval.Approve, "")
+		if _, err := r.gate.Approvals().Decide(ctx, id, bob, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyVoted) {
 			t.Errorf("the same approver twice: %v", err)
 		}
 		if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending {
 			t.Fatalf("one of two: %+v", b)
 		}
-		r.gate.Decide(ctx, id, dave, approval.Approve, "")
+		r.gate.Approvals().Decide(ctx, id, dave, approval.Approve, "")
 		if b := r.call(alice, refundArgs); b.Code != "" || r.rec.runs.Load() != 1 {
 			t.Errorf("two of two: %+v, ran %d", b, r.rec.runs.Load())
 		}
@@ -151,7 +151,7 @@ func TestApprovalHandshake(t *testing.T) {
 			if b := r.call(alice, refundArgs); b.Code != CodeCancelled || !b.Retriable {
 				t.Errorf("after the timeout: %+v", b)
 			}
-			if _, err := r.gate.Decide(ctx, id, bob, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyDecided) {
+			if _, err := r.gate.Approvals().Decide(ctx, id, bob, approval.Approve, ""); !errors.Is(err, approval.ErrAlreadyDecided) {
 				t.Errorf("approving an expired approval: %v", err)
 			}
 			if b := r.call(alice, refundArgs); b.Code != CodeApprovalPending || b.ApprovalID == id {
@@ -164,14 +164,14 @@ func TestApprovalHandshake(t *testing.T) {
 		if b := r.call(alice, refundArgs); b.Code != CodeDryRunPreview || b.ApprovalID != "" {
 			t.Errorf("%+v", b)
 		}
-		if pending, _ := r.gate.Approvals().List(ctx); len(pending) != 0 {
+		if pending, _ := r.gate.Approvals().Store().List(ctx); len(pending) != 0 {
 			t.Errorf("dry run made %d approvals", len(pending))
 		}
 	})
 	t.Run("concurrent re-calls run once", func(t *testing.T) {
 		r := newApprovalRig(t, 1, "false")
 		id := r.call(alice, refundArgs).ApprovalID
-		r.gate.Decide(ctx, id, bob, approval.Approve, "")
+		r.gate.Approvals().Decide(ctx, id, bob, approval.Approve, "")
 		var wg sync.WaitGroup
 		for range 50 {
 			wg.Go(func() { r.call(alice, refundArgs) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -197,13 +198,19 @@ func (g *Gate) recordOutcome(ctx context.Context, t *Tool, id Identity, ex Excha
 // (a refused API key, an upstream restart). It sets the record's time when
 // unset; a failure to write it is logged.
 func (g *Gate) RecordEvent(ctx context.Context, rec *audit.Record) {
-	if g.audit == nil {
+	recordEvent(ctx, g.audit, g.log, rec)
+}
+
+// recordEvent appends rec to log, when there is one, with its time set
+// when unset; a failure to write it is logged.
+func recordEvent(ctx context.Context, log audit.Log, logger *slog.Logger, rec *audit.Record) {
+	if log == nil {
 		return
 	}
 	if rec.Time.IsZero() {
 		rec.Time = time.Now()
 	}
-	if err := g.audit.Append(ctx, false, rec); err != nil {
-		g.log.ErrorContext(ctx, "audit log cannot be written", "event", rec.Event, "error", clip(err.Error()))
+	if err := log.Append(ctx, false, rec); err != nil {
+		logger.ErrorContext(ctx, "audit log cannot be written", "event", rec.Event, "error", clip(err.Error()))
 	}
 }

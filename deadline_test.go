@@ -48,7 +48,7 @@ func TestApprovedCallsHaveADeadline(t *testing.T) {
 				}
 				first := call()
 				time.Sleep(tt.decideAfter)
-				a, err := g.Decide(ctx, first.ApprovalID, bob, approval.Approve, "ok")
+				a, err := g.Approvals().Decide(ctx, first.ApprovalID, bob, approval.Approve, "ok")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -64,11 +64,11 @@ func TestApprovedCallsHaveADeadline(t *testing.T) {
 				if runs.Load() != 0 {
 					t.Errorf("the approved call ran after its deadline")
 				}
-				if got, _ := g.Approvals().Get(ctx, first.ApprovalID); got.State(time.Now()) != approval.Lapsed {
+				if got, _ := g.Approvals().Store().Get(ctx, first.ApprovalID); got.State(time.Now()) != approval.Lapsed {
 					t.Errorf("the old approval is %s", got.State(time.Now()))
 				}
 				// The new approval, approved in time, runs.
-				g.Decide(ctx, late.ApprovalID, bob, approval.Approve, "")
+				g.Approvals().Decide(ctx, late.ApprovalID, bob, approval.Approve, "")
 				time.Sleep(tt.window - time.Second)
 				if b := call(); b.Code != "" || runs.Load() != 1 {
 					t.Errorf("the call inside the deadline: %+v, %d runs", b, runs.Load())
@@ -107,7 +107,7 @@ func TestGrantNeedsItsRuleUnchanged(t *testing.T) {
 					}))
 			}
 			id := call().ApprovalID
-			if _, err := g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 5}); err != nil {
+			if _, err := g.Approvals().GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 5}); err != nil {
 				t.Fatal(err)
 			}
 			if b := call(); b.Code != "" {

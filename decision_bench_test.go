@@ -79,7 +79,7 @@ func BenchmarkDecision(b *testing.B) {
 	alice, bob := interlock.Identity{Principal: "alice"}, interlock.Identity{Principal: "bob"}
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
-			gate, err := interlock.NewGate(approvalByBob{}, &interlock.GateOptions{Approvals: st.open(b),
+			gate, err := interlock.NewGate(approvalByBob{}, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{Store: st.open(b)}),
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Getenv: func(name string) string {
 					if name == "MCP_DRY_RUN" {
 						return "false"
@@ -99,7 +99,7 @@ func BenchmarkDecision(b *testing.B) {
 				if asked.Code != interlock.CodeApprovalPending {
 					b.Fatalf("the first call: %+v", asked)
 				}
-				if _, err := gate.Decide(ctx, asked.ApprovalID, bob, approval.Approve, ""); err != nil {
+				if _, err := gate.Approvals().Decide(ctx, asked.ApprovalID, bob, approval.Approve, ""); err != nil {
 					b.Fatal(err)
 				}
 				if res := gate.Call(ctx, tool, alice, args, run); res.IsError {

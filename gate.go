@@ -77,8 +77,9 @@ type GateOptions struct {
 	// every other call are committed before their answers, as without it.
 	QueueAllowed bool
 
-	// Approvals keeps the approvals of mode approval; in memory when nil.
-	Approvals approval.Store
+	// Approvals keeps the approvals of mode approval and the standing grants
+	// that stand in for them; in memory, without grants, when nil.
+	Approvals *ApprovalService
 	// ApprovalURL is where approvers open an approval: the approval's id
 	// is appended, as in https://gw.example/console/approvals/ID. Empty
 	// leaves approval_url out, unless FindApprovalURL names one.
@@ -91,17 +92,6 @@ type GateOptions struct {
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
 	OnApproval func(context.Context, *approval.Approval)
-	// Grants keeps standing grants; in memory when nil. CompileCondition
-	// compiles their conditions (package policy's CompileCondition); with
-	// none, no standing grant can be made.
-	Grants           approval.GrantStore
-	CompileCondition func(string) (Condition, error)
-	// Identities tells who an identity is now: its groups as its
-	// credentials name them today, and false when it has none left (a
-	// removed key). A standing grant covers calls only while its granter
-	// may still approve them. Without it, identities are taken as they
-	// were when they acted.
-	Identities func(Identity) (Identity, bool)
 	// Budgets counts the confirmed calls of each budget a decision names;
 	// in memory when nil.
 	Budgets BudgetStore
@@ -127,19 +117,12 @@ type Gate struct {
 	meter  Meter
 	tracer trace.Tracer
 
-	approvals    approval.Store
+	approvals    *ApprovalService
 	approvalBase string
 	findApproval func(context.Context) string
 	onApproval   func(context.Context, *approval.Approval)
 
-	grants           approval.GrantStore
-	compileCondition func(string) (Condition, error)
-	identities       func(Identity) (Identity, bool)
-
 	budgets BudgetStore
-
-	// passkeys is set once the console starts, after the gate exists.
-	passkeys atomic.Pointer[PasskeyVerifier]
 
 	mu sync.RWMutex
 	// tools are the tools the gate guards, by name, so a decision can
@@ -191,9 +174,7 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		findApproval: opts.FindApprovalURL,
 		onApproval:   opts.OnApproval,
 
-		grants:     opts.Grants,
-		identities: opts.Identities,
-		budgets:    opts.Budgets,
+		budgets: opts.Budgets,
 	}
 	g.SetPolicy(p, opts.MaxArgumentBytes)
 	if g.log == nil {
@@ -209,16 +190,10 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		g.tokens = seal.NewMemoryTokens()
 	}
 	if g.approvals == nil {
-		g.approvals = approval.NewMemory()
-	}
-	if g.grants == nil {
-		g.grants = approval.NewMemoryGrants()
+		g.approvals = NewApprovalService(ApprovalOptions{Audit: g.audit, Logger: g.log})
 	}
 	if g.budgets == nil {
 		g.budgets = budget.NewMemory()
-	}
-	if opts.CompileCondition != nil {
-		g.compileCondition = cachedConditions(opts.CompileCondition)
 	}
 	if g.sealer == nil {
 		keys := seal.ParseKeys(getenv(SecretEnv))

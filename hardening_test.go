@@ -302,8 +302,8 @@ func TestClearAnswers(t *testing.T) {
 	})
 	t.Run("a decision the approval store fails under is transient", func(t *testing.T) {
 		g := newGate(t, fixedPolicy{d: Decision{Mode: ModeApproval}}, &GateOptions{Getenv: env("false"), Logger: quiet,
-			Approvals: unreachableApprovals{approval.NewMemory()}})
-		_, err := g.Decide(context.Background(), "apr_1", Identity{Principal: "bob"}, approval.Approve, "")
+			Approvals: NewApprovalService(ApprovalOptions{Store: unreachableApprovals{approval.NewMemory()}})})
+		_, err := g.Approvals().Decide(context.Background(), "apr_1", Identity{Principal: "bob"}, approval.Approve, "")
 		b := BodyOf(err)
 		if b.Code != CodeUpstreamUnavailable || !b.Retriable || b.RetryAfterMS == 0 || !strings.Contains(b.Message, "nothing was decided") ||
 			strings.Contains(b.Message, "6379") {

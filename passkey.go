@@ -33,29 +33,24 @@ var (
 	ErrPasskeyReplayed = errors.New("the passkey's signature counter did not grow")
 )
 
-// UsePasskeys makes v the verifier of passkey-signed decisions. Without
-// one, approvals that require a passkey can be neither decided nor run.
-func (g *Gate) UsePasskeys(v PasskeyVerifier) { g.passkeys.Store(&v) }
-
 // verifyVote checks that v carries a verified assertion over a's
 // challenge for this decision.
-func (g *Gate) verifyVote(ctx context.Context, a *approval.Approval, v approval.Vote) error {
+func (s *ApprovalService) verifyVote(ctx context.Context, a *approval.Approval, v approval.Vote) error {
 	if len(v.Passkey) == 0 {
 		return ErrPasskeyRequired
 	}
-	verifier := g.passkeys.Load()
-	if verifier == nil {
+	if s.passkeys == nil {
 		return ErrPasskeyRequired
 	}
 	challenge, err := a.PasskeyChallenge(v.Verdict)
 	if err != nil {
 		return err
 	}
-	if err := (*verifier).VerifyPasskey(ctx, a, v, challenge); err != nil {
+	if err := s.passkeys.VerifyPasskey(ctx, a, v, challenge); err != nil {
 		if errors.Is(err, ErrPasskeyReplayed) {
 			// A valid signature with a stale counter means the approver's
 			// key may be in two places: worth a record, not only a refusal.
-			g.RecordEvent(ctx, &audit.Record{Event: "passkey_refused", Tenant: a.Tenant, Principal: v.Principal, Tool: a.Tool,
+			s.RecordEvent(ctx, &audit.Record{Event: "passkey_refused", Tenant: a.Tenant, Principal: v.Principal, Tool: a.Tool,
 				Upstream: a.Upstream, Rule: a.Rule, Approval: a.ID, Caller: a.Principal, RuleApprovers: a.Approvers,
 				Detail: clip(fmt.Sprintf("%s: %s's passkey to %s %s's call refused: %v", a.ID, v.Principal,
 					v.Verdict, a.Principal, err))})
@@ -68,13 +63,13 @@ func (g *Gate) verifyVote(ctx context.Context, a *approval.Approval, v approval.
 // verifySignedVotes checks every approval of an approved approval again
 // before its call runs, so approvals written into the store around the
 // console do not count.
-func (g *Gate) verifySignedVotes(ctx context.Context, a *approval.Approval) error {
+func (s *ApprovalService) verifySignedVotes(ctx context.Context, a *approval.Approval) error {
 	for _, v := range a.Approvals {
 		if v.Verdict == "" {
 			v.Verdict = approval.Approve
 		}
-		if err := g.verifyVote(ctx, a, v); err != nil {
-			g.log.WarnContext(ctx, "an approval without a valid passkey signature", "approval", a.ID, "approver", v.Principal, "error", clip(err.Error()))
+		if err := s.verifyVote(ctx, a, v); err != nil {
+			s.log.WarnContext(ctx, "an approval without a valid passkey signature", "approval", a.ID, "approver", v.Principal, "error", clip(err.Error()))
 			return &Error{Code: CodePermissionDenied,
 				Message: fmt.Sprintf("The approval %s of %s is not signed with an approver's passkey; nothing ran.", a.ID, a.Tool),
 				Hint:    "Ask the approvers to decide the call in the console with their passkeys."}
@@ -87,6 +82,6 @@ func (g *Gate) verifySignedVotes(ctx context.Context, a *approval.Approval) erro
 // with the WebAuthn assertion they signed in the console. An approval that
 // requires a passkey can only be decided this way; the assertion is
 // verified now and again before the call runs.
-func (g *Gate) DecideWithPasskey(ctx context.Context, id string, who Identity, v approval.Verdict, reason string, assertion json.RawMessage) (*approval.Approval, error) {
-	return g.decide(ctx, id, who, v, reason, assertion)
+func (s *ApprovalService) DecideWithPasskey(ctx context.Context, id string, who Identity, v approval.Verdict, reason string, assertion json.RawMessage) (*approval.Approval, error) {
+	return s.decide(ctx, id, who, v, reason, assertion)
 }

@@ -58,17 +58,14 @@ func TestPasskeyApprovals(t *testing.T) {
 	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
 	bob := interlock.Identity{Principal: "bob", Tenant: "acme"}
 	setup := func(t *testing.T, verifier interlock.PasskeyVerifier) (*interlock.Gate, func(args string) interlock.Body, *atomic.Int64) {
-		g := approvalGate(t, `
+		g := approvalGateWith(t, `
 rules:
   - name: payouts
     match: {tools: [pay_out]}
     mode: approval
     approvers: [bob]
     require_passkey: true
-`)
-		if verifier != nil {
-			g.UsePasskeys(verifier)
-		}
+`, interlock.ApprovalOptions{Passkeys: verifier})
 		tool, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
 		runs := &atomic.Int64{}
 		call := func(args string) interlock.Body {
@@ -85,7 +82,7 @@ rules:
 		if b.Code != interlock.CodeApprovalPending {
 			t.Fatalf("first call: %+v", b)
 		}
-		a, err := g.Approvals().Get(ctx, b.ApprovalID)
+		a, err := g.Approvals().Store().Get(ctx, b.ApprovalID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,23 +98,23 @@ rules:
 		wantErr error
 	}{
 		{"approve without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
-			_, err := g.Decide(ctx, a.ID, bob, approval.Approve, "")
+			_, err := g.Approvals().Decide(ctx, a.ID, bob, approval.Approve, "")
 			return err
 		}, interlock.ErrPasskeyRequired},
 		{"deny without an assertion", func(_ *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
-			_, err := g.Decide(ctx, a.ID, bob, approval.Deny, "")
+			_, err := g.Approvals().Decide(ctx, a.ID, bob, approval.Deny, "")
 			return err
 		}, interlock.ErrPasskeyRequired},
 		{"an assertion for another approval", func(t *testing.T, g *interlock.Gate, a, other *approval.Approval) error {
-			_, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, other, approval.Approve))
+			_, err := g.Approvals().DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, other, approval.Approve))
 			return err
 		}, interlock.ErrPasskeyInvalid},
 		{"a denial's assertion used to approve", func(t *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
-			_, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, a, approval.Deny))
+			_, err := g.Approvals().DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, a, approval.Deny))
 			return err
 		}, interlock.ErrPasskeyInvalid},
 		{"a standing grant", func(_ *testing.T, g *interlock.Gate, a, _ *approval.Approval) error {
-			_, err := g.GrantScope(ctx, a.ID, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 5})
+			_, err := g.Approvals().GrantScope(ctx, a.ID, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 5})
 			if ie := (*interlock.Error)(nil); errors.As(err, &ie) && ie.Code == interlock.CodePermissionDenied {
 				return interlock.ErrPasskeyRequired
 			}
@@ -141,7 +138,7 @@ rules:
 	t.Run("without a verifier nothing can be decided", func(t *testing.T) {
 		g, call, _ := setup(t, nil)
 		a := pending(t, g, call, `{"amount":100}`)
-		if _, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, a, approval.Approve)); !errors.Is(err, interlock.ErrPasskeyRequired) {
+		if _, err := g.Approvals().DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "", assertionOver(t, a, approval.Approve)); !errors.Is(err, interlock.ErrPasskeyRequired) {
 			t.Errorf("DecideWithPasskey: %v, want ErrPasskeyRequired", err)
 		}
 	})
@@ -149,7 +146,7 @@ rules:
 	t.Run("an assertion over the approval's challenge approves it; the call runs once", func(t *testing.T) {
 		g, call, runs := setup(t, signingVerifier{})
 		a := pending(t, g, call, `{"amount":100}`)
-		decided, err := g.DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "signed", assertionOver(t, a, approval.Approve))
+		decided, err := g.Approvals().DecideWithPasskey(ctx, a.ID, bob, approval.Approve, "signed", assertionOver(t, a, approval.Approve))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +164,7 @@ rules:
 	t.Run("a vote written into the store around the gate does not run the call", func(t *testing.T) {
 		g, call, runs := setup(t, signingVerifier{})
 		a := pending(t, g, call, `{"amount":100}`)
-		if _, err := g.Approvals().Decide(ctx, a.ID, approval.Vote{Principal: "bob", Verdict: approval.Approve, At: time.Now()}); err != nil {
+		if _, err := g.Approvals().Store().Decide(ctx, a.ID, approval.Vote{Principal: "bob", Verdict: approval.Approve, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if b := call(`{"amount":100}`); b.Code != interlock.CodePermissionDenied || runs.Load() != 0 {
@@ -214,7 +211,8 @@ rules:
 				t.Fatal(err)
 			}
 			log := &audit.Memory{}
-			g, err := interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition,
+			g, err := interlock.NewGate(f, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{
+				CompileCondition: policy.CompileCondition, Passkeys: failingVerifier{tt.err}, Audit: log}),
 				Logger: slog.New(slog.DiscardHandler), Audit: log, Getenv: func(k string) string {
 					if k == "MCP_DRY_RUN" {
 						return "false"
@@ -224,13 +222,12 @@ rules:
 			if err != nil {
 				t.Fatal(err)
 			}
-			g.UsePasskeys(failingVerifier{tt.err})
 			tool, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
 			b := interlock.BodyOfResult(g.Call(ctx, tool, alice, json.RawMessage(`{"amount":100}`), nil))
 			if b.Code != interlock.CodeApprovalPending {
 				t.Fatalf("the call: %+v", b)
 			}
-			_, err = g.DecideWithPasskey(ctx, b.ApprovalID, bob, approval.Deny, "", json.RawMessage(`{}`))
+			_, err = g.Approvals().DecideWithPasskey(ctx, b.ApprovalID, bob, approval.Deny, "", json.RawMessage(`{}`))
 			if !errors.Is(err, interlock.ErrPasskeyInvalid) || errors.Is(err, interlock.ErrPasskeyReplayed) != tt.recorded {
 				t.Fatalf("DecideWithPasskey: %v", err)
 			}

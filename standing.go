@@ -30,17 +30,14 @@ const ConfirmedByGrant = "grant"
 // describes for the same tool, under the same rule: who must be allowed to
 // decide the approval. The waiting call is the grant's first use: the
 // approval is closed, and its re-call runs under the grant.
-func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req GrantRequest) (*approval.StandingGrant, error) {
-	if !g.OffersGrants() {
-		return nil, errors.New("this gate keeps no standing grants")
+func (s *ApprovalService) GrantScope(ctx context.Context, id string, who Identity, req GrantRequest) (*approval.StandingGrant, error) {
+	if !s.OffersGrants() {
+		return nil, errors.New("no standing grants are kept here")
 	}
-	if err := req.check(g.compileCondition); err != nil {
+	if err := req.check(s.compile); err != nil {
 		return nil, err
 	}
-	if g.approvals == nil {
-		return nil, approval.ErrUnknown
-	}
-	pending, err := g.approvedFor(ctx, id, who)
+	pending, err := s.approvedFor(ctx, id, who)
 	if err != nil {
 		return nil, StoreUnavailable(err, "nothing was decided")
 	}
@@ -49,12 +46,12 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req Gran
 		return nil, &Error{Code: CodePermissionDenied, Message: fmt.Sprintf(why, pending.Tool),
 			Hint: "Approve this call alone; every further call asks the approvers again."}
 	}
-	a, err := g.Decide(ctx, id, who, approval.Approve, req.Reason)
+	a, err := s.Decide(ctx, id, who, approval.Approve, req.Reason)
 	if err != nil {
 		return nil, err
 	}
 	if a.State(time.Now()) == approval.Approved {
-		if _, err := g.approvals.Consume(ctx, a.ID); err != nil {
+		if _, err := s.store.Consume(ctx, a.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -62,10 +59,10 @@ func (g *Gate) GrantScope(ctx context.Context, id string, who Identity, req Gran
 	sg := &approval.StandingGrant{ID: approval.NewID("grt_"), Tool: a.Tool, When: req.When, Tenant: a.Tenant, Principal: a.Principal,
 		Rule: a.Rule, RuleDigest: a.RuleDigest, Approvers: a.Approvers, GrantedBy: who.Principal, GranterGroups: who.Groups,
 		Reason: clip(req.Reason), CreatedAt: now, ExpiresAt: now.Add(req.TTL), Uses: req.Uses}
-	if err := g.grants.AddGrant(ctx, sg); err != nil {
+	if err := s.grants.AddGrant(ctx, sg); err != nil {
 		return nil, err
 	}
-	g.RecordEvent(ctx, &audit.Record{Event: "grant_created", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
+	s.RecordEvent(ctx, &audit.Record{Event: "grant_created", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
 		Rule: sg.Rule, Grant: sg.ID, Approval: a.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers, Reason: sg.Reason,
 		Detail: fmt.Sprintf("%s for %s's calls where %q, %d uses until %s", sg.ID, sg.Principal, sg.When, sg.Uses, sg.ExpiresAt.UTC().Format(time.RFC3339))})
 	return sg, nil
@@ -88,11 +85,11 @@ func (req GrantRequest) check(compile func(string) (Condition, error)) error {
 }
 
 // RevokeGrant ends a standing grant, if who may ([approval.MayRevoke]).
-func (g *Gate) RevokeGrant(ctx context.Context, id string, who Identity) (*approval.StandingGrant, error) {
-	if g.grants == nil {
+func (s *ApprovalService) RevokeGrant(ctx context.Context, id string, who Identity) (*approval.StandingGrant, error) {
+	if s.grants == nil {
 		return nil, approval.ErrGrantUnknown
 	}
-	sg, err := g.grants.Grant(ctx, id)
+	sg, err := s.grants.Grant(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -101,10 +98,10 @@ func (g *Gate) RevokeGrant(ctx context.Context, id string, who Identity) (*appro
 		// every face tells them, there is no such grant.
 		return nil, approval.ErrGrantUnknown
 	}
-	if sg, err = g.grants.RevokeGrant(ctx, id, ""); err != nil {
+	if sg, err = s.grants.RevokeGrant(ctx, id, ""); err != nil {
 		return nil, err
 	}
-	g.RecordEvent(ctx, &audit.Record{Event: "grant_revoked", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
+	s.RecordEvent(ctx, &audit.Record{Event: "grant_revoked", Tenant: sg.Tenant, Principal: who.Principal, Tool: sg.Tool,
 		Rule: sg.Rule, Grant: sg.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers, Detail: sg.ID})
 	return sg, nil
 }
@@ -113,11 +110,11 @@ func (g *Gate) RevokeGrant(ctx context.Context, id string, who Identity) (*appro
 // made: stands reports whether a rule of that name and digest is in the
 // policy now. A reload calls it with the new policy; each voided grant is
 // audited. It returns the grants it voided.
-func (g *Gate) VoidGrants(ctx context.Context, stands func(rule, digest string) bool, why string) ([]*approval.StandingGrant, error) {
-	if g.grants == nil {
+func (s *ApprovalService) VoidGrants(ctx context.Context, stands func(rule, digest string) bool, why string) ([]*approval.StandingGrant, error) {
+	if s.grants == nil {
 		return nil, nil
 	}
-	live, err := g.grants.LiveGrants(ctx)
+	live, err := s.grants.LiveGrants(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -126,12 +123,12 @@ func (g *Gate) VoidGrants(ctx context.Context, stands func(rule, digest string) 
 		if stands(sg.Rule, sg.RuleDigest) {
 			continue
 		}
-		sg, err := g.grants.RevokeGrant(ctx, sg.ID, why)
+		sg, err := s.grants.RevokeGrant(ctx, sg.ID, why)
 		if err != nil {
 			return voided, err
 		}
 		voided = append(voided, sg)
-		g.RecordEvent(ctx, &audit.Record{Event: "grant_voided", Tenant: sg.Tenant, Principal: sg.GrantedBy, Tool: sg.Tool,
+		s.RecordEvent(ctx, &audit.Record{Event: "grant_voided", Tenant: sg.Tenant, Principal: sg.GrantedBy, Tool: sg.Tool,
 			Rule: sg.Rule, Grant: sg.ID, Caller: sg.Principal, RuleApprovers: sg.Approvers,
 			Detail: fmt.Sprintf("%s: %s", sg.ID, why)})
 	}
@@ -139,32 +136,32 @@ func (g *Gate) VoidGrants(ctx context.Context, stands func(rule, digest string) 
 }
 
 // OffersGrants reports whether approvers may grant standing scopes: the
-// gate keeps grants and compiles their conditions.
-func (g *Gate) OffersGrants() bool { return g.grants != nil && g.compileCondition != nil }
+// service keeps grants and compiles their conditions.
+func (s *ApprovalService) OffersGrants() bool { return s.grants != nil && s.compile != nil }
 
-// Grants returns the gate's grant store; nil when it has none.
-func (g *Gate) Grants() approval.GrantStore { return g.grants }
+// Grants returns the grant store.
+func (s *ApprovalService) Grants() approval.GrantStore { return s.grants }
 
 // useGrant looks for a live grant that covers c as d decides it, under
 // the rule of that digest ([approval.Covers]), and spends one of its uses.
 // A condition that cannot be evaluated covers nothing.
-func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string) (*approval.StandingGrant, error) {
+func (s *ApprovalService) useGrant(ctx context.Context, c *Call, d Decision, digest string) (*approval.StandingGrant, error) {
 	ruling := approval.Ruling{Rule: d.Rule, RuleDigest: digest, Approvers: d.Approvers, Quorum: d.Quorum, RequirePasskey: d.RequirePasskey}
-	if g.grants == nil || g.compileCondition == nil || ruling.GrantRefusal() != "" {
+	if s.grants == nil || s.compile == nil || ruling.GrantRefusal() != "" {
 		return nil, nil
 	}
-	live, err := g.grants.LiveGrants(ctx)
+	live, err := s.grants.LiveGrants(ctx)
 	if err != nil {
 		return nil, confirmationStoreDown(c, err)
 	}
 	now := time.Now()
 	for _, sg := range live {
-		granter, ok := g.currentIdentity(sg.Granter())
+		granter, ok := s.currentIdentity(sg.Granter())
 		if !ok || !approval.Covers(sg, c.Identity, c.Tool, ruling, granter, now) {
 			continue
 		}
 		if sg.When != "" {
-			cond, err := g.compileCondition(sg.When)
+			cond, err := s.compile(sg.When)
 			if err != nil {
 				continue
 			}
@@ -172,7 +169,7 @@ func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string)
 				continue
 			}
 		}
-		ok, err := g.grants.UseGrant(ctx, sg.ID)
+		ok, err := s.grants.UseGrant(ctx, sg.ID)
 		if err != nil {
 			return nil, confirmationStoreDown(c, err)
 		}
@@ -186,11 +183,11 @@ func (g *Gate) useGrant(ctx context.Context, c *Call, d Decision, digest string)
 // currentIdentity is who as the gate's directory knows them now, and
 // whether they may still act at all; as given when the gate has no
 // directory.
-func (g *Gate) currentIdentity(who Identity) (Identity, bool) {
-	if g.identities == nil {
+func (s *ApprovalService) currentIdentity(who Identity) (Identity, bool) {
+	if s.identities == nil {
 		return who, true
 	}
-	return g.identities(who)
+	return s.identities(who)
 }
 
 // cachedConditions compiles each condition once: grants are checked on

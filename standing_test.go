@@ -52,7 +52,7 @@ rules:
 	t.Run("covers the calls its condition admits, up to its uses", func(t *testing.T) {
 		g, tool, runs := setup(t)
 		id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
-		sg, err := g.GrantScope(ctx, id, bob, interlock.GrantRequest{When: "num(args.amount) <= 100", TTL: time.Hour, Uses: 2, Reason: "small refunds today"})
+		sg, err := g.Approvals().GrantScope(ctx, id, bob, interlock.GrantRequest{When: "num(args.amount) <= 100", TTL: time.Hour, Uses: 2, Reason: "small refunds today"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,18 +71,18 @@ rules:
 		if runs.Load() != 2 {
 			t.Errorf("ran %d times, want 2 (the waiting call, the grant's first use, and one more)", runs.Load())
 		}
-		if got, _ := g.Grants().Grant(ctx, sg.ID); got.Used != 2 || got.Live(time.Now()) {
+		if got, _ := g.Approvals().Grants().Grant(ctx, sg.ID); got.Used != 2 || got.Live(time.Now()) {
 			t.Errorf("grant after use: %+v", got)
 		}
 	})
 	t.Run("revoked", func(t *testing.T) {
 		g, tool, runs := setup(t)
 		id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
-		sg, _ := g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
-		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Identity{Principal: "mallory", Tenant: "acme"}); !errors.Is(err, approval.ErrGrantUnknown) {
+		sg, _ := g.Approvals().GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
+		if _, err := g.Approvals().RevokeGrant(ctx, sg.ID, interlock.Identity{Principal: "mallory", Tenant: "acme"}); !errors.Is(err, approval.ErrGrantUnknown) {
 			t.Errorf("a stranger revokes: %v", err)
 		}
-		if _, err := g.RevokeGrant(ctx, sg.ID, interlock.Identity{Principal: "carol", Tenant: "acme"}); err != nil {
+		if _, err := g.Approvals().RevokeGrant(ctx, sg.ID, interlock.Identity{Principal: "carol", Tenant: "acme"}); err != nil {
 			t.Fatalf("another approver revokes: %v", err)
 		}
 		if b := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`); b.Code != interlock.CodeApprovalPending {
@@ -93,7 +93,7 @@ rules:
 		synctest.Test(t, func(t *testing.T) {
 			g, tool, runs := setup(t)
 			id := call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`).ApprovalID
-			g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
+			g.Approvals().GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
 			call(g, tool, runs, `{"invoice_id":"inv_1","amount":50}`)
 			time.Sleep(time.Hour)
 			if b := call(g, tool, runs, `{"invoice_id":"inv_2","amount":50}`); b.Code != interlock.CodeApprovalPending {
@@ -107,11 +107,11 @@ rules:
 		for _, req := range []interlock.GrantRequest{
 			{TTL: 25 * time.Hour, Uses: 1}, {TTL: time.Hour, Uses: 0}, {TTL: time.Hour, Uses: 1, When: "args.amount >"},
 		} {
-			if _, err := g.GrantScope(ctx, id, bob, req); err == nil {
+			if _, err := g.Approvals().GrantScope(ctx, id, bob, req); err == nil {
 				t.Errorf("%+v was accepted", req)
 			}
 		}
-		if _, err := g.GrantScope(ctx, id, interlock.Identity{Principal: "alice", Tenant: "acme"}, interlock.GrantRequest{TTL: time.Hour, Uses: 1}); !errors.Is(err, approval.ErrSelfApproval) {
+		if _, err := g.Approvals().GrantScope(ctx, id, interlock.Identity{Principal: "alice", Tenant: "acme"}, interlock.GrantRequest{TTL: time.Hour, Uses: 1}); !errors.Is(err, approval.ErrSelfApproval) {
 			t.Errorf("the caller grants themselves: %v", err)
 		}
 	})
@@ -119,11 +119,11 @@ rules:
 		g, _, runs := setup(t)
 		payout, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
 		id := call(g, payout, runs, `{"amount":50}`).ApprovalID
-		_, err := g.GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
+		_, err := g.Approvals().GrantScope(ctx, id, bob, interlock.GrantRequest{TTL: time.Hour, Uses: 10})
 		if e, ok := errors.AsType[*interlock.Error](err); !ok || e.Code != interlock.CodePermissionDenied {
 			t.Fatalf("a grant under a quorum of two: %v", err)
 		}
-		if a, _ := g.Approvals().Get(ctx, id); len(a.Approvals) != 0 {
+		if a, _ := g.Approvals().Store().Get(ctx, id); len(a.Approvals) != 0 {
 			t.Errorf("the refused grant counted as a vote: %+v", a.Approvals)
 		}
 		if b := call(g, payout, runs, `{"amount":50}`); b.Code != interlock.CodeApprovalPending || runs.Load() != 0 {
@@ -135,11 +135,19 @@ rules:
 // approvalGate is a gate for the rules of policy, with dry run off.
 func approvalGate(t *testing.T, rules string) *interlock.Gate {
 	t.Helper()
+	return approvalGateWith(t, rules, interlock.ApprovalOptions{})
+}
+
+// approvalGateWith is approvalGate with the approval service o
+// describes, its conditions compiled by package policy.
+func approvalGateWith(t *testing.T, rules string, o interlock.ApprovalOptions) *interlock.Gate {
+	t.Helper()
 	f, err := config.Parse("approvals.yaml", []byte(rules), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition, Logger: slog.New(slog.DiscardHandler),
+	o.CompileCondition = policy.CompileCondition
+	g, err := interlock.NewGate(f, &interlock.GateOptions{Approvals: interlock.NewApprovalService(o), Logger: slog.New(slog.DiscardHandler),
 		Getenv: func(k string) string {
 			if k == "MCP_DRY_RUN" {
 				return "false"

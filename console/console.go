@@ -61,8 +61,9 @@ type History interface {
 
 // Options configure a [Console].
 type Options struct {
-	// Gate decides approvals and keeps them.
-	Gate *interlock.Gate
+	// Approvals keeps the approvals and grants the console shows and
+	// decides, and records what approvers do; one in memory when nil.
+	Approvals *interlock.ApprovalService
 	// Authenticate returns who holds an API key, and the credential a
 	// session made with it stands on. Nil when the gateway has no keys:
 	// then only one-time links sign anyone in.
@@ -119,13 +120,13 @@ type Options struct {
 
 // Console serves the approvers' pages.
 type Console struct {
-	gate    *interlock.Gate
-	authn   func(context.Context, string) (interlock.Identity, Credential, error)
-	recheck func(context.Context, interlock.Identity, Credential) (interlock.Identity, error)
-	refused func(context.Context, *http.Request, string)
-	history History
-	log     *slog.Logger
-	pages   map[string]*template.Template
+	approvals *interlock.ApprovalService
+	authn     func(context.Context, string) (interlock.Identity, Credential, error)
+	recheck   func(context.Context, interlock.Identity, Credential) (interlock.Identity, error)
+	refused   func(context.Context, *http.Request, string)
+	history   History
+	log       *slog.Logger
+	pages     map[string]*template.Template
 
 	state    consolestate.Store
 	idle     time.Duration
@@ -169,13 +170,16 @@ func New(opts Options) *Console {
 			signal = consolestate.NewMemory()
 		}
 	}
-	c := &Console{gate: opts.Gate, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, signInWith: opts.SignIn, history: opts.History,
+	if opts.Approvals == nil {
+		opts.Approvals = interlock.NewApprovalService(interlock.ApprovalOptions{Logger: log})
+	}
+	c := &Console{approvals: opts.Approvals, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, signInWith: opts.SignIn, history: opts.History,
 		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKeys: opts.FlowKeys,
 		instance: opts.Instance}
 	if len(c.flowKeys) == 0 {
 		c.flowKeys = [][]byte{newFlowKey()}
 	}
-	c.changes = newWatcher(opts.Gate.Approvals(), opts.Gate.Grants(), signal, poll, log)
+	c.changes = newWatcher(opts.Approvals.Store(), opts.Approvals.Grants(), signal, poll, log)
 	return c
 }
 
@@ -203,14 +207,15 @@ func (c *Console) refuse(r *http.Request, why string) {
 		c.refused(r.Context(), r, "console sign-in with "+why)
 		return
 	}
-	c.gate.RecordEvent(r.Context(), &audit.Record{Event: "auth_refused",
+	c.approvals.RecordEvent(r.Context(), &audit.Record{Event: "auth_refused",
 		Detail: fmt.Sprintf("console sign-in from %s with %s", r.RemoteAddr, why)})
 }
 
-// Passkeys is the console's verifier of passkey-signed decisions: the
-// approvers' credentials are registered on its pages, so the gate asks it
-// ([interlock.Gate.UsePasskeys]) whoever wires the two together.
-func (c *Console) Passkeys() interlock.PasskeyVerifier { return c.passkeys }
+// Passkeys is the verifier of passkey-signed decisions over the
+// credentials approvers registered in the console's state: made before
+// the approval service ([interlock.ApprovalOptions.Passkeys]) and the
+// console, from the same store.
+func Passkeys(state consolestate.Store) interlock.PasskeyVerifier { return &passkeys{state: state} }
 
 // Notify tells the console that the approvals changed (a new one, a
 // decision), so listening pages, on this replica and through the signal

@@ -43,12 +43,8 @@ type rig struct {
 func newRig(t *testing.T, tls bool, history History) *rig {
 	t.Helper()
 	store := approval.NewMemory()
-	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: store, Logger: quiet,
-		CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := New(Options{Gate: gate, Logger: quiet, Poll: 20 * time.Millisecond, History: history,
+	approvals := interlock.NewApprovalService(interlock.ApprovalOptions{Store: store, CompileCondition: policy.CompileCondition, Logger: quiet})
+	c := New(Options{Approvals: approvals, Logger: quiet, Poll: 20 * time.Millisecond, History: history,
 		Authenticate: func(_ context.Context, key string) (interlock.Identity, Credential, error) {
 			if who, ok := keys[key]; ok {
 				return who, Credential{Kind: CredentialKey, Ref: key}, nil
@@ -387,11 +383,7 @@ func TestSessionIdleExpiry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Logger: quiet, Getenv: func(string) string { return "" }})
-				if err != nil {
-					t.Fatal(err)
-				}
-				c := New(Options{Gate: gate, Logger: quiet, SessionIdle: time.Minute})
+				c := New(Options{Logger: quiet, SessionIdle: time.Minute})
 				defer c.Close()
 				ctx := context.Background()
 				id, err := c.openSession(ctx, interlock.Identity{Principal: "bob"}, Credential{Kind: CredentialKey})
@@ -484,7 +476,7 @@ func TestEventsTellWhatChanged(t *testing.T) {
 		{"a new approval", func() { r.request(t, "apr_1"); r.console.Notify() }, bobs,
 			"New approval waiting: refund_invoice, called by alice."},
 		{"a decision", func() {
-			if _, err := r.console.gate.Decide(ctx, "apr_1", keys["key-bob"], approval.Approve, ""); err != nil {
+			if _, err := r.console.approvals.Decide(ctx, "apr_1", keys["key-bob"], approval.Approve, ""); err != nil {
 				t.Fatal(err)
 			}
 		}, bobs, "refund_invoice is approved by bob; it runs when alice calls it again."},

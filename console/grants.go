@@ -47,7 +47,7 @@ type scopeView struct {
 func (c *Console) scopeFor(v approvalView, form scopeForm) scopeView {
 	sv := scopeView{Form: form, Lifetimes: lifetimes}
 	switch {
-	case !c.gate.OffersGrants():
+	case !c.approvals.OffersGrants():
 		sv.Why = "This gateway keeps no standing grants."
 	case v.Quorum > 1:
 		sv.Why = fmt.Sprintf("The rule asks %d approvers for each call, so no one approver may grant calls like it.", v.Quorum)
@@ -71,7 +71,7 @@ func (c *Console) grantScope(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	id := r.PathValue("id")
-	sg, err := c.gate.GrantScope(r.Context(), id, s.who, interlock.GrantRequest{When: form.When, TTL: ttl, Uses: uses, Reason: form.Reason})
+	sg, err := c.approvals.GrantScope(r.Context(), id, s.who, interlock.GrantRequest{When: form.When, TTL: ttl, Uses: uses, Reason: form.Reason})
 	if err != nil {
 		status, problem := refused(err)
 		if status == 0 {
@@ -96,7 +96,7 @@ type grantsData struct {
 // grantsPage lists the live grants the approver may revoke.
 func (c *Console) grantsPage(w http.ResponseWriter, r *http.Request, s *session) {
 	var d grantsData
-	live, err := c.gate.Grants().LiveGrants(r.Context())
+	live, err := c.approvals.Grants().LiveGrants(r.Context())
 	if err != nil {
 		c.fail(w, r, s, fmt.Errorf("listing grants: %w", err))
 		return
@@ -114,7 +114,7 @@ func (c *Console) grantsPage(w http.ResponseWriter, r *http.Request, s *session)
 
 // revokeGrant ends a grant from the grants page.
 func (c *Console) revokeGrant(w http.ResponseWriter, r *http.Request, s *session) {
-	sg, err := c.gate.RevokeGrant(r.Context(), r.PathValue("id"), s.who)
+	sg, err := c.approvals.RevokeGrant(r.Context(), r.PathValue("id"), s.who)
 	if err != nil {
 		status, problem := refused(err)
 		if status == 0 {

@@ -74,7 +74,7 @@ func TestGrantScope(t *testing.T) {
 			if res.StatusCode != tt.status || !strings.Contains(page, tt.says) {
 				t.Fatalf("status %d, want %d saying %q:\n%s", res.StatusCode, tt.status, tt.says, page)
 			}
-			live, _ := r.console.gate.Grants().LiveGrants(context.Background())
+			live, _ := r.console.approvals.Grants().LiveGrants(context.Background())
 			a, _ := r.store.Get(context.Background(), "apr_1")
 			if tt.status != http.StatusSeeOther {
 				if len(live) != 0 || a.State(time.Now()) != approval.Pending {
@@ -116,7 +116,7 @@ func TestGrantScope(t *testing.T) {
 func grantFrom(t *testing.T, r *rig) *approval.StandingGrant {
 	t.Helper()
 	r.request(t, "apr_1")
-	sg, err := r.console.gate.GrantScope(context.Background(), "apr_1", keys["key-bob"],
+	sg, err := r.console.approvals.GrantScope(context.Background(), "apr_1", keys["key-bob"],
 		interlock.GrantRequest{When: "args.invoice_id == 'inv_1005'", TTL: time.Hour, Uses: 3, Reason: "<b>duplicates</b>"})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestRevokeGrant(t *testing.T) {
 			if res.StatusCode != tt.status || !strings.Contains(page, tt.says) {
 				t.Fatalf("status %d, want %d saying %q:\n%s", res.StatusCode, tt.status, tt.says, page)
 			}
-			got, _ := r.console.gate.Grants().Grant(context.Background(), sg.ID)
+			got, _ := r.console.approvals.Grants().Grant(context.Background(), sg.ID)
 			if got.Live(time.Now()) != tt.live {
 				t.Errorf("grant live: %t, want %t", got.Live(time.Now()), tt.live)
 			}
@@ -192,7 +192,7 @@ func TestRevokeGrant(t *testing.T) {
 		sg := grantFrom(t, r)
 		b := r.signedIn(t, "key-bob")
 		res, _ := b.post("/console/grants/"+sg.ID+"/revoke", url.Values{"csrf": {"forged"}})
-		if got, _ := r.console.gate.Grants().Grant(context.Background(), sg.ID); res.StatusCode != http.StatusForbidden || !got.Live(time.Now()) {
+		if got, _ := r.console.approvals.Grants().Grant(context.Background(), sg.ID); res.StatusCode != http.StatusForbidden || !got.Live(time.Now()) {
 			t.Errorf("status %d, grant live %t", res.StatusCode, got.Live(time.Now()))
 		}
 	})
@@ -220,7 +220,7 @@ func TestEventsTellOfGrants(t *testing.T) {
 			return []string{"bob granted alice's calls of refund_invoice: 3 uses until " + sg.ExpiresAt.UTC().Format("15:04 UTC") + "."}
 		}},
 		{"a use", func() {
-			if ok, err := r.console.gate.Grants().UseGrant(ctx, sg.ID); !ok || err != nil {
+			if ok, err := r.console.approvals.Grants().UseGrant(ctx, sg.ID); !ok || err != nil {
 				t.Fatalf("use: %t, %v", ok, err)
 			}
 			r.console.Notify()
@@ -228,7 +228,7 @@ func TestEventsTellOfGrants(t *testing.T) {
 			return []string{"alice's call of refund_invoice ran under bob's grant (1 of 3 uses)."}
 		}},
 		{"a revocation", func() {
-			if _, err := r.console.gate.RevokeGrant(ctx, sg.ID, keys["key-bob"]); err != nil {
+			if _, err := r.console.approvals.RevokeGrant(ctx, sg.ID, keys["key-bob"]); err != nil {
 				t.Fatal(err)
 			}
 			r.console.Notify()

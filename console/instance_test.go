@@ -8,19 +8,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/interlock-mcp/interlock"
 )
 
 // serveConsole serves a console announced as instance, through wrap if
 // given.
 func serveConsole(t *testing.T, instance string, wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
-	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Logger: quiet, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := New(Options{Gate: gate, Logger: quiet, Instance: instance})
+	c := New(Options{Logger: quiet, Instance: instance})
 	h := c.Handler()
 	if wrap != nil {
 		h = wrap(h)

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/approval"
-	"github.com/interlock-mcp/interlock/policy"
 )
 
 // TestLinkWhoseCredentialNoLongerStands: a one-time link signs in only
@@ -21,13 +19,8 @@ import (
 // gateway began to authenticate its approvers signs nobody in, and is
 // spent all the same.
 func TestLinkWhoseCredentialNoLongerStands(t *testing.T) {
-	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: approval.NewMemory(), Logger: quiet,
-		CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var authenticates atomic.Bool
-	c := New(Options{Gate: gate, Logger: quiet, Poll: 20 * time.Millisecond,
+	c := New(Options{Logger: quiet, Poll: 20 * time.Millisecond,
 		Recheck: func(_ context.Context, who interlock.Identity, cred Credential) (interlock.Identity, error) {
 			if cred.Kind == CredentialLink && authenticates.Load() {
 				return interlock.Identity{}, errors.New("the gateway now authenticates its callers")
@@ -73,11 +66,7 @@ func TestOneTimeLinkExpires(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Logger: quiet, Getenv: func(string) string { return "" }})
-				if err != nil {
-					t.Fatal(err)
-				}
-				c := New(Options{Gate: gate, Logger: quiet})
+				c := New(Options{Logger: quiet})
 				defer c.Close()
 				token, err := c.OneTimeLogin(context.Background(), interlock.Identity{Principal: "operator", Tenant: "local"})
 				if err != nil {

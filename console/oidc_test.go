@@ -82,12 +82,8 @@ func TestFlowsAcrossReplicas(t *testing.T) {
 // credential the gateway no longer stands by ends at its next request.
 func TestSessionsEndWithTheirCredential(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Logger: quiet, Getenv: func(string) string { return "" }})
-		if err != nil {
-			t.Fatal(err)
-		}
 		gone := map[string]bool{}
-		c := New(Options{Gate: gate, Logger: quiet, SessionIdle: 24 * time.Hour,
+		c := New(Options{Logger: quiet, SessionIdle: 24 * time.Hour,
 			Recheck: func(_ context.Context, who interlock.Identity, cred Credential) (interlock.Identity, error) {
 				if gone[cred.Ref] {
 					return interlock.Identity{}, errors.New("gone")

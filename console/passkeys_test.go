@@ -204,7 +204,8 @@ rules:
 		t.Fatal(err)
 	}
 	r := &passkeyRig{keys: &passkeys{state: consolestate.NewMemory()}, key: newSoftKey(t), audit: &audit.Memory{}}
-	r.gate, err = interlock.NewGate(f, &interlock.GateOptions{CompileCondition: policy.CompileCondition, Logger: quiet, Audit: r.audit,
+	r.gate, err = interlock.NewGate(f, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{
+		CompileCondition: policy.CompileCondition, Passkeys: r.keys, Audit: r.audit, Logger: quiet}), Logger: quiet, Audit: r.audit,
 		Getenv: func(k string) string {
 			if k == "MCP_DRY_RUN" {
 				return "false"
@@ -214,7 +215,6 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.gate.UsePasskeys(r.keys)
 	if err := r.keys.add(context.Background(), approver, registered{credential: r.key.credential(t, stored), rpID: keyRPID, origin: keyOrigin}); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func (r *passkeyRig) pending(t *testing.T, amount int) *approval.Approval {
 	if b.Code != interlock.CodeApprovalPending {
 		t.Fatalf("the payout of %d: %+v", amount, b)
 	}
-	a, err := r.gate.Approvals().Get(context.Background(), b.ApprovalID)
+	a, err := r.gate.Approvals().Store().Get(context.Background(), b.ApprovalID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func (r *passkeyRig) approve(t *testing.T, a *approval.Approval, counter uint32)
 		t.Fatal(err)
 	}
 	assertion := r.key.assert(t, r.account(t).id, challenge, counter)
-	_, err = r.gate.DecideWithPasskey(context.Background(), a.ID, approver, approval.Approve, "", assertion)
+	_, err = r.gate.Approvals().DecideWithPasskey(context.Background(), a.ID, approver, approval.Approve, "", assertion)
 	return err
 }
 
@@ -322,7 +322,7 @@ func TestPasskeySignatureCounter(t *testing.T) {
 						t.Fatalf("step %d, counter %d after %d: %v, want ErrPasskeyReplayed", i, s.counter, want, err)
 					}
 					refusals++
-					got, _ := r.gate.Approvals().Get(context.Background(), a.ID)
+					got, _ := r.gate.Approvals().Store().Get(context.Background(), a.ID)
 					if got.State(time.Now()) != approval.Pending || r.call(amount).Code != interlock.CodeApprovalPending {
 						t.Fatalf("step %d: after the refusal the approval is %s", i, got.State(time.Now()))
 					}

@@ -39,12 +39,9 @@ func newReplica(t *testing.T, path string, poll time.Duration) *replica {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: st.Approvals(), Grants: st.Approvals(),
-		Logger: quiet, CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := New(Options{Gate: gate, Logger: quiet, Poll: poll, State: st.Console(), Signal: st.Console(),
+	approvals := interlock.NewApprovalService(interlock.ApprovalOptions{Store: st.Approvals(), Grants: st.Approvals(),
+		CompileCondition: policy.CompileCondition, Logger: quiet})
+	c := New(Options{Approvals: approvals, Logger: quiet, Poll: poll, State: st.Console(), Signal: st.Console(),
 		Authenticate: func(_ context.Context, key string) (interlock.Identity, Credential, error) {
 			if who, ok := keys[key]; ok {
 				return who, Credential{Kind: CredentialKey, Ref: key}, nil
@@ -151,7 +148,7 @@ func TestLiveUpdateAcrossReplicas(t *testing.T) {
 			break
 		}
 	}
-	if _, err := a.console.gate.Decide(ctx, "apr_1", interlock.Identity{Tenant: "acme", Principal: "bob", Groups: []string{"finance"}}, approval.Approve, ""); err != nil {
+	if _, err := a.console.approvals.Decide(ctx, "apr_1", interlock.Identity{Tenant: "acme", Principal: "bob", Groups: []string{"finance"}}, approval.Approve, ""); err != nil {
 		t.Fatal(err)
 	}
 	a.console.Notify()

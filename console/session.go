@@ -316,7 +316,7 @@ func (c *Console) startSession(w http.ResponseWriter, r *http.Request, who inter
 		return false
 	}
 	setCookie(w, r, sessionCookie, "/console/", id, 0)
-	c.gate.RecordEvent(r.Context(), &audit.Record{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
+	c.approvals.RecordEvent(r.Context(), &audit.Record{Event: "console_login", Tenant: who.Tenant, Principal: who.Principal,
 		Detail: fmt.Sprintf("signed in to the console from %s with %s", r.RemoteAddr, articled(cred.Kind))})
 	return true
 }
@@ -353,7 +353,7 @@ func (c *Console) stands(ctx context.Context, s *session) bool {
 		// next request, where its credential falls again.
 		c.log.ErrorContext(ctx, "console", "error", err)
 	}
-	c.gate.RecordEvent(ctx, &audit.Record{Event: "console_session_ended", Tenant: s.who.Tenant, Principal: s.who.Principal,
+	c.approvals.RecordEvent(ctx, &audit.Record{Event: "console_session_ended", Tenant: s.who.Tenant, Principal: s.who.Principal,
 		Detail: fmt.Sprintf("the console session made with %s ended: %s", articled(s.cred.Kind), why)})
 	return false
 }
@@ -404,7 +404,7 @@ func (c *Console) ForgetPasskeys(ctx context.Context, gone func(interlock.Identi
 		c.log.ErrorContext(ctx, "console: forgetting passkeys", "error", err)
 	}
 	for _, who := range forgotten {
-		c.gate.RecordEvent(ctx, &audit.Record{Event: "passkeys_removed", Tenant: who.Tenant, Principal: who.Principal,
+		c.approvals.RecordEvent(ctx, &audit.Record{Event: "passkeys_removed", Tenant: who.Tenant, Principal: who.Principal,
 			Detail: "the approver's passkeys were removed: no credential names them any more"})
 	}
 	return len(forgotten)

@@ -64,12 +64,8 @@ func BenchmarkSignedInPage(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			gate, err := interlock.NewGate(interlock.ByAnnotations{}, &interlock.GateOptions{Approvals: approvals, Logger: quiet,
-				CompileCondition: policy.CompileCondition, Getenv: func(string) string { return "" }})
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := New(Options{Gate: gate, Logger: quiet, State: st.open(b),
+			c := New(Options{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{Store: approvals,
+				CompileCondition: policy.CompileCondition, Logger: quiet}), Logger: quiet, State: st.open(b),
 				Authenticate: func(_ context.Context, key string) (interlock.Identity, Credential, error) {
 					if who, ok := keys[key]; ok {
 						return who, Credential{Kind: CredentialKey, Ref: key}, nil

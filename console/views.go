@@ -128,7 +128,7 @@ type pendingData struct {
 }
 
 func (c *Console) pending(w http.ResponseWriter, r *http.Request, s *session) {
-	all, err := c.gate.Approvals().List(r.Context())
+	all, err := c.approvals.Store().List(r.Context())
 	if err != nil {
 		c.fail(w, r, s, fmt.Errorf("listing approvals: %w", err))
 		return
@@ -153,7 +153,7 @@ func (c *Console) pending(w http.ResponseWriter, r *http.Request, s *session) {
 
 // approvalFor returns the approval id names if who may see it.
 func (c *Console) approvalFor(r *http.Request, who interlock.Identity) (*approval.Approval, error) {
-	a, err := c.gate.Approvals().Get(r.Context(), r.PathValue("id"))
+	a, err := c.approvals.Store().Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	if signed := r.PostFormValue("assertion"); signed != "" {
 		assertion = json.RawMessage(signed)
 	}
-	a, err := c.gate.DecideWithPasskey(r.Context(), id, s.who, verdict, strings.TrimSpace(r.PostFormValue("reason")), assertion)
+	a, err := c.approvals.DecideWithPasskey(r.Context(), id, s.who, verdict, strings.TrimSpace(r.PostFormValue("reason")), assertion)
 	if err != nil {
 		status, problem := refused(err)
 		if status == 0 {

@@ -61,7 +61,7 @@ func (g *Gateway) routeApprovals(mux *http.ServeMux) {
 }
 
 func (g *Gateway) handleListApprovals(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
-	pending, err := g.gate.Approvals().List(r.Context())
+	pending, err := g.approvals.Store().List(r.Context())
 	if err != nil {
 		writeError(w, interlock.StoreUnavailable(err, "the approvals cannot be listed now"))
 		return
@@ -76,7 +76,7 @@ func (g *Gateway) handleListApprovals(w http.ResponseWriter, r *http.Request, wh
 }
 
 func (g *Gateway) handleGetApproval(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
-	a, err := g.gate.Approvals().Get(r.Context(), r.PathValue("id"))
+	a, err := g.approvals.Store().Get(r.Context(), r.PathValue("id"))
 	if err == nil && !approval.MaySee(who, a.Subject()) {
 		// Neither the caller nor one the rule names: as if it did not
 		// exist.
@@ -111,7 +111,7 @@ func (g *Gateway) handleDecide(verdict approval.Verdict) func(http.ResponseWrite
 				return
 			}
 		}
-		a, err := g.gate.Decide(r.Context(), r.PathValue("id"), who, verdict, body.Reason)
+		a, err := g.approvals.Decide(r.Context(), r.PathValue("id"), who, verdict, body.Reason)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -121,7 +121,7 @@ func (g *Gateway) handleDecide(verdict approval.Verdict) func(http.ResponseWrite
 }
 
 func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
-	live, err := g.gate.Grants().LiveGrants(r.Context())
+	live, err := g.approvals.Grants().LiveGrants(r.Context())
 	if err != nil {
 		writeError(w, interlock.StoreUnavailable(err, "the grants cannot be listed now"))
 		return
@@ -136,7 +136,7 @@ func (g *Gateway) handleListGrants(w http.ResponseWriter, r *http.Request, who i
 }
 
 func (g *Gateway) handleRevokeGrant(w http.ResponseWriter, r *http.Request, who interlock.Identity) {
-	sg, err := g.gate.RevokeGrant(r.Context(), r.PathValue("id"), who)
+	sg, err := g.approvals.RevokeGrant(r.Context(), r.PathValue("id"), who)
 	if err != nil {
 		writeError(w, interlock.StoreUnavailable(err, "nothing was revoked"))
 		return
@@ -179,7 +179,7 @@ func (g *Gateway) handleGrantScope(w http.ResponseWriter, r *http.Request, who i
 		bad("ttl: " + err.Error() + ".")
 		return
 	}
-	sg, err := g.gate.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})
+	sg, err := g.approvals.GrantScope(r.Context(), r.PathValue("id"), who, interlock.GrantRequest{When: body.When, TTL: ttl, Uses: body.Uses, Reason: body.Reason})
 	if err != nil {
 		writeError(w, interlock.StoreUnavailable(err, "no grant was made (the call may stand approved, for one run)"))
 		return
@@ -197,5 +197,5 @@ func (g *Gateway) approver(w http.ResponseWriter, r *http.Request) (interlock.Id
 			Hint:    "Configure API keys (interlock key) for the approvers, and call with Authorization: Bearer <key>."})
 		return interlock.Identity{}, false
 	}
-	return approverOf(ti), true
+	return identityOf(ti), true
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/policy"
 )
@@ -14,7 +13,7 @@ import (
 func TestStartEachReportsEachUpstream(t *testing.T) {
 	f := testConfig(t, "", "fx", "skipped:s_")
 	f.Upstreams = append(f.Upstreams, &config.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 9})
-	gw := newGateway(t, f, Options{Gate: interlock.GateOptions{Logger: quiet}})
+	gw := newGateway(t, f, Options{Logger: quiet})
 	defer gw.Close()
 	failed := gw.StartEach(context.Background(), func(u *config.Upstream) bool { return u.Name != "skipped" })
 	if len(failed) != 1 || failed["ghost"] == nil || !strings.Contains(failed["ghost"].Error(), "/nonexistent/mcp-server") {

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/interlock-mcp/interlock"
 )
 
 // markedProcesses counts the running processes whose environment holds
@@ -90,7 +88,7 @@ func BenchmarkSessionChildren(b *testing.B) {
 			f.Upstreams[0].Env[name] = value
 			f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
 			f.Upstreams[0].PerClient = perClient
-			gw, err := New(f, Options{Version: "bench", Gate: interlock.GateOptions{Logger: quiet, Getenv: testEnv("false")}})
+			gw, err := New(f, Options{Version: "bench", Logger: quiet, Getenv: testEnv("false")})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,13 +18,13 @@ import (
 // API keys: the person who started it, on this machine.
 const Operator = "operator"
 
-// newConsole makes the approvers' console over the gateway's gate, its
+// newConsole makes the approvers' console over the gateway's approvals, its
 // API keys, its OAuth issuer, its audit log and the store and signal its
 // state is shared by (see [Options.ConsoleState]), where one-time links
 // are kept too, whoever made them; the sealing keys every replica shares
 // seal its sign-ins under way.
 func (g *Gateway) newConsole(o Options, sealing [][]byte) *console.Console {
-	opts := console.Options{Gate: g.gate, Logger: g.log, SignIn: g.consoleSignIn(o.PublicURL), Recheck: g.recheckCredential,
+	opts := console.Options{Approvals: g.approvals, Logger: g.log, SignIn: g.consoleSignIn(o.PublicURL), Recheck: g.recheckCredential,
 		State: o.ConsoleState, Signal: o.ConsoleSignal, FlowKeys: console.FlowKeys(sealing), Instance: o.Instance,
 		Refused: func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
 	if len(g.config().Auth.Keys) > 0 {
@@ -33,17 +33,13 @@ func (g *Gateway) newConsole(o Options, sealing [][]byte) *console.Console {
 			if err != nil {
 				return interlock.Identity{}, console.Credential{}, err
 			}
-			return approverOf(ti), console.Credential{Kind: console.CredentialKey, Ref: HashKey(key)}, nil
+			return identityOf(ti), console.Credential{Kind: console.CredentialKey, Ref: HashKey(key)}, nil
 		}
 	}
-	if h, ok := o.Gate.Audit.(console.History); ok {
+	if h, ok := o.Audit.(console.History); ok {
 		opts.History = h
 	}
-	c := console.New(opts)
-	// Decisions signed with a passkey are verified against the
-	// credentials approvers registered in this console.
-	g.gate.UsePasskeys(c.Passkeys())
-	return c
+	return console.New(opts)
 }
 
 // Console returns the approvers' console.
@@ -85,8 +81,9 @@ func (g *Gateway) consoleHandler() http.Handler {
 	})
 }
 
-// approverOf is who a verified API key or access token names.
-func approverOf(ti *auth.TokenInfo) interlock.Identity {
+// identityOf is who a verified API key or access token names: the one
+// reading of a credential's identity, for callers and approvers alike.
+func identityOf(ti *auth.TokenInfo) interlock.Identity {
 	principal, _ := ti.Extra["principal"].(string)
 	tenant, _ := ti.Extra["tenant"].(string)
 	groups, _ := ti.Extra["groups"].([]string)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/sqlite"
@@ -29,7 +28,7 @@ func TestEventsAreRecordedAndCounted(t *testing.T) {
 	defer log.Close()
 	m := metrics.New()
 	f := testConfig(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\n", HashKey("alice-key")), "fx")
-	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Logger: quiet, Audit: log, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -39,19 +39,32 @@ import (
 type Options struct {
 	// Version is reported to clients and upstreams.
 	Version string
-	// Gate configures the gate every call goes through: its environment
-	// (the operator key, the sealing keys), logger, tracer, audit log,
-	// stores and OnApproval hook, with the defaults GateOptions documents.
-	// The gateway's own records go to its Logger too. The gateway decides
-	// the rest of the gate's options itself (who calls, the argument
-	// bound, the metrics, approval URLs, conditions, identities), and
-	// what is given for those here is replaced.
-	Gate interlock.GateOptions
+	// Logger receives the gate's decisions and the gateway's own records;
+	// slog.Default() when nil.
+	Logger *slog.Logger
+	// Getenv reads the operator key (MCP_DRY_RUN) and the sealing keys
+	// (INTERLOCK_SECRET); os.Getenv when nil.
+	Getenv func(string) string
+	// Audit receives a record of every decision, outcome and event; none
+	// when nil. AuditOptional and QueueAllowed are the gate's options of
+	// the same names ([interlock.GateOptions]).
+	Audit         audit.Log
+	AuditOptional bool
+	QueueAllowed  bool
+	// The stores of confirm tokens, budgets, approvals and standing
+	// grants; each in this process's memory when nil.
+	Tokens    interlock.TokenStore
+	Budgets   interlock.BudgetStore
+	Approvals approval.Store
+	Grants    approval.GrantStore
+	// OnApproval hears every new pending approval (to notify approvers);
+	// it must not block.
+	OnApproval func(context.Context, *approval.Approval)
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
-	// Tracer, when set, makes spans for every call; see
-	// tracing.GlobalTracer.
+	// Tracer, when set, makes a span for every call and for its run at
+	// the upstream; see tracing.GlobalTracer.
 	Tracer trace.Tracer
 	// PublicURL is where approvers reach this gateway over HTTP, such as
 	// http://127.0.0.1:8740: the approval_url of a pending approval points
@@ -91,6 +104,7 @@ type Gateway struct {
 	running   atomic.Pointer[running]
 	reloading sync.Mutex
 	gate      *interlock.Gate
+	approvals *interlock.ApprovalService
 	server    *mcp.Server
 	log       *slog.Logger
 	upstreams []*upstream
@@ -136,33 +150,41 @@ type upstreamTool struct{ upstream, tool string }
 // New prepares a gateway for the configuration f. Nothing starts until
 // [Gateway.Start].
 func New(f *config.File, opts Options) (*Gateway, error) {
-	log := opts.Gate.Logger
+	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	if f.Log == nil {
 		f.Log = log
 	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if opts.ConsoleState == nil {
+		// The console's sessions and the passkeys decisions are checked
+		// against live in one store, whoever reads them.
+		opts.ConsoleState = consolestate.NewMemory()
+	}
 	g := &Gateway{log: log,
 		pinned: map[upstreamTool]interlock.Hints{}, shadowing: shadowRecorder{slots: make(chan struct{}, maxShadowRecords)}}
 	g.running.Store(runningOf(f))
 	g.tools.Store(&toolTable{})
-	gateOpts := g.gateOptions(f, opts)
-	gate, err := interlock.NewGate(g.decider(f), &gateOpts)
-	if err != nil {
-		return nil, err
-	}
-	g.gate = gate
+	// The approval service comes first: the console and the gate both
+	// hold it, and the console hears of each new approval from the gate.
+	g.approvals = interlock.NewApprovalService(interlock.ApprovalOptions{Store: opts.Approvals, Grants: opts.Grants,
+		CompileCondition: policy.CompileCondition, Identities: g.currentIdentity,
+		Passkeys: console.Passkeys(opts.ConsoleState), Audit: opts.Audit, Logger: log})
+	var err error
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	// The console seals sign-ins under way with keys of the gate's.
-	getenv := opts.Gate.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
+	// The console seals sign-ins under way with the gate's keys.
+	g.console = g.newConsole(opts, seal.ParseKeys(getenv(interlock.SecretEnv)))
+	gateOpts := g.gateOptions(f, opts, getenv)
+	if g.gate, err = interlock.NewGate(g.decider(f), &gateOpts); err != nil {
+		return nil, err
 	}
-	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
-	g.console = g.newConsole(opts, sealing)
 	g.impl = &mcp.Implementation{Name: "interlock", Version: opts.Version}
 	g.server = g.newServer()
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
@@ -174,25 +196,29 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// gateOptions are the caller's options for the gate with what the
-// gateway provides: identities, the approval URL, metrics, conditions.
-func (g *Gateway) gateOptions(f *config.File, opts Options) interlock.GateOptions {
-	gateOpts := opts.Gate
-	gateOpts.Logger = g.log
-	gateOpts.MaxArgumentBytes = f.MaxArgumentBytes
-	gateOpts.Identify = identify
-	gateOpts.Meter = meterOf(opts.Metrics)
-	gateOpts.ApprovalURL = approvalURL(opts.PublicURL)
-	gateOpts.FindApprovalURL = func(ctx context.Context) string {
-		if opts.FindConsole == nil {
-			return ""
-		}
-		return approvalURL(opts.FindConsole(ctx))
-	}
-	gateOpts.OnApproval = g.heardApproval(opts.Gate.OnApproval)
-	gateOpts.CompileCondition = policy.CompileCondition
-	gateOpts.Identities = g.currentIdentity
-	return gateOpts
+// gateOptions are the gate's options: what the caller gave, and what the
+// gateway decides itself (who calls, the argument bound, the metrics,
+// where approvals are decided).
+func (g *Gateway) gateOptions(f *config.File, opts Options, getenv func(string) string) interlock.GateOptions {
+	return interlock.GateOptions{Getenv: getenv, Logger: g.log, Tracer: opts.Tracer,
+		Audit: opts.Audit, AuditOptional: opts.AuditOptional, QueueAllowed: opts.QueueAllowed,
+		Tokens: opts.Tokens, Budgets: opts.Budgets, Approvals: g.approvals,
+		MaxArgumentBytes: f.MaxArgumentBytes, Identify: identify, Meter: meterOf(opts.Metrics),
+		ApprovalURL: approvalURL(opts.PublicURL),
+		FindApprovalURL: func(ctx context.Context) string {
+			if opts.FindConsole == nil {
+				return ""
+			}
+			return approvalURL(opts.FindConsole(ctx))
+		},
+		OnApproval: func(ctx context.Context, a *approval.Approval) {
+			// The console's pages, which show pending approvals, learn of
+			// a new one at once.
+			g.console.Notify()
+			if opts.OnApproval != nil {
+				opts.OnApproval(ctx, a)
+			}
+		}}
 }
 
 // newServer is the go-sdk server that serves every client session, with
@@ -250,18 +276,6 @@ func (g *Gateway) newUpstream(cfg *config.Upstream, file string, opts Options, h
 	return u
 }
 
-// heardApproval is the gate's OnApproval: the console's pages, which show
-// pending approvals, learn of a new one at once, and then also hears it.
-// The console is made in New after the gate, before any call can be made.
-func (g *Gateway) heardApproval(also func(context.Context, *approval.Approval)) func(context.Context, *approval.Approval) {
-	return func(ctx context.Context, a *approval.Approval) {
-		g.console.Notify()
-		if also != nil {
-			also(ctx, a)
-		}
-	}
-}
-
 // guardConfig is an upstream's resilience configuration.
 func guardConfig(u *config.Upstream) resilience.Config {
 	c := resilience.Config{Timeout: u.CallTimeout, MaxInFlight: uint(max(u.MaxInFlight, 0)), RatePerSecond: u.Rate}
@@ -305,11 +319,8 @@ func identify(ctx context.Context, req *mcp.CallToolRequest) interlock.Identity 
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		// keyVerifier puts the session owner in UserID; the principal
 		// alone is in Extra.
-		extra := req.Extra.TokenInfo.Extra
-		principal, _ := extra["principal"].(string)
-		tenant, _ := extra["tenant"].(string)
-		if principal != "" && tenant != "" {
-			return interlock.Identity{Principal: principal, Tenant: tenant}
+		if who := identityOf(req.Extra.TokenInfo); who.Principal != "" && who.Tenant != "" {
+			return interlock.Identity{Principal: who.Principal, Tenant: who.Tenant}
 		}
 	}
 	if req.Extra != nil && req.Extra.TokenInfo == nil && req.Extra.Header != nil {

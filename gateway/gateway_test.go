@@ -77,7 +77,7 @@ func testEnv(dryRun string) func(string) string {
 // startLogged is start with the gateway's records going to log.
 func startLogged(t *testing.T, f *config.File, dryRun string, log *slog.Logger) *Gateway {
 	t.Helper()
-	gw := newGateway(t, f, Options{Version: "test", Gate: interlock.GateOptions{Logger: log, Getenv: testEnv(dryRun)}})
+	gw := newGateway(t, f, Options{Version: "test", Logger: log, Getenv: testEnv(dryRun)})
 	t.Cleanup(func() { gw.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -305,7 +305,7 @@ func httpClient(version string) func(t *testing.T, gw *Gateway, opts *mcp.Client
 
 func TestToolNameCollisions(t *testing.T) {
 	t.Run("without a prefix start fails", func(t *testing.T) {
-		gw := newGateway(t, testConfig(t, "", "one", "two"), Options{Gate: interlock.GateOptions{Logger: quiet}})
+		gw := newGateway(t, testConfig(t, "", "one", "two"), Options{Logger: quiet})
 		defer gw.Close()
 		err := gw.Start(context.Background())
 		if err == nil {
@@ -339,7 +339,7 @@ func startError(gw *Gateway, name string) error {
 func TestUpstreamThatDoesNotStart(t *testing.T) {
 	f := testConfig(t, "")
 	f.Upstreams = append(f.Upstreams, &config.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Line: 7})
-	gw := newGateway(t, f, Options{Gate: interlock.GateOptions{Logger: quiet}})
+	gw := newGateway(t, f, Options{Logger: quiet})
 	defer gw.Close()
 	// The gateway serves without it and keeps trying; a check names it.
 	if err := gw.Start(context.Background()); err != nil {
@@ -348,7 +348,7 @@ func TestUpstreamThatDoesNotStart(t *testing.T) {
 	if got := gw.Ready(context.Background()); len(got) != 1 || got[0].Name != "upstream ghost" {
 		t.Errorf("Ready = %v", got)
 	}
-	checked := newGateway(t, f, Options{Gate: interlock.GateOptions{Logger: quiet}})
+	checked := newGateway(t, f, Options{Logger: quiet})
 	defer checked.Close()
 	err := startError(checked, "ghost")
 	for _, want := range []string{`upstream "ghost"`, "/nonexistent/mcp-server", "gateway.yaml:7"} {

@@ -63,7 +63,7 @@ func newGrantRig(t *testing.T) *grantRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	gw := newGateway(t, testConfig(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+	gw := newGateway(t, testConfig(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func (r *grantRig) reload(t *testing.T, yaml string) {
 // used is how many calls the grant confirmed, and whether it is live.
 func (r *grantRig) used(t *testing.T) (float64, bool) {
 	t.Helper()
-	sg, err := r.gw.gate.Grants().Grant(context.Background(), r.grant)
+	sg, err := r.gw.approvals.Grants().Grant(context.Background(), r.grant)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestHeldCallCarriesPushedQuestions(t *testing.T) {
 	defer log.Close()
 	f := testConfig(t, "", "fx")
 	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
-	gw := newGateway(t, f, Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

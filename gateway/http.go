@@ -180,7 +180,7 @@ func (g *Gateway) isOperator(r *http.Request) bool {
 		return false
 	}
 	proveConn(r.Context())
-	return seesAll(g.config(), approverOf(ti).Tenant)
+	return seesAll(g.config(), identityOf(ti).Tenant)
 }
 
 // healthz says the gateway is up, and to the operator its dry run and
@@ -249,7 +249,7 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 // metrics) names every tool, upstream and gateway.
 func (g *Gateway) operatorOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ti := stateOf(r.Context()).token; ti == nil || !seesAll(g.config(), approverOf(ti).Tenant) {
+		if ti := stateOf(r.Context()).token; ti == nil || !seesAll(g.config(), identityOf(ti).Tenant) {
 			writeError(w, errNotOperator)
 			return
 		}

@@ -73,7 +73,7 @@ upstreams:
 
 	t.Run("a wrong key is a clear startup error", func(t *testing.T) {
 		f, _ := config.Parse("gateway.yaml", []byte("upstreams:\n  - name: remote\n    url: "+srv.URL+"\n    headers: {Authorization: Bearer nope}\n"), lookup)
-		gw := newGateway(t, f, Options{Gate: interlock.GateOptions{Logger: quiet}})
+		gw := newGateway(t, f, Options{Logger: quiet})
 		defer gw.Close()
 		if err := startError(gw, "remote"); err == nil || !strings.Contains(err.Error(), `upstream "remote"`) || !strings.Contains(err.Error(), srv.URL) {
 			t.Errorf("check = %v", err)
@@ -163,7 +163,7 @@ func TestRedirectsKeepCredentialsHome(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs logBuffer
-			gw := newGateway(t, f, Options{Gate: interlock.GateOptions{Logger: logs.logger()}})
+			gw := newGateway(t, f, Options{Logger: logs.logger()})
 			defer gw.Close()
 			err = startError(gw, "remote")
 			leakedMu.Lock()

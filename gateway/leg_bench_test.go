@@ -10,7 +10,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
@@ -81,7 +80,7 @@ func BenchmarkUpstreamLeg(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer log.Close()
-			audited := startForBench(b, f, Options{Gate: interlock.GateOptions{Audit: log}})
+			audited := startForBench(b, f, Options{Audit: log})
 			callEcho(b, overHTTP(b, audited.Handler(false)), args)
 		})
 	})
@@ -112,7 +111,7 @@ func BenchmarkChildUpstream(b *testing.B) {
 
 // startForBench starts a gateway for f with dry run on.
 func startForBench(b *testing.B, f *config.File, opts Options) *Gateway {
-	opts.Gate.Logger, opts.Gate.Getenv = quiet, func(string) string { return "" }
+	opts.Logger, opts.Getenv = quiet, func(string) string { return "" }
 	gw, err := New(f, opts)
 	if err != nil {
 		b.Fatal(err)

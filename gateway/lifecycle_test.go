@@ -201,7 +201,7 @@ func TestReadyz(t *testing.T) {
 			if tt.down {
 				f.Upstreams = append(f.Upstreams, &config.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}})
 			}
-			gw := newGateway(t, f, Options{Probes: tt.probes, Gate: interlock.GateOptions{Logger: quiet}})
+			gw := newGateway(t, f, Options{Probes: tt.probes, Logger: quiet})
 			defer gw.Close()
 			if err := gw.Start(context.Background()); err != nil {
 				t.Fatal(err)

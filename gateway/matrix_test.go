@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -72,7 +71,7 @@ func TestWhoMaySeeAndDecide(t *testing.T) {
 	for _, k := range []string{"acme-alice", "acme-bob", "acme-carol", "acme-fin", "other-alice", "other-bob", "local-operator"} {
 		hashes = append(hashes, HashKey(k))
 	}
-	gw := newGateway(t, testConfig(t, fmt.Sprintf(matrixConfig, hashes...), "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+	gw := newGateway(t, testConfig(t, fmt.Sprintf(matrixConfig, hashes...), "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -167,10 +166,10 @@ func TestWhoMaySeeAndDecide(t *testing.T) {
 			}
 		})
 	}
-	if a, err := gw.gate.Approvals().Get(ctx, pending); err != nil || len(a.Approvals) != 0 || a.Denial != nil {
+	if a, err := gw.approvals.Store().Get(ctx, pending); err != nil || len(a.Approvals) != 0 || a.Denial != nil {
 		t.Fatalf("refused decisions changed the approval: %+v %v", a, err)
 	}
-	if g, err := gw.gate.Grants().Grant(ctx, grant); err != nil || g.Revoked {
+	if g, err := gw.approvals.Grants().Grant(ctx, grant); err != nil || g.Revoked {
 		t.Fatalf("refused revocations changed the grant: %+v %v", g, err)
 	}
 

@@ -48,7 +48,7 @@ rules:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { audit.Close() })
-	gw := newGateway(t, f, Options{Version: "test", PublicURL: public, Gate: interlock.GateOptions{Logger: quiet, Audit: audit, Getenv: testEnv("false")}})
+	gw := newGateway(t, f, Options{Version: "test", PublicURL: public, Logger: quiet, Audit: audit, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

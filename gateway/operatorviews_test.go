@@ -42,7 +42,7 @@ tenants:
 	f.Upstreams = append(f.Upstreams, &config.Upstream{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}})
 	const drift = "config digests differ: 3f2a9c1b7d4e (gateway gw-b)"
 	gw := newGateway(t, f, Options{Metrics: metrics.New(), Drift: func(context.Context) string { return drift },
-		Gate: interlock.GateOptions{Logger: quiet, Getenv: testEnv("false")}})
+		Logger: quiet, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	m := metrics.New()
 	f := testConfig(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\nrules:\n  - {name: wipes, match: {tools: [wipe]}, mode: deny}\n",
 		HashKey("alice-key")), "fx")
-	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Logger: quiet, Audit: log, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 	if n := g.console.ForgetPasskeys(ctx, gone); n > 0 {
 		g.log.Warn("passkeys removed: no key names their approvers any more", "approvers", n)
 	}
-	voided, err := g.gate.VoidGrants(ctx, f.Stands, "a reload changed or removed the rule it was made under")
+	voided, err := g.approvals.VoidGrants(ctx, f.Stands, "a reload changed or removed the rule it was made under")
 	if err != nil {
 		errs = append(errs, fmt.Errorf("voiding the grants of changed rules: %w", err))
 	}

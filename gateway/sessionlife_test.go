@@ -68,7 +68,7 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { log.Close() })
-			gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+			gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
 			t.Cleanup(func() { gw.Close() })
 			if err := gw.Start(context.Background()); err != nil {
 				t.Fatal(err)
@@ -110,7 +110,7 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 				t.Errorf("after the reload the page is at %s (%d)", at, status)
 			}
 			status, _ = b.post(srv.URL+"/console/approvals/"+id+"/decide", url.Values{"csrf": {csrf[1]}, "decision": {"approve"}})
-			a, _ := gw.gate.Approvals().Get(context.Background(), id)
+			a, _ := gw.approvals.Store().Get(context.Background(), id)
 			if decided := len(a.Approvals) == 1; decided == tt.ends {
 				t.Errorf("after the reload the session's approval counted: %t (status %d)", decided, status)
 			}
@@ -302,7 +302,7 @@ func TestConsoleRefusalsAreFolded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: testEnv("false")}})
+	gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

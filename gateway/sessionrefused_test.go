@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/metrics"
 )
 
@@ -21,7 +20,7 @@ func TestRefusedSessionsAreLoggedAndCounted(t *testing.T) {
 	f := testConfig(t, fmt.Sprintf("http: {max_sessions_per_principal: 1}\nauth:\n  keys:\n    - {sha256: %s, principal: ci}\n", HashKey("ci-key")), "fx")
 	var logged bytes.Buffer
 	m := metrics.New()
-	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Gate: interlock.GateOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil)), Getenv: testEnv("false")}})
+	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Logger: slog.New(slog.NewTextHandler(&logged, nil)), Getenv: testEnv("false")})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(t.Context()); err != nil {
 		t.Fatal(err)

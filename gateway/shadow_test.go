@@ -90,12 +90,12 @@ func TestShadowDifferencesAreAuditedAndCounted(t *testing.T) {
 	m := metrics.New()
 	f := testConfig(t, "", "fx")
 	f.ShadowPolicy = parsePolicy(t, "rules:\n  - name: no-echo\n    match: {tools: [echo]}\n    mode: deny\n")
-	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Gate: interlock.GateOptions{Logger: quiet, Audit: log, Getenv: func(k string) string {
+	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Logger: quiet, Audit: log, Getenv: func(k string) string {
 		if k == interlock.SecretEnv {
 			return testSecret
 		}
 		return ""
-	}}})
+	}})
 	t.Cleanup(func() { gw.Close() })
 	if err := gw.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 )
 
@@ -25,7 +24,7 @@ func failingUpstream(t *testing.T, name, said string) *config.Upstream {
 func TestUpstreamThatFailsToStartSaysWhy(t *testing.T) {
 	f := testConfig(t, "")
 	f.Upstreams = append(f.Upstreams, failingUpstream(t, "github", ""))
-	gw := newGateway(t, f, Options{Gate: interlock.GateOptions{Logger: quiet}})
+	gw := newGateway(t, f, Options{Logger: quiet})
 	defer gw.Close()
 	err := startError(gw, "github")
 	if err == nil {

@@ -318,17 +318,14 @@ func (tc faceCase) runOn(t *testing.T, f face) outcome {
 		dryRun = "true"
 	}
 	log := &audit.Memory{}
-	g, err := interlock.NewGate(billing{}, &interlock.GateOptions{Logger: quiet, Audit: log, Approvals: mine,
+	g, err := interlock.NewGate(billing{}, &interlock.GateOptions{Logger: quiet, Audit: log, Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{Store: mine, Audit: log}),
 		ApprovalURL: "http://127.0.0.1:8740/console/approvals",
 		Getenv:      func(k string) string { return map[string]string{"MCP_DRY_RUN": dryRun}[k] }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another process: a gate of its own on the same approvals store.
-	approver, err := interlock.NewGate(billing{}, &interlock.GateOptions{Logger: quiet, Approvals: theirs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Another process: an approval service of its own on the same store.
+	approver := interlock.NewApprovalService(interlock.ApprovalOptions{Store: theirs, Logger: quiet})
 	var h *human
 	if tc.human != nil {
 		h = &human{action: tc.human.action, content: tc.human.content}

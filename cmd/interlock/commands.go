@@ -219,7 +219,7 @@ func upstreamFailure(u *config.Upstream, err error) string {
 func connectedProblems(ctx context.Context, f *config.File, missing map[string]bool) (policy.LoadErrors, int, error) {
 	// The check reports its findings itself; the gateway's log would only
 	// repeat them (and warn about a sealing key that no token needs here).
-	gw, err := gateway.New(f, gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: slog.New(slog.DiscardHandler)}})
+	gw, err := gateway.New(f, gateway.Options{Version: version, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, 0, fmt.Errorf("preparing the gateway: %w", err)
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v4"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
 	"github.com/interlock-mcp/interlock/policy"
@@ -424,7 +423,7 @@ func listTools(ctx context.Context, f *config.File) ([]policy.OfferedTool, map[s
 			}
 		}
 	}
-	gw, err := gateway.New(f, gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: slog.New(slog.DiscardHandler)}})
+	gw, err := gateway.New(f, gateway.Options{Version: version, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("preparing the gateway: %w", err)
 	}

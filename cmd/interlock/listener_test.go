@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/gateway"
 )
@@ -37,7 +36,7 @@ func serveLimited(t *testing.T, yaml string) (string, *limitedListener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(f, gateway.Options{Gate: interlock.GateOptions{Logger: slog.New(slog.DiscardHandler)}})
+	gw, err := gateway.New(f, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,17 +239,17 @@ func (s *serving) provision(ctx context.Context) error {
 		return err
 	}
 	s.atEnd(stopTracing)
-	s.opts = gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: s.log, Getenv: func(name string) string {
+	s.opts = gateway.Options{Version: version, Logger: s.log, Getenv: func(name string) string {
 		if name == interlock.SecretEnv {
 			return s.secret
 		}
 		return os.Getenv(name)
-	}}}
+	}}
 	if !s.stdio {
 		s.opts.Metrics = metrics.New()
 	}
 	if traced {
-		s.opts.Gate.Tracer = tracing.GlobalTracer()
+		s.opts.Tracer = tracing.GlobalTracer()
 	}
 	return nil
 }
@@ -272,8 +272,8 @@ func (s *serving) provisionStores(ctx context.Context) error {
 		s.atEnd(func() { st.Close() })
 		approvals := st.Approvals()
 		s.gateways = approvals
-		opts.Gate.Tokens, opts.Gate.Budgets = st.Tokens(), st.Budgets()
-		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
+		opts.Tokens, opts.Budgets = st.Tokens(), st.Budgets()
+		opts.Approvals, opts.Grants = approvals, approvals
 		opts.ConsoleState, opts.ConsoleSignal = st.Console(), st.Console()
 		s.store = "tokens, budgets, approvals, grants and console sessions in sqlite " + state + " (shared by every gateway on this data directory)"
 	}
@@ -283,7 +283,7 @@ func (s *serving) provisionStores(ctx context.Context) error {
 			return err
 		}
 		s.atEnd(func() { tokens.Close() })
-		opts.Gate.Tokens, opts.Gate.Approvals, opts.Gate.Grants, opts.Gate.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
+		opts.Tokens, opts.Approvals, opts.Grants, opts.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
 		opts.ConsoleState, opts.ConsoleSignal = tokens.Console(), tokens.Console()
 		s.gateways = tokens.Roster()
 		// A binding no token is issued under: a round trip that changes nothing.
@@ -299,7 +299,7 @@ func (s *serving) provisionStores(ctx context.Context) error {
 			return err
 		}
 		s.atEnd(func() { approvals.Close() })
-		opts.Gate.Approvals, opts.Gate.Grants = approvals, approvals
+		opts.Approvals, opts.Grants = approvals, approvals
 		s.gateways = approvals
 		// The console's state follows the approvals it shows.
 		opts.ConsoleState, opts.ConsoleSignal = approvals.Console(), approvals.Console()
@@ -327,7 +327,7 @@ func (s *serving) provisionAudit(ctx context.Context) error {
 	}
 	s.atEnd(func() { auditLog.Close() })
 	s.auditWhere = where
-	s.opts.Gate.Audit, s.opts.Gate.AuditOptional, s.opts.Gate.QueueAllowed = auditLog, !s.f.Audit.IsRequired(), s.f.Audit.QueuesAllowed()
+	s.opts.Audit, s.opts.AuditOptional, s.opts.QueueAllowed = auditLog, !s.f.Audit.IsRequired(), s.f.Audit.QueuesAllowed()
 	s.opts.Probes = append(s.opts.Probes, gateway.Probe{Name: "audit log", Check: func(ctx context.Context) error {
 		_, _, err := auditLog.Head(ctx)
 		return err
@@ -396,7 +396,7 @@ func (s *serving) start(ctx context.Context) error {
 	nctx, stopNotify := context.WithCancel(ctx)
 	s.atEnd(stopNotify)
 	go s.notifier.Run(nctx)
-	opts.Gate.OnApproval = s.notifier.Pending
+	opts.OnApproval = s.notifier.Pending
 	gw, err := gateway.New(s.f, *opts)
 	if err != nil {
 		return err

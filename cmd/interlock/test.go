@@ -187,7 +187,7 @@ func caseTool(f *config.File, c *policy.Case, offered map[string]policy.OfferedT
 // advertisedTools starts or reaches every upstream of f, as check
 // --connect does, and returns the tools they offer by name.
 func advertisedTools(ctx context.Context, f *config.File) (map[string]policy.OfferedTool, error) {
-	gw, err := gateway.New(f, gateway.Options{Version: version, Gate: interlock.GateOptions{Logger: slog.New(slog.DiscardHandler)}})
+	gw, err := gateway.New(f, gateway.Options{Version: version, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the gateway: %w", err)
 	}
