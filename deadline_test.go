@@ -117,7 +117,7 @@ func TestGrantNeedsItsRuleUnchanged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g.SetPolicy(f, 0)
+			g.SetPolicy(&f.Policy, 0)
 			b := call()
 			if covered := b.Code == ""; covered != tt.covers {
 				t.Errorf("covered: %t, want %t: %+v", covered, tt.covers, b)

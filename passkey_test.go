@@ -211,7 +211,7 @@ rules:
 				t.Fatal(err)
 			}
 			log := &audit.Memory{}
-			g, err := interlock.NewGate(f, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{
+			g, err := interlock.NewGate(&f.Policy, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{
 				CompileCondition: policy.CompileCondition, Passkeys: failingVerifier{tt.err}, Audit: log}),
 				Logger: slog.New(slog.DiscardHandler), Audit: log, Getenv: func(k string) string {
 					if k == "MCP_DRY_RUN" {

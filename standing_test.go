@@ -147,7 +147,7 @@ func approvalGateWith(t *testing.T, rules string, o interlock.ApprovalOptions) *
 		t.Fatal(err)
 	}
 	o.CompileCondition = policy.CompileCondition
-	g, err := interlock.NewGate(f, &interlock.GateOptions{Approvals: interlock.NewApprovalService(o), Logger: slog.New(slog.DiscardHandler),
+	g, err := interlock.NewGate(&f.Policy, &interlock.GateOptions{Approvals: interlock.NewApprovalService(o), Logger: slog.New(slog.DiscardHandler),
 		Getenv: func(k string) string {
 			if k == "MCP_DRY_RUN" {
 				return "false"

@@ -45,12 +45,12 @@ func checkApprovers(f *File, add func(int, string, ...any)) LoadErrors {
 				near := policy.Nearest(a, known)
 				switch {
 				case f.Auth.OAuth != nil:
-					warnings = append(warnings, LoadError{File: f.Path, Line: line, Msg: fmt.Sprintf(
+					warnings = append(warnings, LoadError{File: f.Policy.Path, Line: line, Msg: fmt.Sprintf(
 						"rule %q: approver %q: %s; only a sign-in with the identity provider can approve as it%s", r.Name, a, what, near)})
 				case near == "":
 					// Far from every key: most likely one removed to revoke
 					// it, which a refused reload would leave in force.
-					warnings = append(warnings, LoadError{File: f.Path, Line: line, Msg: fmt.Sprintf(
+					warnings = append(warnings, LoadError{File: f.Policy.Path, Line: line, Msg: fmt.Sprintf(
 						"rule %q: approver %q: %s, so nobody can approve as it: remove it from approvers, or give it a key", r.Name, a, what)})
 				default:
 					add(line, "rule %q: approver %q: %s, so nobody can approve as it%s", r.Name, a, what, near)
@@ -63,8 +63,8 @@ func checkApprovers(f *File, add func(int, string, ...any)) LoadErrors {
 
 // ruleLists are the shared rules and each tenant's.
 func ruleLists(f *File) [][]*policy.Rule {
-	lists := [][]*policy.Rule{f.Rules}
-	for _, t := range f.Tenants {
+	lists := [][]*policy.Rule{f.Policy.Rules}
+	for _, t := range f.Policy.Tenants {
 		lists = append(lists, t.Rules)
 	}
 	return lists
@@ -82,7 +82,7 @@ func checkArguments(f *File) LoadErrors {
 			if i == 0 || !looksLikeSeveral(arg) || slices.Contains(scriptFlags, u.Command[i-1]) {
 				continue
 			}
-			warnings = append(warnings, LoadError{File: f.Path, Line: u.At(fmt.Sprintf("command[%d]", i)), Msg: fmt.Sprintf(
+			warnings = append(warnings, LoadError{File: f.Policy.Path, Line: u.At(fmt.Sprintf("command[%d]", i)), Msg: fmt.Sprintf(
 				"upstream %q: argument %q holds a space, so the program gets it as one argument; if it means several, give each its own: %s",
 				u.Name, arg, several(arg))})
 		}

@@ -71,8 +71,8 @@ func TestClientConfigs(t *testing.T) {
 			}) {
 				t.Errorf("upstreams %+v, want %+v", got, tt.want)
 			}
-			if f.DefaultMode != "flag" {
-				t.Errorf("default mode %q: the built-in policy should decide", f.DefaultMode)
+			if f.Policy.DefaultMode != "flag" {
+				t.Errorf("default mode %q: the built-in policy should decide", f.Policy.DefaultMode)
 			}
 		})
 	}
@@ -116,8 +116,8 @@ func TestClientFileKeepsInterlockKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Rules) != 1 || f.Rules[0].Name != "no-writes" {
-		t.Errorf("rules %v", f.Rules)
+	if len(f.Policy.Rules) != 1 || f.Policy.Rules[0].Name != "no-writes" {
+		t.Errorf("rules %v", f.Policy.Rules)
 	}
 	if _, err := Parse("interlock.json", []byte(`{"globalShortcut": "x", "rules": []}`), func(string) (string, bool) { return "", false }); err == nil ||
 		!strings.Contains(err.Error(), `unknown field "globalShortcut"`) {

@@ -153,13 +153,13 @@ func TestIsSecretAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.IsSecret("card_number") || !f.IsSecret("api_key") || f.IsSecret("id") {
+	if !f.Policy.IsSecret("card_number") || !f.Policy.IsSecret("api_key") || f.Policy.IsSecret("id") {
 		t.Error("IsSecret must cover the defaults and the file's names, and nothing else")
 	}
 	if got := f.Upstreams[0].Env["TOKEN"]; got != "Bearer s3cret" {
 		t.Errorf("env = %q", got)
 	}
-	if f.MaxArgumentBytes != interlock.DefaultMaxArgumentBytes || f.DefaultMode != interlock.ModeFlag {
+	if f.Policy.MaxArgumentBytes != interlock.DefaultMaxArgumentBytes || f.Policy.DefaultMode != interlock.ModeFlag {
 		t.Errorf("defaults not applied: %+v", f)
 	}
 }
@@ -182,7 +182,7 @@ rules:
 	if f.Store.Redis != "redis://127.0.0.1:6379/0" || f.Store.Prefix != "test:" {
 		t.Errorf("store = %+v", f.Store)
 	}
-	d, err := f.Decide(context.Background(), &interlock.Call{Tool: "upgrade_plan", Hints: interlock.HintsOf(nil),
+	d, err := f.Policy.Decide(context.Background(), &interlock.Call{Tool: "upgrade_plan", Hints: interlock.HintsOf(nil),
 		Args: map[string]any{"customer_id": "acct_9931", "to": "scale"}})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ rules:
 	if got != "Upgrade Northwind Traders from pro to scale." {
 		t.Errorf("summary = %q", got)
 	}
-	if !slices.Contains(f.ToolModes("upgrade_plan", "", interlock.HintsOf(nil)), interlock.ModeToken) {
+	if !slices.Contains(f.Policy.ToolModes("upgrade_plan", "", interlock.HintsOf(nil)), interlock.ModeToken) {
 		t.Error("ToolModes misses token")
 	}
 }
@@ -367,11 +367,11 @@ func TestShadowDecidesWithTheLiveTenants(t *testing.T) {
 		{Tool: "billing_delete_customer", Upstream: "billing", Hints: destructive, Identity: interlock.Identity{Tenant: "globex"}},
 	} {
 		t.Run(c.Tenant+"/"+c.Tool, func(t *testing.T) {
-			live, err := f.Decide(context.Background(), &c)
+			live, err := f.Policy.Decide(context.Background(), &c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			shadow, err := f.ShadowPolicy.Decide(context.Background(), &c)
+			shadow, err := f.ShadowPolicy.Policy.Decide(context.Background(), &c)
 			if err != nil {
 				t.Fatal(err)
 			}

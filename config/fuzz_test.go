@@ -26,12 +26,12 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, tool := range []string{"delete_customer", "a/b", "get"} {
 			for _, h := range []interlock.Hints{interlock.HintsOf(nil), {ReadOnly: true}} {
-				c := &interlock.Call{Tool: tool, Hints: file.Hints(tool, "u", h), Args: map[string]any{"id": "x", "n": 1.5}}
-				if d, err := file.Decide(context.Background(), c); err == nil && d.Summarize != nil {
+				c := &interlock.Call{Tool: tool, Hints: file.Policy.Hints(tool, "u", h), Args: map[string]any{"id": "x", "n": 1.5}}
+				if d, err := file.Policy.Decide(context.Background(), c); err == nil && d.Summarize != nil {
 					d.Summarize(map[string]any{"name": "n"})
 				}
-				file.ToolModes(tool, "u", h)
-				file.HumanArgs(tool, "u", h)
+				file.Policy.ToolModes(tool, "u", h)
+				file.Policy.HumanArgs(tool, "u", h)
 			}
 		}
 	})

@@ -204,7 +204,7 @@ rules:
 		t.Fatal(err)
 	}
 	r := &passkeyRig{keys: &passkeys{state: consolestate.NewMemory()}, key: newSoftKey(t), audit: &audit.Memory{}}
-	r.gate, err = interlock.NewGate(f, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{
+	r.gate, err = interlock.NewGate(&f.Policy, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{
 		CompileCondition: policy.CompileCondition, Passkeys: r.keys, Audit: r.audit, Logger: quiet}), Logger: quiet, Audit: r.audit,
 		Getenv: func(k string) string {
 			if k == "MCP_DRY_RUN" {

@@ -127,7 +127,7 @@ func (g *Gateway) checkOffered(loud bool) {
 		}
 	}
 	var found []string
-	for _, p := range g.config().CheckTools(g.OfferedTools()) {
+	for _, p := range g.config().Policy.CheckTools(g.OfferedTools()) {
 		found = append(found, p.Error())
 	}
 	g.warnings.mu.Lock()

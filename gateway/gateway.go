@@ -154,8 +154,8 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if f.Log == nil {
-		f.Log = log
+	if f.Policy.Log == nil {
+		f.Policy.Log = log
 	}
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -190,7 +190,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	hooks := upstreamHooks{promptsChanged: g.promptsChanged, resourcesChanged: g.resourcesChanged, resourceUpdated: g.resourceUpdated}
 	g.life, g.stop = context.WithCancel(context.Background())
 	for _, cfg := range f.Upstreams {
-		g.upstreams = append(g.upstreams, g.newUpstream(cfg, f.Path, opts, hooks))
+		g.upstreams = append(g.upstreams, g.newUpstream(cfg, f.Policy.Path, opts, hooks))
 	}
 	g.metrics, g.probes, g.drift = opts.Metrics, opts.Probes, opts.Drift
 	return g, nil
@@ -203,7 +203,7 @@ func (g *Gateway) gateOptions(f *config.File, opts Options, getenv func(string) 
 	return interlock.GateOptions{Getenv: getenv, Logger: g.log, Tracer: opts.Tracer,
 		Audit: opts.Audit, AuditOptional: opts.AuditOptional, QueueAllowed: opts.QueueAllowed,
 		Tokens: opts.Tokens, Budgets: opts.Budgets, Approvals: g.approvals,
-		MaxArgumentBytes: f.MaxArgumentBytes, Identify: identify, Meter: meterOf(opts.Metrics),
+		MaxArgumentBytes: f.Policy.MaxArgumentBytes, Identify: identify, Meter: meterOf(opts.Metrics),
 		ApprovalURL: approvalURL(opts.PublicURL),
 		FindApprovalURL: func(ctx context.Context) string {
 			if opts.FindConsole == nil {

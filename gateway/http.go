@@ -98,7 +98,7 @@ func (g *Gateway) Handler(stateless bool) http.Handler {
 	// Room for the largest arguments the gate accepts and the envelope
 	// around them, so an oversized call gets the gate's VALIDATION_FAILED,
 	// not a bare 413.
-	maxBody := max(int64(g.config().MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
+	maxBody := max(int64(g.config().Policy.MaxArgumentBytes)*2+64<<10, mcp.DefaultMaxRequestBodyBytes)
 	mcpHandler := g.mcpHandler(stateless, maxBody)
 	rest := g.restHandler()
 	var metricsHandler http.Handler

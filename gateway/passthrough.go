@@ -174,7 +174,7 @@ func (g *Gateway) offered(caps *mcp.ServerCapabilities, instructions string) (*m
 func (g *Gateway) noteDown(ctx context.Context, req mcp.Request, instructions string) string {
 	cfg := g.config()
 	who := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()})
-	names, limited := cfg.TenantUpstreams(who.Tenant)
+	names, limited := cfg.Policy.TenantUpstreams(who.Tenant)
 	var down []string
 	for _, u := range g.upstreams {
 		if (!limited || slices.Contains(names, u.cfg.Name)) && !u.connected() {

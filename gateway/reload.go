@@ -31,11 +31,11 @@ func (g *Gateway) config() *config.File { return g.running.Load().file }
 // shadow policy beside it.
 func (g *Gateway) decider(f *config.File) interlock.Policy {
 	if f.ShadowPolicy == nil {
-		return f
+		return &f.Policy
 	}
 	g.log.Info("a shadow policy decides every call beside the rules, enforcing nothing; its differences are audited as shadow_differs",
-		"shadow", f.ShadowPolicy.Path)
-	return &shadowed{File: f, shadow: f.ShadowPolicy, differ: g.shadowDiffers}
+		"shadow", f.ShadowPolicy.Policy.Path)
+	return &shadowed{Policy: &f.Policy, shadow: f.ShadowPolicy, differ: g.shadowDiffers}
 }
 
 // verifyKey checks an API key against the keys in force.
@@ -63,13 +63,13 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 	g.reloading.Lock()
 	defer g.reloading.Unlock()
 	for _, section := range f.KeepRunning(g.config()) {
-		g.log.Warn("configuration section changed; the change takes effect on restart", "section", section, "file", f.Path)
+		g.log.Warn("configuration section changed; the change takes effect on restart", "section", section, "file", f.Policy.Path)
 	}
-	if f.Log == nil {
-		f.Log = g.log
+	if f.Policy.Log == nil {
+		f.Policy.Log = g.log
 	}
 	g.running.Store(runningOf(f))
-	g.gate.SetPolicy(g.decider(f), f.MaxArgumentBytes)
+	g.gate.SetPolicy(g.decider(f), f.Policy.MaxArgumentBytes)
 	g.mu.Lock()
 	clear(g.pinned)
 	g.mu.Unlock()
@@ -81,7 +81,7 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 	}
 	g.logConfigWarnings()
 	g.checkOffered(true)
-	g.event(ctx, "config_reloaded", &audit.Record{Detail: f.Path + " sha256:" + digest})
+	g.event(ctx, "config_reloaded", &audit.Record{Detail: f.Policy.Path + " sha256:" + digest})
 	// A session of the console stands on its credential: one whose key
 	// this file removed or changed ends now, before anyone uses it.
 	if n := g.console.Recheck(ctx); n > 0 {
@@ -91,7 +91,7 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 	if n := g.console.ForgetPasskeys(ctx, gone); n > 0 {
 		g.log.Warn("passkeys removed: no key names their approvers any more", "approvers", n)
 	}
-	voided, err := g.approvals.VoidGrants(ctx, f.Stands, "a reload changed or removed the rule it was made under")
+	voided, err := g.approvals.VoidGrants(ctx, f.Policy.Stands, "a reload changed or removed the rule it was made under")
 	if err != nil {
 		errs = append(errs, fmt.Errorf("voiding the grants of changed rules: %w", err))
 	}
@@ -99,7 +99,7 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 		g.console.Notify()
 		g.log.Warn("standing grants voided: the rules they were made under changed or are gone", "grants", len(voided))
 	}
-	g.log.Info("configuration reloaded", "file", f.Path, "sha256", digest, "rules", len(f.Rules))
+	g.log.Info("configuration reloaded", "file", f.Policy.Path, "sha256", digest, "rules", len(f.Policy.Rules))
 	return errors.Join(errs...)
 }
 
@@ -108,7 +108,7 @@ func (g *Gateway) Reload(ctx context.Context, f *config.File, digest string) err
 // config_reloaded names too), so that the log says what decided every call
 // from the first one on.
 func (g *Gateway) RecordStart(ctx context.Context, version, digest string) {
-	file := g.config().Path
+	file := g.config().Policy.Path
 	if file == "" {
 		file = "(built-in)"
 	}

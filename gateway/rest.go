@@ -129,7 +129,7 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 	// The envelope is checked whole before it is decoded: a duplicate
 	// "confirm" or "arguments" must not be settled by whichever reader
 	// keeps the last one.
-	data, err := readBody(w, r, int64(g.config().MaxArgumentBytes)+64<<10)
+	data, err := readBody(w, r, int64(g.config().Policy.MaxArgumentBytes)+64<<10)
 	if err != nil {
 		writeError(w, err)
 		return

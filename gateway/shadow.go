@@ -8,6 +8,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/config"
+	"github.com/interlock-mcp/interlock/policy"
 )
 
 // maxShadowRecords bounds the differences being written to the audit log
@@ -19,7 +20,7 @@ const maxShadowRecords = 64
 // decision is the live policy's, and where the candidate's rule or mode
 // differs, the difference is recorded after the call has its answer.
 type shadowed struct {
-	*config.File
+	*policy.Policy
 	shadow *config.File
 	differ func(ctx context.Context, rec *audit.Record)
 }
@@ -27,7 +28,7 @@ type shadowed struct {
 // Decide implements [interlock.Policy] with the live rules. The shadow
 // policy sees the call with the live hints, its own overrides on top.
 func (s *shadowed) Decide(ctx context.Context, c *interlock.Call) (interlock.Decision, error) {
-	d, err := s.File.Decide(ctx, c)
+	d, err := s.Policy.Decide(ctx, c)
 	s.compare(ctx, c, d)
 	return d, err
 }
@@ -37,10 +38,10 @@ func (s *shadowed) Decide(ctx context.Context, c *interlock.Call) (interlock.Dec
 func (s *shadowed) compare(ctx context.Context, c *interlock.Call, live interlock.Decision) {
 	defer func() { _ = recover() }()
 	sc := *c
-	sc.Hints = s.shadow.Hints(c.Tool, c.Upstream, c.Hints)
+	sc.Hints = s.shadow.Policy.Hints(c.Tool, c.Upstream, c.Hints)
 	// A shadow decision that cannot be completed still names its rule and
 	// mode, which is what is compared.
-	d, _ := s.shadow.Decide(ctx, &sc)
+	d, _ := s.shadow.Policy.Decide(ctx, &sc)
 	if d.Rule == live.Rule && d.Mode == live.Mode {
 		return
 	}

@@ -54,7 +54,7 @@ func TestShadowedDecidesWithTheLivePolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			s := &shadowed{File: parsePolicy(t, liveRules), shadow: parsePolicy(t, tt.shadow), differ: func(_ context.Context, r *audit.Record) {
+			s := &shadowed{Policy: &parsePolicy(t, liveRules).Policy, shadow: parsePolicy(t, tt.shadow), differ: func(_ context.Context, r *audit.Record) {
 				got = append(got, r.Rule+"/"+r.Mode+" -> "+r.ShadowRule+"/"+r.ShadowMode)
 				if r.Event != "shadow_differs" || r.Tool != "refund_invoice" || r.Tenant != "acme" || r.Principal != "alice" || r.Args != nil {
 					t.Errorf("record %+v", r)
@@ -63,7 +63,7 @@ func TestShadowedDecidesWithTheLivePolicy(t *testing.T) {
 			c := &interlock.Call{Tool: "refund_invoice", Hints: interlock.HintsOf(nil), Identity: interlock.Identity{Principal: "alice", Tenant: "acme"},
 				Args: map[string]any{"invoice_id": "inv_1", "amount": tt.amount}}
 			d, err := s.Decide(context.Background(), c)
-			live, _ := s.File.Decide(context.Background(), c)
+			live, _ := s.Policy.Decide(context.Background(), c)
 			if err != nil || d.Rule != live.Rule || d.Mode != live.Mode {
 				t.Errorf("decided %s/%s (%v), the live policy %s/%s", d.Rule, d.Mode, err, live.Rule, live.Mode)
 			}
@@ -140,9 +140,9 @@ func BenchmarkShadowed(b *testing.B) {
 		name   string
 		policy interlock.Policy
 	}{
-		{"live", live},
-		{"shadow agrees", &shadowed{File: live, shadow: parsePolicy(b, liveRules), differ: count}},
-		{"shadow differs", &shadowed{File: live, shadow: parsePolicy(b, "default_mode: deny\n"), differ: count}},
+		{"live", &live.Policy},
+		{"shadow agrees", &shadowed{Policy: &live.Policy, shadow: parsePolicy(b, liveRules), differ: count}},
+		{"shadow differs", &shadowed{Policy: &live.Policy, shadow: parsePolicy(b, "default_mode: deny\n"), differ: count}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := &interlock.Call{Tool: "refund_invoice", Hints: interlock.HintsOf(nil), Args: map[string]any{"invoice_id": "inv_1", "amount": 20.0}}

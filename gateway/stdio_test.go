@@ -83,7 +83,7 @@ func TestStdioLane(t *testing.T) {
 // longer than the lane reads whole.
 func TestStdioLinesTheLaneLeaves(t *testing.T) {
 	f := testConfig(t, "", "fx")
-	f.MaxArgumentBytes = 4 << 20
+	f.Policy.MaxArgumentBytes = 4 << 20
 	gw := start(t, f, "false")
 	in, out := stdioClient(t, gw)
 	answers := bufio.NewReader(out)

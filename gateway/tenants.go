@@ -21,7 +21,7 @@ func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		cfg := g.config()
 		who := identify(ctx, &mcp.CallToolRequest{Extra: req.GetExtra()})
-		names, limited := cfg.TenantUpstreams(who.Tenant)
+		names, limited := cfg.Policy.TenantUpstreams(who.Tenant)
 		ctx = withState(ctx, func(s *requestState) {
 			s.who, s.identified = who, true
 			if limited {
@@ -29,7 +29,7 @@ func (g *Gateway) tenantView(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		})
 		res, err := next(ctx, method, req)
-		if len(cfg.Tenants) == 0 || method != "tools/list" || err != nil {
+		if len(cfg.Policy.Tenants) == 0 || method != "tools/list" || err != nil {
 			return res, err
 		}
 		list, ok := res.(*mcp.ListToolsResult)
@@ -51,7 +51,7 @@ func (g *Gateway) allowed(cfg *config.File, tenant string, tools []*mcp.Tool) []
 		if m := table.find(t.Name); m != nil {
 			upstream = m.upstream.cfg.Name
 		}
-		if cfg.ToolAllowed(tenant, t.Name, upstream) {
+		if cfg.Policy.ToolAllowed(tenant, t.Name, upstream) {
 			visible = append(visible, t)
 		}
 	}
@@ -77,7 +77,7 @@ func mayUse(ctx context.Context, u *upstream) bool {
 // theirs alone, since it names the upstreams, tools and gateways the
 // others are not shown.
 func seesAll(cfg *config.File, tenant string) bool {
-	for _, t := range cfg.Tenants {
+	for _, t := range cfg.Policy.Tenants {
 		if t.Name == tenant {
 			return len(t.Upstreams) == 0 && len(t.Tools) == 0
 		}

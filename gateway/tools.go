@@ -169,7 +169,7 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool, was *mirroredToo
 	if u.cfg.TrustsHints() {
 		claimed = g.pin(u, t.Name, interlock.HintsOf(t.Annotations))
 	}
-	hints := g.config().Hints(name, u.cfg.Name, claimed)
+	hints := g.config().Policy.Hints(name, u.cfg.Name, claimed)
 	gt, err := interlock.NewTool(name, u.cfg.Name, hints, t.InputSchema)
 	if err != nil {
 		// The upstream still validates its own input; the gate cannot.

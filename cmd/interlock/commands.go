@@ -94,19 +94,19 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(errs) > 0 {
 		return report(stderr, errs)
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d rules, %d API keys", f.Path, len(f.Upstreams), len(f.Rules), len(f.Auth.Keys))
-	if len(f.Tenants) > 0 {
+	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d rules, %d API keys", f.Policy.Path, len(f.Upstreams), len(f.Policy.Rules), len(f.Auth.Keys))
+	if len(f.Policy.Tenants) > 0 {
 		overlays := 0
-		for _, t := range f.Tenants {
+		for _, t := range f.Policy.Tenants {
 			overlays += len(t.Rules)
 		}
-		fmt.Fprintf(stdout, ", %d tenants with %d rules of their own", len(f.Tenants), overlays)
+		fmt.Fprintf(stdout, ", %d tenants with %d rules of their own", len(f.Policy.Tenants), overlays)
 	}
-	if len(f.Budgets) > 0 {
-		fmt.Fprintf(stdout, ", %d budgets", len(f.Budgets))
+	if len(f.Policy.Budgets) > 0 {
+		fmt.Fprintf(stdout, ", %d budgets", len(f.Policy.Budgets))
 	}
 	if s := f.ShadowPolicy; s != nil {
-		fmt.Fprintf(stdout, "; shadow policy %s: %d rules", s.Path, len(s.Rules))
+		fmt.Fprintf(stdout, "; shadow policy %s: %d rules", s.Policy.Path, len(s.Policy.Rules))
 	}
 	if *connect {
 		fmt.Fprintf(stdout, "; connected: %d tools", tools)
@@ -157,8 +157,8 @@ func approvalRules(f *config.File) []string {
 			}
 		}
 	}
-	add(f.Rules)
-	for _, t := range f.Tenants {
+	add(f.Policy.Rules)
+	for _, t := range f.Policy.Tenants {
 		add(t.Rules)
 	}
 	return names
@@ -188,7 +188,7 @@ func missingCommands(f *config.File) (policy.LoadErrors, map[string]bool) {
 			if errors.As(err, &notRun) {
 				err = notRun.Err
 			}
-			errs = append(errs, policy.LoadError{File: f.Path, Line: u.At("command[0]"), Msg: fmt.Sprintf(
+			errs = append(errs, policy.LoadError{File: f.Policy.Path, Line: u.At("command[0]"), Msg: fmt.Sprintf(
 				"upstream %q: command %q is not an executable on this machine's PATH (%v): install it, or give its full path", u.Name, u.Command[0], err)})
 			missing[u.Name] = true
 		}
@@ -228,7 +228,7 @@ func connectedProblems(ctx context.Context, f *config.File, missing map[string]b
 	var errs policy.LoadErrors
 	for _, u := range f.Upstreams {
 		if err := failed[u.Name]; err != nil {
-			errs = append(errs, policy.LoadError{File: f.Path, Line: u.Line, Msg: upstreamFailure(u, err)})
+			errs = append(errs, policy.LoadError{File: f.Policy.Path, Line: u.Line, Msg: upstreamFailure(u, err)})
 		}
 	}
 	tools := gw.OfferedTools()
@@ -237,7 +237,7 @@ func connectedProblems(ctx context.Context, f *config.File, missing map[string]b
 		// with them: a glob would seem to match nothing.
 		return errs, len(tools), nil
 	}
-	return f.CheckTools(tools), len(tools), nil
+	return f.Policy.CheckTools(tools), len(tools), nil
 }
 
 // makeKey makes a random API key. The key goes to standard error, for the

@@ -45,7 +45,7 @@ func versionOf(f *config.File) (string, string) {
 	if f.ShadowPolicy == nil {
 		return f.Digest, ""
 	}
-	return f.Digest + "+" + f.ShadowPolicy.Digest, f.ShadowPolicy.Path
+	return f.Digest + "+" + f.ShadowPolicy.Digest, f.ShadowPolicy.Policy.Path
 }
 
 // unchanged reports whether a file --watch looked at before (was) is still

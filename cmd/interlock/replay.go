@@ -50,7 +50,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 
-	fmt.Fprintf(stdout, "replaying the calls recorded in %s against %s\n", where, next.Path)
+	fmt.Fprintf(stdout, "replaying the calls recorded in %s against %s\n", where, next.Policy.Path)
 	for r, err := range store.Records(ctx, 1) {
 		if err != nil {
 			return err
@@ -114,8 +114,8 @@ func (rp *replaying) decideAgain(ctx context.Context, r *audit.Record, stdout io
 	if c.Args == nil {
 		c.Args = map[string]any{}
 	}
-	v := rp.next.Judge(ctx, c)
-	guessed := rp.next.Unfaithful(c)
+	v := rp.next.Policy.Judge(ctx, c)
+	guessed := rp.next.Policy.Unfaithful(c)
 	// Records written before every record named its rule leave the
 	// default's name out.
 	differs := cmp.Or(v.Rule, interlock.DefaultRule) != cmp.Or(r.Rule, interlock.DefaultRule) || string(v.Mode) != r.Mode

@@ -637,7 +637,7 @@ func printBanner(w io.Writer, where, consoleAt, dataDir, store, sealing, audit s
 	fmt.Fprintf(w, "  state     %s\n", store)
 	fmt.Fprintf(w, "  sealing   %s\n", sealing)
 	fmt.Fprintf(w, "  audit     %s\n", audit)
-	fmt.Fprintf(w, "  config    %s (%d rules)\n", f.Path, len(f.Rules))
+	fmt.Fprintf(w, "  config    %s (%d rules)\n", f.Policy.Path, len(f.Policy.Rules))
 	counts := gw.ToolCounts()
 	names := make([]string, 0, len(counts))
 	for n := range counts {

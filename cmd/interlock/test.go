@@ -88,7 +88,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		source = "a case without hints takes the hints its upstream advertises for the tool"
 	}
-	fmt.Fprintf(stdout, "%s against %s (%s)\n", cases.Path, f.Path, source)
+	fmt.Fprintf(stdout, "%s against %s (%s)\n", cases.Path, f.Policy.Path, source)
 	passed, failed := 0, 0
 	for _, c := range cases.Cases {
 		upstream, h := caseTool(f, c, offered)
@@ -97,14 +97,14 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return badInputs(stderr, err)
 		}
 		var warnings bytes.Buffer
-		f.Log = slog.New(slog.NewTextHandler(&warnings, &slog.HandlerOptions{
+		f.Policy.Log = slog.New(slog.NewTextHandler(&warnings, &slog.HandlerOptions{
 			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 				if a.Key == slog.TimeKey || a.Key == slog.LevelKey {
 					return slog.Attr{}
 				}
 				return a
 			}}))
-		v := f.Judge(ctx, call)
+		v := f.Policy.Judge(ctx, call)
 		want := c.Failed(v)
 		if want == "" {
 			passed++
