@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -536,7 +535,7 @@ func (o *httpOut) ahead(msg []byte) error {
 		o.w.WriteHeader(http.StatusOK)
 		o.streaming = true
 	}
-	if err := writeSSE(o.w, msg); err != nil {
+	if err := sdkrules.WriteMessageEvent(o.w, msg); err != nil {
 		return err
 	}
 	return http.NewResponseController(o.w).Flush()
@@ -544,18 +543,12 @@ func (o *httpOut) ahead(msg []byte) error {
 
 func (o *httpOut) last(msg []byte) {
 	if o.streaming {
-		_ = writeSSE(o.w, msg)
+		_ = sdkrules.WriteMessageEvent(o.w, msg)
 		return
 	}
 	o.w.Header().Set("Content-Type", "application/json")
 	o.w.WriteHeader(http.StatusOK)
 	_, _ = o.w.Write(msg)
-}
-
-// writeSSE writes msg as one event of an MCP event stream.
-func writeSSE(w http.ResponseWriter, msg []byte) error {
-	_, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
-	return err
 }
 
 // notify sends a notification on the stream.
@@ -613,23 +606,10 @@ func (st *laneStream) ask(ctx context.Context, method string, params, result any
 // elicit asks the client to show a form (or a URL) to its human.
 func (st *laneStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	res := new(mcp.ElicitResult)
-	if err := st.ask(ctx, "elicitation/create", withMode(p), res); err != nil {
+	if err := st.ask(ctx, "elicitation/create", sdkrules.ElicitMode(p), res); err != nil {
 		return nil, err
 	}
 	return res, nil
-}
-
-// withMode returns p with its mode written out: a question an upstream
-// sent without one (it may, and means a form) is forwarded as "form", as
-// the SDK's own sending path does. go-sdk's ElicitParams writes an empty
-// Mode as "mode": "", which clients such as the TypeScript SDK 1.x refuse.
-func withMode(p *mcp.ElicitParams) *mcp.ElicitParams {
-	if p.Mode != "" {
-		return p
-	}
-	q := *p
-	q.Mode = "form"
-	return &q
 }
 
 // answer writes the call's answer, and ends the stream.

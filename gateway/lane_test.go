@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -392,8 +393,9 @@ func TestLaneServesClientsWithoutSessionsAtOnce(t *testing.T) {
 }
 
 // TestQuestionsKeepTheirMode: a question an upstream asks without a mode
-// is forwarded as a form, never with "mode": "" (which the TypeScript SDK
-// 1.x refuses); one with a mode keeps it.
+// is forwarded as a form, or as a URL when it names one, as the SDK infers
+// it, never with "mode": "" (which the TypeScript SDK 1.x refuses); one
+// with a mode keeps it.
 func TestQuestionsKeepTheirMode(t *testing.T) {
 	for _, tt := range []struct {
 		in   *mcp.ElicitParams
@@ -402,8 +404,9 @@ func TestQuestionsKeepTheirMode(t *testing.T) {
 		{&mcp.ElicitParams{Message: "Pick a color"}, `"mode":"form"`},
 		{&mcp.ElicitParams{Mode: "form", Message: "Pick"}, `"mode":"form"`},
 		{&mcp.ElicitParams{Mode: "url", URL: "https://x.example/a", ElicitationID: "e1", Message: "Open"}, `"mode":"url"`},
+		{&mcp.ElicitParams{URL: "https://x.example/a", ElicitationID: "e1", Message: "Open"}, `"mode":"url"`},
 	} {
-		b, err := json.Marshal(withMode(tt.in))
+		b, err := json.Marshal(sdkrules.ElicitMode(tt.in))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +414,7 @@ func TestQuestionsKeepTheirMode(t *testing.T) {
 			t.Errorf("forwarded %s, want %s", b, tt.want)
 		}
 	}
-	if p := (&mcp.ElicitParams{Message: "x"}); withMode(p) == p || p.Mode != "" {
-		t.Error("withMode changed the upstream's own params")
+	if p := (&mcp.ElicitParams{Message: "x"}); sdkrules.ElicitMode(p) == p || p.Mode != "" {
+		t.Error("ElicitMode changed the upstream's own params")
 	}
 }

@@ -2,6 +2,8 @@ package sdkrules
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -104,4 +106,10 @@ func MayUse(ctx context.Context, owner string) bool {
 	}
 	ti := auth.TokenInfoFromContext(ctx)
 	return ti != nil && ti.UserID == owner
+}
+
+// WriteMessageEvent writes msg to w as one event of an MCP event stream.
+func WriteMessageEvent(w io.Writer, msg []byte) error {
+	_, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
+	return err
 }

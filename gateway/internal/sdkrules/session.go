@@ -3,6 +3,8 @@ package sdkrules
 import (
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // An IdleTimer closes a session after a timeout with no POST in progress,
@@ -69,4 +71,19 @@ func (t *IdleTimer) Stop() {
 		t.timer.Stop()
 		t.timer = nil
 	}
+}
+
+// ElicitMode returns p with its mode written out, as the SDK infers it
+// for a question sent without one.
+func ElicitMode(p *mcp.ElicitParams) *mcp.ElicitParams {
+	if p == nil || p.Mode != "" {
+		return p
+	}
+	q := *p
+	if p.URL != "" || p.ElicitationID != "" {
+		q.Mode = "url"
+	} else {
+		q.Mode = "form"
+	}
+	return &q
 }
