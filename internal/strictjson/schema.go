@@ -12,9 +12,10 @@ import (
 // argSchema is a tool input schema compiled for the hot path of every call. It
 // covers the JSON Schema keywords tool schemas use almost always (type,
 // properties, required, additionalProperties: false, enum, items, numeric
-// and length bounds) and validates without allocating on success. A schema
-// that uses anything else is validated by jsonschema-go instead (see
-// compileArgSchema).
+// and length bounds) and checks a call in a tenth of jsonschema-go's time,
+// with 2 allocations where jsonschema-go makes 66 (BenchmarkCheck, a
+// four-property schema). A schema that uses anything else is validated by
+// jsonschema-go instead (see compileArgSchema).
 type argSchema struct {
 	types      []string // empty: any type
 	properties map[string]*argSchema

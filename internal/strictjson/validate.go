@@ -52,7 +52,7 @@ type Issue struct {
 }
 
 // Validator checks arguments against one input schema: the compiled fast
-// path for the common schemas (no allocation on success), jsonschema-go for
+// path for the common schemas (see argSchema), jsonschema-go for
 // the others, nothing when the tool has no schema. The zero Validator
 // accepts everything.
 type Validator struct {
