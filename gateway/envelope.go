@@ -22,13 +22,26 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
+	b, _ := responseBytes(id, nil, &jsonrpc.Error{Code: code, Message: message})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// responseBytes is the JSON-RPC response to the request whose id the
+// client wrote as id: result, or rpcErr when it is set. The id is written
+// back as the client wrote it, which go-sdk's jsonrpc.EncodeMessage, made
+// for ids it parsed, would not promise.
+func responseBytes(id json.RawMessage, result any, rpcErr *jsonrpc.Error) ([]byte, error) {
+	if rpcErr != nil {
+		result = nil
+	}
+	return json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   jsonrpc.Error   `json:"error"`
-	}{"2.0", id, jsonrpc.Error{Code: code, Message: message}})
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{"2.0", id, result, rpcErr})
 }
 
 // readBody reads a request body of at most limit bytes, and checks that it

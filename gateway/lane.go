@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -551,13 +552,19 @@ func (o *httpOut) last(msg []byte) {
 	_, _ = o.w.Write(msg)
 }
 
+// requestBytes is a request of the gateway's own to a client, with id, or
+// a notification when id is the zero ID.
+func requestBytes(id jsonrpc.ID, method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: method, Params: p})
+}
+
 // notify sends a notification on the stream.
 func (st *laneStream) notify(method string, params any) error {
-	b, err := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		Method  string `json:"method"`
-		Params  any    `json:"params"`
-	}{"2.0", method, params})
+	b, err := requestBytes(jsonrpc.ID{}, method, params)
 	if err != nil {
 		return err
 	}
@@ -580,12 +587,8 @@ func (st *laneStream) ask(ctx context.Context, method string, params, result any
 		delete(st.s.waiters, id)
 		st.s.mu.Unlock()
 	}()
-	b, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  any             `json:"params"`
-	}{"2.0", json.RawMessage(id), method, params})
+	rid, _ := jsonrpc.MakeID(strings.Trim(id, `"`))
+	b, err := requestBytes(rid, method, params)
 	if err != nil {
 		return err
 	}
@@ -614,31 +617,15 @@ func (st *laneStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Eli
 
 // answer writes the call's answer, and ends the stream.
 func (st *laneStream) answer(id json.RawMessage, res mcp.Result, err error) {
-	type wireError struct {
-		Code    int64           `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data,omitempty"`
+	var rpcErr *jsonrpc.Error
+	if err != nil {
+		if rpcErr, _ = err.(*jsonrpc.Error); rpcErr == nil {
+			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not complete the call"}
+		}
 	}
-	out := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  any             `json:"result,omitempty"`
-		Error   *wireError      `json:"error,omitempty"`
-	}{JSONRPC: "2.0", ID: id}
-	if err == nil {
-		out.Result = res
-	} else if rpcErr, ok := err.(*jsonrpc.Error); ok {
-		out.Error = &wireError{Code: rpcErr.Code, Message: rpcErr.Message, Data: rpcErr.Data}
-	} else {
-		out.Error = &wireError{Code: jsonrpc.CodeInternalError, Message: "interlock could not complete the call"}
-	}
-	b, merr := json.Marshal(out)
+	b, merr := responseBytes(id, res, rpcErr)
 	if merr != nil {
-		b, _ = json.Marshal(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Error   wireError       `json:"error"`
-		}{"2.0", id, wireError{Code: jsonrpc.CodeInternalError, Message: "interlock could not encode the result"}})
+		b, _ = responseBytes(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not encode the result"})
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
