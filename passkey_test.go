@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,8 +16,6 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
-	"github.com/interlock-mcp/interlock/config"
-	"github.com/interlock-mcp/interlock/policy"
 )
 
 // signingVerifier stands in for the console: an "assertion" is the JSON
@@ -199,35 +195,21 @@ func TestPasskeyReplayIsRecorded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := config.Parse("approvals.yaml", []byte(`
+			log := &audit.Memory{}
+			g := approvalGateWith(t, `
 rules:
   - name: payouts
     match: {tools: [pay_out]}
     mode: approval
     approvers: [bob]
     require_passkey: true
-`), func(string) (string, bool) { return "", false })
-			if err != nil {
-				t.Fatal(err)
-			}
-			log := &audit.Memory{}
-			g, err := interlock.NewGate(&f.Policy, &interlock.GateOptions{Approvals: interlock.NewApprovalService(interlock.ApprovalOptions{
-				CompileCondition: policy.CompileCondition, Passkeys: failingVerifier{tt.err}, Audit: log}),
-				Logger: slog.New(slog.DiscardHandler), Audit: log, Getenv: func(k string) string {
-					if k == "MCP_DRY_RUN" {
-						return "false"
-					}
-					return strings.Repeat("s", 32)
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
+`, interlock.ApprovalOptions{Passkeys: failingVerifier{tt.err}, Audit: log})
 			tool, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
 			b := interlock.BodyOfResult(g.Call(ctx, tool, alice, json.RawMessage(`{"amount":100}`), nil))
 			if b.Code != interlock.CodeApprovalPending {
 				t.Fatalf("the call: %+v", b)
 			}
-			_, err = g.Approvals().DecideWithPasskey(ctx, b.ApprovalID, bob, approval.Deny, "", json.RawMessage(`{}`))
+			_, err := g.Approvals().DecideWithPasskey(ctx, b.ApprovalID, bob, approval.Deny, "", json.RawMessage(`{}`))
 			if !errors.Is(err, interlock.ErrPasskeyInvalid) || errors.Is(err, interlock.ErrPasskeyReplayed) != tt.recorded {
 				t.Fatalf("DecideWithPasskey: %v", err)
 			}
