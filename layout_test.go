@@ -18,7 +18,7 @@ func TestLayout(t *testing.T) {
 		// which sit with the domains they test.
 		"internal/testproc": -1,
 		"internal/testdb":   -1,
-		"approval":          0, "budget": 0, "tracing": 0, "redact": 0, "exchange": 0, "seal": 0, "internal/strictjson": 0, "internal/yamllines": 0, "internal/pollable": 0, "resilience": 0, "oauth": 0, "audit": 0, "consolestate": 0, "roster": 0,
+		"approval":          0, "budget": 0, "tracing": 0, "redact": 0, "exchange": 0, "seal": 0, "internal/strictjson": 0, "internal/yamllines": 0, "internal/pollable": 0, "resilience": 0, "oauth": 0, "audit": 0, "consolestate": 0, "roster": 0, "task": 0,
 		"":       1,
 		"policy": 2, "config": 2, "refusal": 2, "console": 2, "demo": 2, "sqlite": 2, "postgres": 2, "redis": 2, "storetest": 2, "notify": 2, "metrics": 2, "mcpgo": 2,
 		"gateway":       3,
