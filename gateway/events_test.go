@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,25 +13,15 @@ import (
 
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/metrics"
-	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // TestEventsAreRecordedAndCounted: a refused API key, an upstream restart
 // and hints an upstream tried to loosen each leave an audit record and a
 // count at /metrics, which takes the same keys as /mcp.
 func TestEventsAreRecordedAndCounted(t *testing.T) {
-	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
 	m := metrics.New()
 	f := testConfig(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\n", HashKey("alice-key")), "fx")
-	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Logger: quiet, Audit: log, Getenv: testEnv("false")})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gw, log := startAudited(t, f, Options{Metrics: m})
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
+	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -85,6 +87,34 @@ func startLogged(t *testing.T, f *config.File, dryRun string, log *slog.Logger) 
 		t.Fatalf("Start: %v", err)
 	}
 	return gw
+}
+
+// startAudited starts a gateway on f whose audit log is a SQLite file of
+// the test's own, closed after the gateway. Unless opts say otherwise, the
+// gateway is quiet, holds the test's sealing key and runs with dry run off.
+func startAudited(t *testing.T, f *config.File, opts Options) (*Gateway, *sqlite.Audit) {
+	t.Helper()
+	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	if opts.Version == "" {
+		opts.Version = "test"
+	}
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = testEnv("false")
+	}
+	opts.Audit = log
+	gw := newGateway(t, f, opts)
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return gw, log
 }
 
 // client connects to the gateway's server in memory.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,16 +57,7 @@ type grantRig struct {
 
 func newGrantRig(t *testing.T) *grantRig {
 	t.Helper()
-	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
-	gw := newGateway(t, testConfig(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gw, log := startAudited(t, testConfig(t, grantKeys("")+"rules:"+wipesRule, "fx"), Options{})
 	r := &grantRig{gw: gw, srv: httptest.NewServer(gw.Handler(false)), log: log}
 	t.Cleanup(r.srv.Close)
 	_, body := r.wipe(t, "alice-key", "cache")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
-	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // newClient connects a client of protocol to the gateway's server in
@@ -59,18 +57,9 @@ func answering(asked *[]string) *mcp.ClientOptions {
 // as an input request and calls again; the one run of the tool gets every
 // answer, and the gate decided the call once.
 func TestHeldCallCarriesPushedQuestions(t *testing.T) {
-	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
 	f := testConfig(t, "", "fx")
 	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "legacy"
-	gw := newGateway(t, f, Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gw, log := startAudited(t, f, Options{})
 
 	tests := []struct {
 		name    string

@@ -7,12 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // viewer is one identity of the visibility matrix, with its API key and
@@ -62,20 +59,11 @@ rules:
 // identity is (tenant, principal), compared whole.
 func TestWhoMaySeeAndDecide(t *testing.T) {
 	ctx := context.Background()
-	log, err := sqlite.OpenAudit(ctx, filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
 	var hashes []any
 	for _, k := range []string{"acme-alice", "acme-bob", "acme-carol", "acme-fin", "other-alice", "other-bob", "local-operator"} {
 		hashes = append(hashes, HashKey(k))
 	}
-	gw := newGateway(t, testConfig(t, fmt.Sprintf(matrixConfig, hashes...), "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	gw, _ := startAudited(t, testConfig(t, fmt.Sprintf(matrixConfig, hashes...), "fx"), Options{})
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	wipe := func(target string) string {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -43,16 +42,7 @@ auth:
 %s
 rules:
 %s`, HashKey("bob-key"), iss.URL, oauthYAML, rules), "fx")
-	audit, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { audit.Close() })
-	gw := newGateway(t, f, Options{Version: "test", PublicURL: public, Logger: quiet, Audit: audit, Getenv: testEnv("false")})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gw, audit := startAudited(t, f, Options{PublicURL: public})
 	srv.Config.Handler = gw.Handler(false)
 	srv.Start()
 	t.Cleanup(srv.Close)

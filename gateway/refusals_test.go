@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,7 +19,6 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/internal/rawhttp"
 	"github.com/interlock-mcp/interlock/metrics"
-	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // TestRefusalsAreFoldedBySource: a source has refusalBurst refusals
@@ -108,19 +106,10 @@ func TestRefusalSourcesAreBounded(t *testing.T) {
 // records of bounded size that say what was sent; the flood is counted at
 // /metrics, and recorded ten at a time.
 func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
-	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
 	m := metrics.New()
 	f := testConfig(t, fmt.Sprintf("auth:\n  keys:\n    - {sha256: %s, principal: alice}\nrules:\n  - {name: wipes, match: {tools: [wipe]}, mode: deny}\n",
 		HashKey("alice-key")), "fx")
-	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Logger: quiet, Audit: log, Getenv: testEnv("false")})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gw, log := startAudited(t, f, Options{Metrics: m})
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
 	"github.com/interlock-mcp/interlock/oauth/oauthtest"
-	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // sessionKeys are the keys of the session tests: alice calls, bob
@@ -63,16 +61,7 @@ func TestConsoleSessionsFollowTheirKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { log.Close() })
-			gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
-			t.Cleanup(func() { gw.Close() })
-			if err := gw.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			gw, log := startAudited(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{})
 			srv := httptest.NewServer(gw.Handler(false))
 			t.Cleanup(srv.Close)
 			_, body := post(t, srv.URL+"/v1/tools/wipe/call", "alice-key", `{"arguments":{"target":"all"}}`)
@@ -297,16 +286,7 @@ func TestProviderSessionsEnd(t *testing.T) {
 // their source as refused API keys do: a flood of bad keys from one
 // address writes a bounded number of records, and the chain verifies.
 func TestConsoleRefusalsAreFolded(t *testing.T) {
-	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
-	gw := newGateway(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{Version: "test", Logger: quiet, Audit: log, Getenv: testEnv("false")})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	gw, log := startAudited(t, testConfig(t, sessionKeys(bobKey, finKey)+sessionRules, "fx"), Options{})
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	b := newBrowser(t)

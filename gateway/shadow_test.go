@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/config"
 	"github.com/interlock-mcp/interlock/metrics"
-	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 const liveRules = `rules:
@@ -82,24 +80,15 @@ func TestShadowedDecidesWithTheLivePolicy(t *testing.T) {
 // the shadow policy would deny runs, and the difference is one audit record
 // and one count at /metrics.
 func TestShadowDifferencesAreAuditedAndCounted(t *testing.T) {
-	log, err := sqlite.OpenAudit(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
 	m := metrics.New()
 	f := testConfig(t, "", "fx")
 	f.ShadowPolicy = parsePolicy(t, "rules:\n  - name: no-echo\n    match: {tools: [echo]}\n    mode: deny\n")
-	gw := newGateway(t, f, Options{Version: "test", Metrics: m, Logger: quiet, Audit: log, Getenv: func(k string) string {
+	gw, log := startAudited(t, f, Options{Metrics: m, Getenv: func(k string) string {
 		if k == interlock.SecretEnv {
 			return testSecret
 		}
 		return ""
 	}})
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	cs := client(t, gw, nil)
 	if res := call(t, cs, "echo", map[string]any{"x": 1}); res.IsError {
 		t.Fatalf("echo did not run: %+v", res)
