@@ -190,15 +190,7 @@ func TestOAuthRefusals(t *testing.T) {
 			}
 		})
 	}
-	var refused []string
-	for r, err := range o.audit.Records(context.Background(), 1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Event == "auth_refused" {
-			refused = append(refused, r.Detail)
-		}
-	}
+	refused := authRefusals(t, o)
 	joined := strings.Join(refused, "\n")
 	if len(refused) != 6 || !strings.Contains(joined, "an invalid access token") || !strings.Contains(joined, "without the required scopes") ||
 		!strings.Contains(joined, "an unknown API key") || strings.Contains(joined, "wrong-key") || strings.Contains(joined, "eyJ") {
