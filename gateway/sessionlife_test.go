@@ -15,7 +15,6 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/console"
-	"github.com/interlock-mcp/interlock/oauth/oauthtest"
 )
 
 // sessionKeys are the keys of the session tests: alice calls, bob
@@ -214,15 +213,12 @@ func TestRESTAnswersAreNotCached(t *testing.T) {
 // a sign-in with the identity provider leave no state behind, so a real
 // approver signs in during the flood and after it.
 func TestSignInFlood(t *testing.T) {
-	o := startOAuthGateway(t, oauthClaims+`
-    console: {client_id: interlock-console, client_secret: console-secret}`, `
+	o := startSignInGateway(t, `
   - name: wipes-need-finance
     match: {tools: [wipe]}
     mode: approval
     approvers: ["group:finance"]
 `)
-	o.iss.Register(oauthtest.Client{ID: "interlock-console", Secret: "console-secret", RedirectURI: o.srv.URL + console.CallbackPath})
-	o.iss.SignInAs(map[string]any{"sub": "u-7", "email": "carol@example.com", "org": "acme", "roles": []any{"finance"}}, o.srv.URL+MCPPath)
 	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	const flood = 12_000

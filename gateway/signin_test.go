@@ -48,6 +48,18 @@ func (b *browser) post(raw string, form url.Values) (int, string) {
 	return res.StatusCode, string(page)
 }
 
+// startSignInGateway starts an OAuth gateway with the rules given whose
+// console signs approvers in with the issuer, where carol of acme, in the
+// finance group, is the one who signs in.
+func startSignInGateway(t *testing.T, rules string) *oauthGateway {
+	t.Helper()
+	o := startOAuthGateway(t, oauthClaims+`
+    console: {client_id: interlock-console, client_secret: console-secret}`, rules)
+	o.iss.Register(oauthtest.Client{ID: "interlock-console", Secret: "console-secret", RedirectURI: o.srv.URL + console.CallbackPath})
+	o.iss.SignInAs(map[string]any{"sub": "u-7", "email": "carol@example.com", "org": "acme", "roles": []any{"finance"}}, o.srv.URL+MCPPath)
+	return o
+}
+
 // startSignIn makes b stop where the issuer sends it back, starts a
 // sign-in with it on o, and returns the callback the issuer sent it to:
 // b then holds the sign-in cookie, and the callback is not yet sent.
@@ -79,15 +91,12 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // lists; a callback whose state this browser did not start, or that was
 // already used, signs nobody in.
 func TestConsoleSignInWithTheIssuer(t *testing.T) {
-	o := startOAuthGateway(t, oauthClaims+`
-    console: {client_id: interlock-console, client_secret: console-secret}`, `
+	o := startSignInGateway(t, `
   - name: wipes-need-finance
     match: {tools: [wipe]}
     mode: approval
     approvers: ["group:finance"]
 `)
-	o.iss.Register(oauthtest.Client{ID: "interlock-console", Secret: "console-secret", RedirectURI: o.srv.URL + console.CallbackPath})
-	o.iss.SignInAs(map[string]any{"sub": "u-7", "email": "carol@example.com", "org": "acme", "roles": []any{"finance"}}, o.srv.URL+MCPPath)
 
 	status, pending := post(t, o.srv.URL+"/v1/tools/wipe/call", "bob-key", `{"arguments":{"target":"all"}}`)
 	id, _ := pending["approval_id"].(string)
@@ -149,10 +158,7 @@ func TestConsoleSignInWithTheIssuer(t *testing.T) {
 // same callback signs in once: the first callback opens a session, the
 // replay of both is refused and opens none.
 func TestConsoleSignInCookieIsSpent(t *testing.T) {
-	o := startOAuthGateway(t, oauthClaims+`
-    console: {client_id: interlock-console, client_secret: console-secret}`, "")
-	o.iss.Register(oauthtest.Client{ID: "interlock-console", Secret: "console-secret", RedirectURI: o.srv.URL + console.CallbackPath})
-	o.iss.SignInAs(map[string]any{"sub": "u-7", "email": "carol@example.com", "org": "acme", "roles": []any{"finance"}}, o.srv.URL+MCPPath)
+	o := startSignInGateway(t, "")
 	o.iss.RedeemCodesAgain()
 
 	b := newBrowser(t)
