@@ -25,10 +25,11 @@ func TestLayout(t *testing.T) {
 		"cmd/interlock": 4,
 	}
 	// Within a layer, what a package may build on: in layer 0 the domains
-	// audit records and the identities console state keeps; in layer 2
+	// audit records, the identities console state keeps, and the tasks
+	// consolestate/sqlstore keeps beside it; in layer 2
 	// the policy config reads from the file, and the one reading of a
 	// refusal the console's pages share with the REST face.
-	sideways := map[string][]string{"audit": {"approval", "seal"}, "budget": {"approval", "seal"}, "consolestate": {"approval"}, "config": {"policy"}, "console": {"refusal"}}
+	sideways := map[string][]string{"audit": {"approval", "seal"}, "budget": {"approval", "seal"}, "consolestate": {"approval", "task"}, "config": {"policy"}, "console": {"refusal"}}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

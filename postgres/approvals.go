@@ -31,7 +31,8 @@ var (
 )
 
 // OpenApprovals connects to the database at url and creates the tables it
-// needs, the console's ([Approvals.Console]) among them.
+// needs, the console's ([Approvals.Console]) and the tasks'
+// ([Approvals.Tasks]) among them.
 func OpenApprovals(ctx context.Context, url string) (*Approvals, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -46,7 +47,7 @@ func OpenApprovals(ctx context.Context, url string) (*Approvals, error) {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7140415)"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, sqlstore.PostgreSQL.ApprovalsSchema()+";"+sqlstore.PostgreSQL.ConsoleSchema()+";"+rosterSchema)
+		_, err := tx.Exec(ctx, sqlstore.PostgreSQL.ApprovalsSchema()+";"+sqlstore.PostgreSQL.ConsoleSchema()+";"+rosterSchema+";"+sqlstore.PostgreSQL.TasksSchema())
 		return err
 	})
 	var schema string

@@ -13,8 +13,8 @@ import (
 )
 
 // State is the state file of a data directory as one process holds it:
-// approvals and grants, confirm tokens, budgets and the console's state
-// on one handle, whose changes take turns on its one connection for
+// approvals and grants, confirm tokens, budgets, the console's state and
+// tasks on one handle, whose changes take turns on its one connection for
 // changes. On handles of their own they would wait for each other's lock
 // in SQLite's busy handler, which cut the takes one process made at once
 // to a third.
@@ -28,7 +28,7 @@ type State struct {
 
 // OpenState opens (creating when needed) the state file at path.
 func OpenState(ctx context.Context, path string) (*State, error) {
-	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema+gatewaysSchema+consoleSchema)
+	h, err := openHandle(ctx, path, approvalsSchema+tokensSchema+budgetsSchema+gatewaysSchema+consoleSchema+tasksSchema)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite state %s: %w", path, err)
 	}

@@ -1,17 +1,18 @@
 // Package sqlstore is the state that interlock's relational stores,
 // package sqlite and package postgres, keep alike, written once: the
-// console's state ([consolestate.Store]) and approvals with their standing
-// grants ([approval.Store], [approval.GrantStore]), their SQL in each
-// [Dialect] and the Go that runs it. A store package keeps what differs
-// between the databases: how it opens one, how a change holds its lock
-// ([Database]), and how the console's signal travels.
+// console's state ([consolestate.Store]), approvals with their standing
+// grants ([approval.Store], [approval.GrantStore]) and tasks
+// ([task.Store]), their SQL in each [Dialect] and the Go that runs it. A
+// store package keeps what differs between the databases: how it opens
+// one, how a change holds its lock ([Database]), and how the console's
+// signal travels.
 //
 // The tables, columns and encodings are those each store wrote before
 // they shared this package, so a data directory or a database an earlier
 // gateway wrote reads the same.
 //
-// It sits under consolestate, in its layer, because it builds on the two
-// domains of that layer it keeps: consolestate and approval.
+// It sits under consolestate, in its layer, because it builds on the
+// domains of that layer it keeps: consolestate, approval and task.
 package sqlstore
 
 import (
