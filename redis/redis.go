@@ -3,7 +3,8 @@
 // each token exactly once between them; approvals.go and grants.go keep
 // approvals and standing grants there likewise, budget.go counts the calls
 // of each budget, console.go keeps the console's sessions, passkeys and
-// links, and roster.go the gateways that share the server.
+// links, roster.go the gateways that share the server, and tasks.go the
+// tasks whose calls clients wait on.
 //
 // The client's own log lines (a pool that fails to dial, say) go to the
 // default slog logger at debug level: interlock reports each failure of

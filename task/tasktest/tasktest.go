@@ -266,6 +266,21 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("an update that changes the owner moves the task between lists", func(t *testing.T) {
+		s, other := open(t)
+		tk := newTask("tsk_moved", "acme", "alice", time.Now(), time.Hour)
+		create(t, s, tk)
+		tk.Principal = "bob"
+		if ok, err := other.Update(ctx, tk); !ok || err != nil {
+			t.Fatalf("update: %v %v", ok, err)
+		}
+		for principal, want := range map[string][]string{"alice": nil, "bob": {"tsk_moved"}} {
+			if got, err := s.List(ctx, "acme", principal); err != nil || !slices.Equal(ids(got), want) {
+				t.Errorf("list of %s: %v %v, want %v", principal, ids(got), err, want)
+			}
+		}
+	})
+
 	t.Run("an expired task is gone", func(t *testing.T) {
 		s, other := open(t)
 		short := newTask("tsk_short", "acme", "alice", time.Now(), 200*time.Millisecond)
