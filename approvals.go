@@ -143,3 +143,30 @@ func (s *ApprovalService) approvedFor(ctx context.Context, id string, who Identi
 	}
 	return a, nil
 }
+
+// Withdraw ends the pending approval id at its caller's word: who must be
+// the caller (of the same tenant); the approval is then denied, its reason
+// saying the caller withdrew it, so no approver can approve it any more
+// and an identical call is answered as denied until it expires. It
+// returns [approval.ErrUnknown] for an approval who did not ask for, and
+// [approval.ErrAlreadyDecided] for one that is no longer pending.
+func (s *ApprovalService) Withdraw(ctx context.Context, id string, who Identity) (*approval.Approval, error) {
+	a, err := s.store.Get(ctx, id)
+	if err != nil {
+		return nil, StoreUnavailable(err, "nothing was withdrawn")
+	}
+	if a.Tenant != who.Tenant || a.Principal != who.Principal {
+		return nil, approval.ErrUnknown
+	}
+	if a.State(time.Now()) != approval.Pending {
+		return nil, approval.ErrAlreadyDecided
+	}
+	vote := approval.Vote{Principal: who.Principal, Tenant: who.Tenant, Verdict: approval.Deny, Reason: "withdrawn by its caller", At: time.Now()}
+	if a, err = s.store.Decide(ctx, id, vote); err != nil {
+		return nil, StoreUnavailable(err, "nothing was withdrawn")
+	}
+	s.RecordEvent(ctx, &audit.Record{Event: "approval_withdrawn", Tenant: a.Tenant, Principal: who.Principal, Tool: a.Tool,
+		Upstream: a.Upstream, Rule: a.Rule, Decision: audit.DecisionDeclined, Approval: a.ID, Caller: a.Principal,
+		RuleApprovers: a.Approvers, Reason: vote.Reason, Detail: a.ID + ": withdrawn by its caller"})
+	return a, nil
+}

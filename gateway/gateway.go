@@ -33,6 +33,7 @@ import (
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
 	"github.com/interlock-mcp/interlock/seal"
+	"github.com/interlock-mcp/interlock/task"
 )
 
 // Options configure a [Gateway].
@@ -60,6 +61,9 @@ type Options struct {
 	// OnApproval hears every new pending approval (to notify approvers);
 	// it must not block.
 	OnApproval func(context.Context, *approval.Approval)
+	// Tasks keeps the tasks of calls that wait for approval (tasks.go);
+	// in this process's memory when nil.
+	Tasks task.Store
 	// Metrics, when set, counts the gate's calls and the gateway's events
 	// and is served at /metrics.
 	Metrics *metrics.Metrics
@@ -105,6 +109,7 @@ type Gateway struct {
 	reloading sync.Mutex
 	gate      *interlock.Gate
 	approvals *interlock.ApprovalService
+	tasks     *tasks
 	server    *mcp.Server
 	log       *slog.Logger
 	upstreams []*upstream
@@ -179,8 +184,13 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	// The console seals sign-ins under way with the gate's keys.
-	g.console = g.newConsole(opts, seal.ParseKeys(getenv(interlock.SecretEnv)))
+	// The console seals sign-ins under way with the gate's keys, and the
+	// calls of tasks are boxed under them.
+	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
+	g.console = g.newConsole(opts, sealing)
+	if g.tasks, err = newTasks(opts.Tasks, sealing); err != nil {
+		return nil, err
+	}
 	gateOpts := g.gateOptions(f, opts, getenv)
 	if g.gate, err = interlock.NewGate(g.decider(f), &gateOpts); err != nil {
 		return nil, err
@@ -231,6 +241,9 @@ func (g *Gateway) newServer() *mcp.Server {
 		// records are the ones an operator reads.
 		Logger:   slog.New(quieter{g.log.Handler()}),
 		HasTools: true,
+		// A client of 2026-07-28 may ask for a task when a call waits for
+		// approval (tasks.go).
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{tasksExtension: map[string]any{}}},
 		// The lists are the upstreams' and offered tells clients which
 		// there are; the SDK must still know that there may be prompts and
 		// resources, or it refuses a client of 2026-07-28 the

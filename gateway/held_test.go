@@ -277,7 +277,7 @@ func TestTaskCallRefusedWithoutSession(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != 7 || got.Result != nil || got.Error.Code != -32602 || !strings.Contains(got.Error.Message, "task-augmented") {
+	if got.ID != 7 || got.Result != nil || got.Error.Code != -32602 || !strings.Contains(got.Error.Message, `call the tool without "task"`) {
 		t.Errorf("answer = %+v", got)
 	}
 }

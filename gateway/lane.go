@@ -168,7 +168,13 @@ func (l *lane) wrap(next http.Handler) http.Handler {
 func (l *lane) wrapStateless(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && sdkrules.POSTAccepted(r) {
-			if msgs := requestMessages(r); len(msgs) == 1 && msgs[0].Method == "tools/call" {
+			if msgs := requestMessages(r); len(msgs) == 1 && taskMethods[msgs[0].Method] {
+				if s := l.stateless(); s != nil && l.takesTask(msgs[0]) && taskHeaders(r.Header, msgs[0]) {
+					extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
+					l.answerTask(r.Context(), s, msgs[0], extra, &httpOut{w: w})
+					return
+				}
+			} else if len(msgs) == 1 && msgs[0].Method == "tools/call" {
 				if s := l.stateless(); s != nil {
 					if p, ok := l.takes(s, msgs[0]); ok && p.latest && sdkrules.ToolCallHeaders(r.Header, p.Name) && !headerBound(l.g.table().find(p.Name)) {
 						extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
@@ -306,9 +312,11 @@ type callParams struct {
 	RequestState   string          `json:"requestState"`
 	// latest is set for a request of protocol 2026-07-28.
 	latest bool
-	// task is set when the call asks to run as a task, which the gateway
-	// refuses (see errTaskCall).
-	task bool
+	// task is set when the call asks to run as a task as clients before
+	// 2026-07-28 do, which the gateway refuses (see errTaskCall); taskable
+	// when a client of 2026-07-28 declares the tasks extension, so that a
+	// call that waits for approval becomes a task (see tasks.go).
+	task, taskable bool
 }
 
 // serve runs a tools/call on the lane; false when the lane does not take
@@ -352,6 +360,7 @@ func (l *lane) takes(s *laneSession, m rpcMessage) (callParams, bool) {
 		return p, false
 	}
 	p.task = asksTask(m.Params)
+	p.taskable = p.latest && wantsTask(p.Meta)
 	return p, l.g.toolHandler(p.Name) != nil
 }
 
@@ -416,6 +425,17 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
 	}
 	res, err := l.chain(ctx, "tools/call", req)
+	if body, pending := pendingApproval(res); pending && p.taskable {
+		if t, terr := l.g.tasks.open(ctx, identify(ctx, req), p, body); terr == nil {
+			res, err = created(t)
+			laneServed.Add(1)
+			st.answer(m.ID, res, err)
+			return
+		} else {
+			// The call is answered as if no task had been asked for.
+			l.g.log.Warn("making a task", "tool", p.Name, "error", logText(terr.Error()))
+		}
+	}
 	if p.latest {
 		if res, err = v.result(res, err); err == nil {
 			res, err = l.completed(res)

@@ -115,6 +115,9 @@ func (l *lane) stdioLine(ctx context.Context, s *laneSession, line []byte, out *
 			l.call(callCtx, s, m, p, nil, &lineOut{w: out})
 		}()
 		return true
+	case l.takesTask(m):
+		go l.answerTask(ctx, s, m, nil, &lineOut{w: out})
+		return true
 	case m.Method == "" && len(m.ID) > 0:
 		return s.answer(m)
 	case m.Method == "notifications/cancelled":

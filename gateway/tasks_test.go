@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/approval"
+)
+
+// taskClient speaks 2026-07-28 to a gateway over streamable HTTP with an
+// API key, declaring the tasks extension.
+type taskClient struct {
+	t   *testing.T
+	url string
+	key string
+}
+
+// latestMetaTasks is the _meta of a request of 2026-07-28 whose client
+// declares the tasks extension.
+const latestMetaTasks = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+
+// rpc sends method with params (an object's members, without _meta) and
+// returns the answer's result or error.
+func (c taskClient) rpc(method, name, params string) (result, rpcErr map[string]any) {
+	c.t.Helper()
+	if params != "" {
+		params += ","
+	}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":{%s%s}}`, method, params, latestMetaTasks)
+	header := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}, "Mcp-Name": {name},
+		"Authorization": {"Bearer " + c.key}}
+	status, b, contentType := rawMCPType(c.t, c.url, "", header, body)
+	if status != http.StatusOK {
+		c.t.Fatalf("%s: status %d: %s", method, status, b)
+	}
+	if strings.HasPrefix(contentType, "text/event-stream") {
+		_, data, _ := strings.Cut(b, "data: ")
+		b, _, _ = strings.Cut(data, "\n")
+	}
+	var answer struct {
+		Result map[string]any `json:"result"`
+		Error  map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(b), &answer); err != nil {
+		c.t.Fatalf("%s: %v: %s", method, err, b)
+	}
+	return answer.Result, answer.Error
+}
+
+// call calls wipe on target, asking for a task.
+func (c taskClient) call(target string) map[string]any {
+	c.t.Helper()
+	res, rpcErr := c.rpc("tools/call", "wipe", fmt.Sprintf(`"name":"wipe","arguments":{"target":%q}`, target))
+	if rpcErr != nil {
+		c.t.Fatalf("tools/call: %v", rpcErr)
+	}
+	return res
+}
+
+// poll reads task id until its status is not working, or a while passed.
+func (c taskClient) poll(id string) (map[string]any, map[string]any) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, rpcErr := c.rpc("tasks/get", id, fmt.Sprintf(`"taskId":%q`, id))
+		if rpcErr != nil || res["status"] != "working" || time.Now().After(deadline) {
+			return res, rpcErr
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestApprovalAsTask: a client that declares the tasks extension gets a
+// task for a call that waits for approval, and its polls see the call run
+// once approved (the approval consumed), answered DECLINED once denied,
+// and cancelled with its approval withdrawn; the task is its owner's
+// alone, and an allowed call is answered at once.
+func TestApprovalAsTask(t *testing.T) {
+	f := testConfig(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+    - {sha256: %s, principal: bob, tenant: acme}
+    - {sha256: %s, principal: alice, tenant: other}
+    - {sha256: %s, principal: mallory, tenant: acme}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+`, HashKey("alice-key"), HashKey("bob-key"), HashKey("other-alice-key"), HashKey("mallory-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	alice := taskClient{t, srv.URL + "/mcp", "alice-key"}
+	bob := interlock.Identity{Tenant: "acme", Principal: "bob"}
+
+	tests := []struct {
+		name   string
+		decide func(t *testing.T, id, approvalID string)
+		status string
+		check  func(t *testing.T, res map[string]any, a *approval.Approval)
+	}{
+		{"approved", func(t *testing.T, _, approvalID string) {
+			if _, err := gw.approvals.Decide(t.Context(), approvalID, bob, approval.Approve, "ok"); err != nil {
+				t.Fatal(err)
+			}
+		}, "completed", func(t *testing.T, res map[string]any, a *approval.Approval) {
+			result, _ := res["result"].(map[string]any)
+			if !a.Consumed || result["resultType"] != "complete" || !strings.Contains(fmt.Sprint(result["content"]), "wiped") {
+				t.Errorf("approval consumed %t, result %v", a.Consumed, result)
+			}
+		}},
+		{"denied", func(t *testing.T, _, approvalID string) {
+			if _, err := gw.approvals.Decide(t.Context(), approvalID, bob, approval.Deny, "not today"); err != nil {
+				t.Fatal(err)
+			}
+		}, "completed", func(t *testing.T, res map[string]any, _ *approval.Approval) {
+			result, _ := res["result"].(map[string]any)
+			if result["isError"] != true || !strings.Contains(fmt.Sprint(result["structuredContent"]), "DECLINED") {
+				t.Errorf("result %v", result)
+			}
+		}},
+		{"cancelled by its caller", func(t *testing.T, id, _ string) {
+			if res, rpcErr := alice.rpc("tasks/cancel", id, fmt.Sprintf(`"taskId":%q`, id)); rpcErr != nil || res["resultType"] != "complete" {
+				t.Fatalf("tasks/cancel: %v %v", res, rpcErr)
+			}
+		}, "cancelled", func(t *testing.T, res map[string]any, a *approval.Approval) {
+			if a.State(time.Now()) != approval.Denied || a.Denial.Principal != "alice" || res["result"] != nil {
+				t.Errorf("approval %s by %+v, task %v", a.State(time.Now()), a.Denial, res)
+			}
+		}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			created := alice.call(fmt.Sprintf("disk-%d", i))
+			id, _ := created["taskId"].(string)
+			if created["resultType"] != "task" || created["status"] != "working" || !strings.HasPrefix(id, "tsk_") ||
+				!strings.Contains(fmt.Sprint(created["statusMessage"]), "waits for approval by bob") {
+				t.Fatalf("tools/call answered %v", created)
+			}
+			stored, err := gw.tasks.store.Get(t.Context(), id)
+			if err != nil || strings.Contains(string(stored.Call), "disk-") {
+				t.Fatalf("stored task %+v, %v: its call must be boxed", stored, err)
+			}
+			for _, who := range []string{"other-alice-key", "mallory-key"} {
+				other := taskClient{t, alice.url, who}
+				for _, method := range []string{"tasks/get", "tasks/cancel"} {
+					_, theirs := other.rpc(method, id, fmt.Sprintf(`"taskId":%q`, id))
+					_, none := other.rpc(method, "tsk_none", `"taskId":"tsk_none"`)
+					if theirs == nil || fmt.Sprint(theirs) != fmt.Sprint(none) {
+						t.Errorf("%s of alice's task by %s: %v; of no task: %v", method, who, theirs, none)
+					}
+				}
+			}
+			if res, _ := alice.rpc("tasks/get", id, fmt.Sprintf(`"taskId":%q`, id)); res["status"] != "working" {
+				t.Fatalf("before a decision: %v", res)
+			}
+			tt.decide(t, id, stored.Approval)
+			res, rpcErr := alice.poll(id)
+			if rpcErr != nil || res["status"] != tt.status || res["taskId"] != id || res["resultType"] != "complete" {
+				t.Fatalf("poll: %v %v", res, rpcErr)
+			}
+			a, err := gw.approvals.Store().Get(t.Context(), stored.Approval)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, res, a)
+			if again, _ := alice.rpc("tasks/get", id, fmt.Sprintf(`"taskId":%q`, id)); fmt.Sprint(again["result"]) != fmt.Sprint(res["result"]) {
+				t.Errorf("a later poll: %v", again)
+			}
+		})
+	}
+	t.Run("an allowed call is answered at once", func(t *testing.T) {
+		res, rpcErr := alice.rpc("tools/call", "echo", `"name":"echo","arguments":{"a":1}`)
+		if rpcErr != nil || res["resultType"] != "complete" || res["taskId"] != nil {
+			t.Errorf("echo: %v %v", res, rpcErr)
+		}
+	})
+}
