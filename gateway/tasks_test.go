@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 // taskClient speaks 2026-07-28 to a gateway over streamable HTTP with an
@@ -185,4 +187,60 @@ rules:
 			t.Errorf("echo: %v %v", res, rpcErr)
 		}
 	})
+}
+
+// TestTaskAcrossReplicas: a task made on one gateway completes when its
+// client polls another that shares the store, and is still there for a
+// gateway started after both stopped.
+func TestTaskAcrossReplicas(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	yaml := fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+`, HashKey("alice-key"))
+	replica := func() (*Gateway, *httptest.Server) {
+		st, err := sqlite.OpenState(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw := newGateway(t, testConfig(t, yaml, "fx"), Options{Version: "test", Logger: quiet, Getenv: testEnv("false"),
+			Tokens: st.Tokens(), Budgets: st.Budgets(), Approvals: st.Approvals(), Grants: st.Approvals(), Tasks: st.Tasks(),
+			ConsoleState: st.Console(), ConsoleSignal: st.Console()})
+		if err := gw.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw.Handler(false))
+		t.Cleanup(func() { srv.Close(); gw.Close(); st.Close() })
+		return gw, srv
+	}
+	first, firstSrv := replica()
+	second, secondSrv := replica()
+	created := taskClient{t, firstSrv.URL + "/mcp", "alice-key"}.call("disk")
+	id, _ := created["taskId"].(string)
+	stored, err := second.tasks.store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("the other replica's store: %v", err)
+	}
+	if _, err := second.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
+		t.Fatal(err)
+	}
+	res, rpcErr := taskClient{t, secondSrv.URL + "/mcp", "alice-key"}.poll(id)
+	if rpcErr != nil || res["status"] != "completed" {
+		t.Fatalf("polled on the other replica: %v %v", res, rpcErr)
+	}
+	firstSrv.Close()
+	first.Close()
+	secondSrv.Close()
+	second.Close()
+	_, laterSrv := replica()
+	later, rpcErr := taskClient{t, laterSrv.URL + "/mcp", "alice-key"}.poll(id)
+	if rpcErr != nil || fmt.Sprint(later["result"]) != fmt.Sprint(res["result"]) {
+		t.Errorf("after a restart: %v %v", later, rpcErr)
+	}
 }

@@ -273,7 +273,7 @@ func (s *serving) provisionStores(ctx context.Context) error {
 		approvals := st.Approvals()
 		s.gateways = approvals
 		opts.Tokens, opts.Budgets = st.Tokens(), st.Budgets()
-		opts.Approvals, opts.Grants = approvals, approvals
+		opts.Approvals, opts.Grants, opts.Tasks = approvals, approvals, st.Tasks()
 		opts.ConsoleState, opts.ConsoleSignal = st.Console(), st.Console()
 		s.store = "tokens, budgets, approvals, grants and console sessions in sqlite " + state + " (shared by every gateway on this data directory)"
 	}
@@ -283,7 +283,7 @@ func (s *serving) provisionStores(ctx context.Context) error {
 			return err
 		}
 		s.atEnd(func() { tokens.Close() })
-		opts.Tokens, opts.Approvals, opts.Grants, opts.Budgets = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets()
+		opts.Tokens, opts.Approvals, opts.Grants, opts.Budgets, opts.Tasks = tokens, tokens.Approvals(), tokens.Grants(), tokens.Budgets(), tokens.Tasks()
 		opts.ConsoleState, opts.ConsoleSignal = tokens.Console(), tokens.Console()
 		s.gateways = tokens.Roster()
 		// A binding no token is issued under: a round trip that changes nothing.
@@ -299,7 +299,7 @@ func (s *serving) provisionStores(ctx context.Context) error {
 			return err
 		}
 		s.atEnd(func() { approvals.Close() })
-		opts.Approvals, opts.Grants = approvals, approvals
+		opts.Approvals, opts.Grants, opts.Tasks = approvals, approvals, approvals.Tasks()
 		s.gateways = approvals
 		// The console's state follows the approvals it shows.
 		opts.ConsoleState, opts.ConsoleSignal = approvals.Console(), approvals.Console()
