@@ -241,9 +241,6 @@ func (g *Gateway) newServer() *mcp.Server {
 		// records are the ones an operator reads.
 		Logger:   slog.New(quieter{g.log.Handler()}),
 		HasTools: true,
-		// A client of 2026-07-28 may ask for a task when a call waits for
-		// approval (tasks.go).
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{tasksExtension: map[string]any{}}},
 		// The lists are the upstreams' and offered tells clients which
 		// there are; the SDK must still know that there may be prompts and
 		// resources, or it refuses a client of 2026-07-28 the

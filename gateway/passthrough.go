@@ -57,6 +57,9 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.DiscoverResult); ok && err == nil {
 				r.Capabilities, r.Instructions = g.offered(r.Capabilities, r.Instructions)
+				// A client of 2026-07-28 may ask for a task when a call
+				// waits for approval (tasks.go).
+				r.Capabilities.AddExtension(tasksExtension, nil)
 				r.Instructions = g.noteDown(ctx, req, r.Instructions)
 			}
 			return res, err

@@ -1,0 +1,175 @@
+// Approvals as tasks, driven by the official 2.x client and the tasks
+// extension's requester package (@modelcontextprotocol/ext-tasks): a call
+// that waits for approval becomes a task the client settles by polling,
+// without calling again; an approver decides over REST; another tenant's
+// identity cannot see the task.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import { createTaskSessionFromClient, resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
+
+import { BIN, SDK2, TEST_TIMEOUT, removeDir, startHttp, tempDataDir } from './harness.mjs';
+
+const T = { timeout: TEST_TIMEOUT };
+const MRTR = '2026-07-28';
+const CLIENT_INFO = { name: 'interlock-interop', version: '1.0.0' };
+const sha256 = (s) => createHash('sha256').update(s).digest('hex');
+
+function writeConfig(dir) {
+  const path = join(dir, 'interlock.yaml');
+  writeFileSync(
+    path,
+    [
+      'upstreams:',
+      '  - name: billing',
+      `    command: [${JSON.stringify(BIN)}, demo, --db, ${JSON.stringify(join(dir, 'demo.db'))}]`,
+      'auth:',
+      '  keys:',
+      `    - {sha256: ${sha256('agent-key')}, principal: agent, tenant: acme}`,
+      `    - {sha256: ${sha256('bob-key')}, principal: bob, tenant: acme}`,
+      `    - {sha256: ${sha256('other-agent-key')}, principal: agent, tenant: other}`,
+      'rules:',
+      '  - name: reminders-need-approval',
+      '    match: {tools: [send_reminder]}',
+      '    mode: approval',
+      '    approvers: [bob]',
+      '',
+    ].join('\n'),
+  );
+  return path;
+}
+
+// A fetch that sends key as the bearer credential.
+const withKey = (key) => (url, init = {}) => {
+  const headers = new Headers(init.headers);
+  headers.set('Authorization', `Bearer ${key}`);
+  return fetch(url, { ...init, headers });
+};
+
+// The answer of a POST of one JSON-RPC message, read from JSON or from the
+// last event of a stream.
+async function rpcAnswer(res) {
+  const text = await res.text();
+  if ((res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+    const data = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+    return JSON.parse(data.at(-1));
+  }
+  return JSON.parse(text);
+}
+
+// rawDispatch for ext-tasks: a task request of 2026-07-28 as streamable
+// HTTP carries it, with key as the credential.
+function rawDispatch(url, key) {
+  let n = 0;
+  return async (request) => {
+    const name = request.params?.name ?? request.params?.taskId ?? '';
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json',
+        Accept: 'application/json, text/event-stream',
+        'Mcp-Protocol-Version': MRTR,
+        'Mcp-Method': request.method,
+        'Mcp-Name': name,
+        Authorization: `Bearer ${key}`,
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: `interop-${++n}`, ...request }),
+    });
+    const answer = await rpcAnswer(res);
+    return answer.error ? { kind: 'error', error: answer.error } : { kind: 'result', result: answer.result };
+  };
+}
+
+// The pending approvals bob may decide, over the gateway's REST face.
+async function pendingFor(base, key) {
+  const res = await fetch(new URL('/v1/approvals', base), { headers: { Authorization: `Bearer ${key}` } });
+  assert.equal(res.status, 200, await res.clone().text());
+  const body = await res.json();
+  return body.approvals ?? body;
+}
+
+describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol/ext-tasks over streamable HTTP', () => {
+  let gw;
+  let dir;
+  let session;
+
+  before(async () => {
+    dir = tempDataDir();
+    gw = await startHttp({
+      dryRun: 'false',
+      sdk: SDK2,
+      extraArgs: ['--config', writeConfig(dir)],
+      fetch: withKey('agent-key'),
+      clientOptions: { versionNegotiation: { mode: { pin: MRTR } } },
+    });
+    session = createTaskSessionFromClient(gw.client, {
+      endpointId: 'interlock',
+      rawDispatch: rawDispatch(gw.url, 'agent-key'),
+      v2RequestFraming: { protocolVersion: MRTR, clientInfo: CLIENT_INFO, clientCapabilities: {} },
+    });
+  });
+
+  after(async () => {
+    await session?.close();
+    await gw?.close();
+    removeDir(dir);
+  });
+
+  it('the server offers the tasks extension', T, () => {
+    assert.deepEqual(gw.client.getServerCapabilities()?.extensions?.['io.modelcontextprotocol/tasks'], {});
+  });
+
+  it('a call that waits for approval settles with the tool result once bob approves, and ran once', T, async () => {
+    const execution = await session.callTool('send_reminder', { customer_id: 'acct_9931' });
+    let approvalId;
+    for (let i = 0; i < 100 && !approvalId; i++) {
+      approvalId = (await pendingFor(gw.url, 'bob-key')).find((a) => a.tool === 'send_reminder')?.id;
+      if (!approvalId) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.match(approvalId ?? '', /^apr_/, 'the call waits for an approval bob may decide');
+    const decided = await fetch(new URL(`/v1/approvals/${approvalId}/approve`, gw.url), {
+      method: 'POST',
+      headers: { Authorization: 'Bearer bob-key', 'Content-Type': 'application/json' },
+      body: '{"reason":"checked"}',
+    });
+    assert.equal(decided.status, 200, await decided.clone().text());
+    const { outcome } = await execution.settle();
+    const result = resultFromTaskOutcome(outcome);
+    assert.notEqual(result.isError, true, JSON.stringify(result));
+    assert.match(JSON.stringify(result.content), /acct_9931/);
+    const approval = await fetch(new URL(`/v1/approvals/${approvalId}`, gw.url), { headers: { Authorization: 'Bearer bob-key' } });
+    assert.equal((await approval.json()).state, 'consumed', 'the approval was used, once');
+  });
+
+  it("another tenant's agent is told the task does not exist, as for an id that never was", T, async () => {
+    const first = await rawDispatch(gw.url, 'agent-key')({
+      method: 'tools/call',
+      params: {
+        name: 'send_reminder',
+        arguments: { customer_id: 'acct_1024' },
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': MRTR,
+          'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
+          'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+        },
+      },
+    });
+    assert.equal(first.kind, 'result', JSON.stringify(first));
+    assert.equal(first.result.resultType, 'task');
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': MRTR,
+      'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const theirs = await rawDispatch(gw.url, 'other-agent-key')({ method: 'tasks/get', params: { taskId: first.result.taskId, _meta: meta } });
+    const none = await rawDispatch(gw.url, 'other-agent-key')({ method: 'tasks/get', params: { taskId: 'tsk_none', _meta: meta } });
+    assert.equal(theirs.kind, 'error');
+    assert.deepEqual(theirs.error, none.error);
+    const mine = await rawDispatch(gw.url, 'agent-key')({ method: 'tasks/get', params: { taskId: first.result.taskId, _meta: meta } });
+    assert.equal(mine.kind, 'result');
+    assert.equal(mine.result.status, 'working');
+  });
+});
