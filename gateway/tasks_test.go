@@ -98,6 +98,11 @@ rules:
     match: {tools: [wipe]}
     mode: approval
     approvers: [bob]
+  - name: counts-wait-a-second
+    match: {tools: [count]}
+    mode: approval
+    approvers: [bob]
+    timeout: 1s
 `, HashKey("alice-key"), HashKey("bob-key"), HashKey("other-alice-key"), HashKey("mallory-key")), "fx")
 	gw := start(t, f, "false")
 	srv := httptest.NewServer(gw.Handler(false))
@@ -181,6 +186,16 @@ rules:
 			}
 		})
 	}
+	t.Run("nobody decides in time", func(t *testing.T) {
+		created, _ := alice.rpc("tools/call", "count", `"name":"count","arguments":{}`)
+		id, _ := created["taskId"].(string)
+		time.Sleep(1100 * time.Millisecond)
+		res, rpcErr := alice.poll(id)
+		result, _ := res["result"].(map[string]any)
+		if rpcErr != nil || res["status"] != "completed" || !strings.Contains(fmt.Sprint(result["structuredContent"]), "CANCELLED") {
+			t.Errorf("poll after the approval expired: %v %v", res, rpcErr)
+		}
+	})
 	t.Run("an allowed call is answered at once", func(t *testing.T) {
 		res, rpcErr := alice.rpc("tools/call", "echo", `"name":"echo","arguments":{"a":1}`)
 		if rpcErr != nil || res["resultType"] != "complete" || res["taskId"] != nil {
