@@ -12,6 +12,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
+	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -219,12 +220,17 @@ rules:
     mode: approval
     approvers: [bob]
 `, HashKey("alice-key"))
+	log, err := sqlite.OpenAudit(t.Context(), filepath.Join(filepath.Dir(path), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
 	replica := func() (*Gateway, *httptest.Server) {
 		st, err := sqlite.OpenState(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		gw := newGateway(t, testConfig(t, yaml, "fx"), Options{Version: "test", Logger: quiet, Getenv: testEnv("false"),
+		gw := newGateway(t, testConfig(t, yaml, "fx"), Options{Version: "test", Logger: quiet, Getenv: testEnv("false"), Audit: log,
 			Tokens: st.Tokens(), Budgets: st.Budgets(), Approvals: st.Approvals(), Grants: st.Approvals(), Tasks: st.Tasks(),
 			ConsoleState: st.Console(), ConsoleSignal: st.Console()})
 		if err := gw.Start(t.Context()); err != nil {
@@ -245,9 +251,29 @@ rules:
 	if _, err := second.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
 		t.Fatal(err)
 	}
-	res, rpcErr := taskClient{t, secondSrv.URL + "/mcp", "alice-key"}.poll(id)
-	if rpcErr != nil || res["status"] != "completed" {
-		t.Fatalf("polled on the other replica: %v %v", res, rpcErr)
+	// Both replicas are polled at once: one claims the task and runs it.
+	polled := make(chan map[string]any, 2)
+	for _, srv := range []*httptest.Server{firstSrv, secondSrv} {
+		go func() {
+			res, _ := taskClient{t, srv.URL + "/mcp", "alice-key"}.poll(id)
+			polled <- res
+		}()
+	}
+	res := <-polled
+	if other := <-polled; res["status"] != "completed" || fmt.Sprint(other["result"]) != fmt.Sprint(res["result"]) {
+		t.Fatalf("polled on both replicas: %v and %v", res, other)
+	}
+	runs := 0
+	for rec, err := range log.Records(t.Context(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Tool == "wipe" && rec.Outcome == audit.OutcomeOK {
+			runs++
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the call ran %d times on two replicas polled at once", runs)
 	}
 	firstSrv.Close()
 	first.Close()
@@ -258,4 +284,63 @@ rules:
 	if rpcErr != nil || fmt.Sprint(later["result"]) != fmt.Sprint(res["result"]) {
 		t.Errorf("after a restart: %v %v", later, rpcErr)
 	}
+}
+
+// TestTaskRequestsAnOutsiderSends: task requests a client could forge are
+// answered with a JSON-RPC error that says what to fix and leaks nothing,
+// and a task whose stored call was changed fails without running.
+func TestTaskRequestsAnOutsiderSends(t *testing.T) {
+	f := testConfig(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+`, HashKey("alice-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	defer srv.Close()
+	alice := taskClient{t, srv.URL + "/mcp", "alice-key"}
+	for _, tt := range []struct{ name, method, params, says string }{
+		{"no task id", "tasks/get", ``, "params.taskId"},
+		{"a number for an id", "tasks/get", `"taskId":7`, "params.taskId"},
+		{"a null id", "tasks/cancel", `"taskId":null`, "params.taskId"},
+		{"an id of another shape", "tasks/get", `"taskId":"../../etc/passwd"`, "no task with this id"},
+		{"a long id", "tasks/get", `"taskId":"` + strings.Repeat("x", 10000) + `"`, "no task with this id"},
+		{"input for a task", "tasks/update", `"taskId":"tsk_none","inputResponses":{}`, "no task with this id"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var p struct {
+				TaskID string `json:"taskId"`
+			}
+			_ = json.Unmarshal([]byte("{"+tt.params+"}"), &p)
+			_, rpcErr := alice.rpc(tt.method, p.TaskID, tt.params)
+			if msg := fmt.Sprint(rpcErr["message"]); rpcErr == nil || !strings.Contains(msg, tt.says) || rpcErr["code"] != float64(-32602) {
+				t.Errorf("answer: %v", rpcErr)
+			}
+		})
+	}
+	t.Run("a changed call", func(t *testing.T) {
+		created := alice.call("disk")
+		id, _ := created["taskId"].(string)
+		stored, err := gw.tasks.store.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored.Call[len(stored.Call)-1] ^= 1
+		if ok, err := gw.tasks.store.Update(t.Context(), stored); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if _, err := gw.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
+			t.Fatal(err)
+		}
+		res, _ := alice.poll(id)
+		a, _ := gw.approvals.Store().Get(t.Context(), stored.Approval)
+		if res["status"] != "failed" || strings.Contains(fmt.Sprint(res), "seal") || a.Consumed {
+			t.Errorf("task %v; approval consumed %t", res, a.Consumed)
+		}
+	})
 }
