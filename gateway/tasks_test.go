@@ -13,6 +13,9 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/audit"
+	"github.com/interlock-mcp/interlock/internal/testdb"
+	"github.com/interlock-mcp/interlock/postgres"
+	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
@@ -205,11 +208,49 @@ rules:
 	})
 }
 
+// storeOptions are a gateway's stores in one shared backend, and what
+// closes them.
+type storeOptions func(t *testing.T) (Options, func())
+
+// sharedStores opens, for each backend, the stores every replica of a test
+// shares: the state file of one data directory, Redis under a prefix of
+// the test's own, PostgreSQL in a schema of its own.
+func sharedStores(t *testing.T) map[string]storeOptions {
+	dir := t.TempDir()
+	prefix := fmt.Sprintf("interlock-test:%d:", time.Now().UnixNano())
+	pg := testdb.Schema(t, "interlock_tasks_")
+	return map[string]storeOptions{
+		"the state file of one data directory": func(t *testing.T) (Options, func()) {
+			st, err := sqlite.OpenState(t.Context(), filepath.Join(dir, "state.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return Options{Tokens: st.Tokens(), Budgets: st.Budgets(), Approvals: st.Approvals(), Grants: st.Approvals(), Tasks: st.Tasks(),
+				ConsoleState: st.Console(), ConsoleSignal: st.Console()}, func() { st.Close() }
+		},
+		"redis": func(t *testing.T) (Options, func()) {
+			st, err := redis.Open(t.Context(), "redis://127.0.0.1:6379/0", prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return Options{Tokens: st, Budgets: st.Budgets(), Approvals: st.Approvals(), Grants: st.Grants(), Tasks: st.Tasks(),
+				ConsoleState: st.Console(), ConsoleSignal: st.Console()}, func() { st.Close() }
+		},
+		"postgres": func(t *testing.T) (Options, func()) {
+			st, err := postgres.OpenApprovals(t.Context(), pg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return Options{Approvals: st, Grants: st, Tasks: st.Tasks(), ConsoleState: st.Console(), ConsoleSignal: st.Console()}, func() { st.Close() }
+		},
+	}
+}
+
 // TestTaskAcrossReplicas: a task made on one gateway completes when its
-// client polls another that shares the store, and is still there for a
-// gateway started after both stopped.
+// client polls two others that share the store at once, the call run
+// once, and is still there for a gateway started after all stopped; in
+// each store a task can live in.
 func TestTaskAcrossReplicas(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
 	yaml := fmt.Sprintf(`
 auth:
   keys:
@@ -220,69 +261,72 @@ rules:
     mode: approval
     approvers: [bob]
 `, HashKey("alice-key"))
-	log, err := sqlite.OpenAudit(t.Context(), filepath.Join(filepath.Dir(path), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
-	replica := func() (*Gateway, *httptest.Server) {
-		st, err := sqlite.OpenState(t.Context(), path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gw := newGateway(t, testConfig(t, yaml, "fx"), Options{Version: "test", Logger: quiet, Getenv: testEnv("false"), Audit: log,
-			Tokens: st.Tokens(), Budgets: st.Budgets(), Approvals: st.Approvals(), Grants: st.Approvals(), Tasks: st.Tasks(),
-			ConsoleState: st.Console(), ConsoleSignal: st.Console()})
-		if err := gw.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(gw.Handler(false))
-		t.Cleanup(func() { srv.Close(); gw.Close(); st.Close() })
-		return gw, srv
-	}
-	first, firstSrv := replica()
-	second, secondSrv := replica()
-	created := taskClient{t, firstSrv.URL + "/mcp", "alice-key"}.call("disk")
-	id, _ := created["taskId"].(string)
-	stored, err := second.tasks.store.Get(t.Context(), id)
-	if err != nil {
-		t.Fatalf("the other replica's store: %v", err)
-	}
-	if _, err := second.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
-		t.Fatal(err)
-	}
-	// Both replicas are polled at once: one claims the task and runs it.
-	polled := make(chan map[string]any, 2)
-	for _, srv := range []*httptest.Server{firstSrv, secondSrv} {
-		go func() {
-			res, _ := taskClient{t, srv.URL + "/mcp", "alice-key"}.poll(id)
-			polled <- res
-		}()
-	}
-	res := <-polled
-	if other := <-polled; res["status"] != "completed" || fmt.Sprint(other["result"]) != fmt.Sprint(res["result"]) {
-		t.Fatalf("polled on both replicas: %v and %v", res, other)
-	}
-	runs := 0
-	for rec, err := range log.Records(t.Context(), 1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Tool == "wipe" && rec.Outcome == audit.OutcomeOK {
-			runs++
-		}
-	}
-	if runs != 1 {
-		t.Errorf("the call ran %d times on two replicas polled at once", runs)
-	}
-	firstSrv.Close()
-	first.Close()
-	secondSrv.Close()
-	second.Close()
-	_, laterSrv := replica()
-	later, rpcErr := taskClient{t, laterSrv.URL + "/mcp", "alice-key"}.poll(id)
-	if rpcErr != nil || fmt.Sprint(later["result"]) != fmt.Sprint(res["result"]) {
-		t.Errorf("after a restart: %v %v", later, rpcErr)
+	for name, open := range sharedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			log, err := sqlite.OpenAudit(t.Context(), filepath.Join(t.TempDir(), "audit.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { log.Close() })
+			var stops []func()
+			replica := func() (*Gateway, *httptest.Server) {
+				opts, closeStores := open(t)
+				opts.Version, opts.Logger, opts.Getenv, opts.Audit = "test", quiet, testEnv("false"), log
+				gw := newGateway(t, testConfig(t, yaml, "fx"), opts)
+				if err := gw.Start(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				srv := httptest.NewServer(gw.Handler(false))
+				stop := func() { srv.Close(); gw.Close(); closeStores() }
+				stops = append(stops, stop)
+				t.Cleanup(stop)
+				return gw, srv
+			}
+			_, firstSrv := replica()
+			second, secondSrv := replica()
+			third, thirdSrv := replica()
+			created := taskClient{t, firstSrv.URL + "/mcp", "alice-key"}.call("disk")
+			id, _ := created["taskId"].(string)
+			stored, err := second.tasks.store.Get(t.Context(), id)
+			if err != nil {
+				t.Fatalf("the other replica's store: %v", err)
+			}
+			if _, err := third.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
+				t.Fatal(err)
+			}
+			// Two replicas are polled at once: one claims the task and runs it.
+			polled := make(chan map[string]any, 2)
+			for _, srv := range []*httptest.Server{secondSrv, thirdSrv} {
+				go func() {
+					res, _ := taskClient{t, srv.URL + "/mcp", "alice-key"}.poll(id)
+					polled <- res
+				}()
+			}
+			res := <-polled
+			if other := <-polled; res["status"] != "completed" || fmt.Sprint(other["result"]) != fmt.Sprint(res["result"]) {
+				t.Fatalf("polled on two replicas: %v and %v", res, other)
+			}
+			runs := 0
+			for rec, err := range log.Records(t.Context(), 1) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec.Tool == "wipe" && rec.Outcome == audit.OutcomeOK {
+					runs++
+				}
+			}
+			if runs != 1 {
+				t.Errorf("the call ran %d times on two replicas polled at once", runs)
+			}
+			for _, stop := range stops {
+				stop()
+			}
+			_, laterSrv := replica()
+			later, rpcErr := taskClient{t, laterSrv.URL + "/mcp", "alice-key"}.poll(id)
+			if rpcErr != nil || fmt.Sprint(later["result"]) != fmt.Sprint(res["result"]) {
+				t.Errorf("after a restart: %v %v", later, rpcErr)
+			}
+		})
 	}
 }
 
