@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -387,4 +388,63 @@ rules:
 			t.Errorf("task %v; approval consumed %t", res, a.Consumed)
 		}
 	})
+}
+
+// TestApprovalAsTaskOverStdio: a client of 2026-07-28 on stdio gets its
+// task, and polls it to its result, on the same stream.
+func TestApprovalAsTaskOverStdio(t *testing.T) {
+	f := testConfig(t, `
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+`, "fx")
+	gw := start(t, f, "false")
+	in, out := stdioClient(t, gw)
+	lines := bufio.NewScanner(out)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	id := 0
+	rpc := func(method, params string) map[string]any {
+		t.Helper()
+		id++
+		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s,%s}}`+"\n", id, method, params, latestMetaTasks)
+		for lines.Scan() {
+			var answer struct {
+				ID     int            `json:"id"`
+				Result map[string]any `json:"result"`
+				Error  map[string]any `json:"error"`
+			}
+			if json.Unmarshal(lines.Bytes(), &answer) == nil && answer.ID == id {
+				if answer.Error != nil {
+					t.Fatalf("%s: %v", method, answer.Error)
+				}
+				return answer.Result
+			}
+		}
+		t.Fatalf("%s: the stream ended: %v", method, lines.Err())
+		return nil
+	}
+	created := rpc("tools/call", `"name":"wipe","arguments":{"target":"disk"}`)
+	taskID, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || created["status"] != "working" {
+		t.Fatalf("tools/call: %v", created)
+	}
+	stored, err := gw.tasks.store.Get(t.Context(), taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: stored.Tenant, Principal: "bob"}, approval.Approve, ""); err != nil {
+		t.Fatal(err)
+	}
+	var res map[string]any
+	for range 500 {
+		if res = rpc("tasks/get", fmt.Sprintf(`"taskId":%q`, taskID)); res["status"] != "working" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if result, _ := res["result"].(map[string]any); res["status"] != "completed" || !strings.Contains(fmt.Sprint(result["content"]), "wiped") {
+		t.Errorf("tasks/get: %v", res)
+	}
 }
