@@ -171,9 +171,11 @@ func mcpEnvelope(limit int64, next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusBadRequest, id, code, msg)
 				return
 			}
-			if m := msgs[0]; len(msgs) == 1 && m.Method == "tools/call" && len(m.ID) > 0 && asksTask(m.Params) {
+			if m := msgs[0]; len(msgs) == 1 && m.Method == "tools/call" && len(m.ID) > 0 && asksTask(m.Params) &&
+				(r.Header.Get(sessionIDHeader) == "" || r.Header.Get(protocolVersionHeader) != protocolTasks) {
 				// Refused before the SDK, which has no tasks and would run
-				// it as a plain call, whether or not the lane takes it.
+				// it as a plain call. A session of 2025-11-25 may ask for a
+				// task of the lane, which refuses what it does not take.
 				writeRPCError(w, http.StatusOK, m.ID, errTaskCall.Code, errTaskCall.Message)
 				return
 			}

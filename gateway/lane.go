@@ -149,6 +149,15 @@ func (l *lane) wrap(next http.Handler) http.Handler {
 				if l.serve(w, r, s, m) {
 					return
 				}
+				if asksTask(m.Params) {
+					// Not for the SDK, which would run it as a plain call.
+					writeRPCError(w, http.StatusOK, m.ID, errTaskCall.Code, errTaskCall.Message)
+					return
+				}
+			case l.takesTaskV1(s, m) && r.Header.Get(protocolVersionHeader) == s.ss.InitializeParams().ProtocolVersion:
+				extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
+				l.answerTaskV1(r.Context(), s, m, extra, &httpOut{w: w})
+				return
 			case m.Method == "" && len(m.ID) > 0:
 				if s.answer(m) {
 					w.WriteHeader(http.StatusAccepted)
@@ -407,8 +416,12 @@ func (s *laneSession) enter(ctx context.Context, id json.RawMessage) (context.Co
 // and writes its answer.
 func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callParams, extra *mcp.RequestExtra, out laneOut) {
 	st := &laneStream{s: s, out: out}
-	if p.task {
+	if p.task && (p.latest || !sessionTasks(s.ss)) {
 		st.answer(m.ID, nil, errTaskCall)
+		return
+	}
+	if p.task && l.g.upstreamTasks(p.Name) {
+		st.answer(m.ID, nil, errUpstreamTask)
 		return
 	}
 	ctx = withState(ctx, func(s *requestState) { s.lane = st })
@@ -425,6 +438,12 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
 	}
 	res, err := l.chain(ctx, "tools/call", req)
+	if p.task {
+		res, err = l.g.tasks.created(ctx, identify(ctx, req), p, res, err)
+		laneServed.Add(1)
+		st.answer(m.ID, res, err)
+		return
+	}
 	if body, pending := pendingApproval(res); pending && p.taskable {
 		if t, terr := l.g.tasks.open(ctx, identify(ctx, req), p, body); terr == nil {
 			res, err = created(t)

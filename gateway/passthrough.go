@@ -51,6 +51,8 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 			if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
 				r.Capabilities, r.Instructions = g.offered(r.Capabilities, r.Instructions)
 				r.Instructions = g.noteDown(ctx, req, r.Instructions)
+				// A client of 2025-11-25 may ask for a task (tasks.go).
+				return withTasks(r), nil
 			}
 			return res, err
 		case "server/discover":

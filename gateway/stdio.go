@@ -118,6 +118,9 @@ func (l *lane) stdioLine(ctx context.Context, s *laneSession, line []byte, out *
 	case l.takesTask(m):
 		go l.answerTask(ctx, s, m, nil, &lineOut{w: out})
 		return true
+	case l.takesTaskV1(s, m):
+		go l.answerTaskV1(ctx, s, m, nil, &lineOut{w: out})
+		return true
 	case m.Method == "" && len(m.ID) > 0:
 		return s.answer(m)
 	case m.Method == "notifications/cancelled":

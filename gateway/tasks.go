@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -70,6 +71,9 @@ type taskCall struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Meta      map[string]any  `json:"_meta,omitempty"`
+	// Earlier says its client speaks a protocol before 2026-07-28, whose
+	// results do not say they are complete.
+	Earlier bool `json:"earlier,omitempty"`
 }
 
 // tasks are the gateway's tasks: their store and the keys their calls are
@@ -124,7 +128,7 @@ func (ts *tasks) open(ctx context.Context, who interlock.Identity, p callParams,
 		}
 		meta[mcp.MetaKeyClientCapabilities] = caps
 	}
-	call, err := json.Marshal(taskCall{Name: p.Name, Arguments: p.Arguments, Meta: meta})
+	call, err := json.Marshal(taskCall{Name: p.Name, Arguments: p.Arguments, Meta: meta, Earlier: !p.latest})
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +136,30 @@ func (ts *tasks) open(ctx context.Context, who interlock.Identity, p callParams,
 	t := &task.Task{ID: task.NewID(), Tenant: who.Tenant, Principal: who.Principal, Tool: p.Name, Approval: body.ApprovalID,
 		Status: task.Working, Message: waitingMessage(body), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(taskTTL)}
 	t.Call = ts.sealer.Box(call, []byte(t.ID))
+	if err := ts.store.Create(ctx, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ended makes the task of a call of who's, p, that was answered at once
+// with res or err: a client of 2025-11-25 that asked for a task gets one
+// whatever the answer.
+func (ts *tasks) ended(ctx context.Context, who interlock.Identity, p callParams, res mcp.Result, err error) (*task.Task, error) {
+	now := time.Now()
+	t := &task.Task{ID: task.NewID(), Tenant: who.Tenant, Principal: who.Principal, Tool: p.Name, Status: task.Completed,
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(taskTTL)}
+	if err == nil {
+		t.Result, err = json.Marshal(res)
+	}
+	if err != nil {
+		rpcErr, ok := err.(*jsonrpc.Error)
+		if !ok {
+			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not complete the call"}
+		}
+		t.Status, t.Message, t.Result = task.Failed, rpcErr.Message, nil
+		t.Error, _ = json.Marshal(rpcErr)
+	}
 	if err := ts.store.Create(ctx, t); err != nil {
 		return nil, err
 	}
@@ -283,7 +311,7 @@ func (l *lane) runTask(t *task.Task) {
 	ctx := context.WithoutCancel(l.g.life)
 	ended := *t
 	ended.Claim, ended.UpdatedAt = "", time.Now()
-	res, err := l.rerun(ctx, t)
+	res, earlier, err := l.rerun(ctx, t)
 	if body, pending := pendingApproval(res); pending {
 		// The approval lapsed (approved, but not run in time) and the gate
 		// asked for a new one: the task waits for that.
@@ -294,6 +322,9 @@ func (l *lane) runTask(t *task.Task) {
 	if err == nil {
 		if res, err = l.completed(res); err == nil {
 			ended.Result, err = json.Marshal(res)
+		}
+		if raw, ok := sdkrules.Earlier(ended.Result); ok && earlier && err == nil {
+			ended.Result = raw
 		}
 	}
 	if err != nil {
@@ -311,19 +342,20 @@ func (l *lane) runTask(t *task.Task) {
 }
 
 // rerun makes task t's call again, as its owner, through the lane's
-// middleware and the gate.
-func (l *lane) rerun(ctx context.Context, t *task.Task) (mcp.Result, error) {
+// middleware and the gate; earlier says the task's client speaks a
+// protocol before 2026-07-28.
+func (l *lane) rerun(ctx context.Context, t *task.Task) (res mcp.Result, earlier bool, err error) {
 	plain, err := l.g.tasks.sealer.Unbox(t.Call, []byte(t.ID))
 	if err != nil {
-		return nil, fmt.Errorf("opening the call of task %s: %w", t.ID, err)
+		return nil, false, fmt.Errorf("opening the call of task %s: %w", t.ID, err)
 	}
 	var call taskCall
 	if err := json.Unmarshal(plain, &call); err != nil {
-		return nil, fmt.Errorf("reading the call of task %s: %w", t.ID, err)
+		return nil, false, fmt.Errorf("reading the call of task %s: %w", t.ID, err)
 	}
 	s := l.stateless()
 	if s == nil {
-		return nil, errors.New("the gateway is closing")
+		return nil, call.Earlier, errors.New("the gateway is closing")
 	}
 	ctx = withState(ctx, func(st *requestState) {
 		st.who, st.identified = interlock.Identity{Tenant: t.Tenant, Principal: t.Principal}, true
@@ -331,11 +363,12 @@ func (l *lane) rerun(ctx context.Context, t *task.Task) (mcp.Result, error) {
 	v := &verbatim{latest: true}
 	ctx = withState(ctx, func(st *requestState) { st.verbatim = v })
 	req := &mcp.CallToolRequest{Session: s.ss, Params: &mcp.CallToolParamsRaw{Name: call.Name, Arguments: call.Arguments, Meta: call.Meta}}
-	res, err := l.chain(ctx, "tools/call", req)
+	res, err = l.chain(ctx, "tools/call", req)
 	if _, pending := pendingApproval(res); pending {
-		return res, err
+		return res, call.Earlier, err
 	}
-	return v.result(res, err)
+	res, err = v.result(res, err)
+	return res, call.Earlier, err
 }
 
 // cancelTask cancels task t for its owner who: a task still waiting has
@@ -395,12 +428,29 @@ func (l *lane) answerTask(ctx context.Context, s *laneSession, m rpcMessage, ext
 	(&laneStream{s: s, out: out}).answer(m.ID, res, err)
 }
 
-// errTaskCall refuses a call that asks, as clients before 2026-07-28 do,
-// to run as a task (params.task): interlock serves the tasks extension of
-// 2026-07-28 only, and a call run as a plain one would answer with a
-// result the client did not ask for.
+// errTaskCall refuses a call that asks to run as a task (params.task) where
+// interlock makes no task of it: a client of a protocol before 2025-11-25,
+// or of 2026-07-28, which declares the tasks extension instead. A call run
+// as a plain one would answer with a result the client did not ask for.
 var errTaskCall = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-	Message: "interlock carries tasks as the 2026-07-28 extension (io.modelcontextprotocol/tasks), not the experimental tasks of earlier protocols; call the tool without \"task\""}
+	Message: "interlock does not carry task-augmented tool calls (params.task) of this protocol version: a client of 2025-11-25 may send them, one of 2026-07-28 declares the tasks extension (io.modelcontextprotocol/tasks) instead; call the tool without \"task\""}
+
+// errUpstreamTask refuses a call that asks to run as a task of a tool whose
+// server runs tasks of its own (its definition says how, in execution):
+// interlock does not carry an upstream's tasks.
+var errUpstreamTask = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+	Message: "interlock does not carry task-augmented tool calls to the server behind this tool, which runs tasks of its own; call the tool without \"task\""}
+
+// upstreamTasks reports whether the server behind the tool name says how
+// it runs the tool as a task of its own.
+func (g *Gateway) upstreamTasks(name string) bool {
+	m := g.table().find(name)
+	if m == nil {
+		return false
+	}
+	_, own := m.upstream.extras.of(strings.TrimPrefix(name, m.upstream.cfg.Prefix))["execution"]
+	return own
+}
 
 // asksTask reports whether a tools/call's params carry a task, as clients
 // before 2026-07-28 ask for one.
@@ -409,4 +459,216 @@ func asksTask(params json.RawMessage) bool {
 		Task json.RawMessage `json:"task"`
 	}
 	return json.Unmarshal(params, &t) == nil && len(t.Task) > 0 && string(t.Task) != "null"
+}
+
+// Clients of 2025-11-25 ask for a task as that protocol's experimental
+// tasks do: params.task in the call, the tasks capability in initialize,
+// and tasks/get, tasks/result (which waits for the end), tasks/list and
+// tasks/cancel on their session. They get the same tasks, in that
+// protocol's words: a task is "failed" when its tool's result is an
+// error, and tasks/result gives the tool's result itself. Earlier
+// protocols have no tasks.
+
+// protocolTasks is the first protocol with the experimental tasks.
+const protocolTasks = "2025-11-25"
+
+// sessionTasks reports whether the client of ss speaks the experimental
+// tasks: it initialized with 2025-11-25.
+func sessionTasks(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= protocolTasks && ip.ProtocolVersion < protocolNew
+}
+
+// tasksCapability is the tasks capability of 2025-11-25, as interlock
+// offers it: tasks/list, tasks/cancel, and tools/call as a task.
+var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+
+// initializeWithTasks is an initialize result that offers the tasks
+// capability, which go-sdk's ServerCapabilities has no field for.
+type initializeWithTasks struct{ *mcp.InitializeResult }
+
+func (r *initializeWithTasks) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.InitializeResult)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	caps := map[string]json.RawMessage{}
+	if c, ok := fields["capabilities"]; ok {
+		if err := json.Unmarshal(c, &caps); err != nil {
+			return nil, err
+		}
+	}
+	caps["tasks"] = tasksCapability
+	if fields["capabilities"], err = json.Marshal(caps); err != nil {
+		return nil, err
+	}
+	return json.Marshal(fields)
+}
+
+// withTasks offers the tasks capability in r when its client speaks them.
+func withTasks(r *mcp.InitializeResult) mcp.Result {
+	if r.ProtocolVersion < protocolTasks || r.ProtocolVersion >= protocolNew {
+		return r
+	}
+	return &initializeWithTasks{r}
+}
+
+// taskMethodsV1 are the methods of the experimental tasks the lane serves.
+var taskMethodsV1 = map[string]bool{"tasks/get": true, "tasks/result": true, "tasks/list": true, "tasks/cancel": true}
+
+// takesTaskV1 reports whether the lane serves m, a request of the
+// experimental tasks from the client of session s.
+func (l *lane) takesTaskV1(s *laneSession, m rpcMessage) bool {
+	return taskMethodsV1[m.Method] && len(m.ID) > 0 && !laneOff.Load() && s != nil && sessionTasks(s.ss)
+}
+
+// answerTaskV1 serves m, a request takesTaskV1 took, and writes its answer
+// to out.
+func (l *lane) answerTaskV1(ctx context.Context, s *laneSession, m rpcMessage, extra *mcp.RequestExtra, out laneOut) {
+	who := identify(ctx, &mcp.CallToolRequest{Extra: extra})
+	res, err := l.serveTaskV1(ctx, who, m.Method, m.Params)
+	(&laneStream{s: s, out: out}).answer(m.ID, res, err)
+}
+
+// serveTaskV1 answers a request of the experimental tasks from who.
+func (l *lane) serveTaskV1(ctx context.Context, who interlock.Identity, method string, params json.RawMessage) (mcp.Result, error) {
+	ts := l.g.tasks
+	if method == "tasks/list" {
+		list, err := ts.store.List(ctx, who.Tenant, who.Principal)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock's task store cannot be reached; list again in a moment"}
+		}
+		tasks := make([]map[string]any, len(list))
+		for i, t := range list {
+			tasks[i] = taskFieldsV1(t)
+		}
+		return rawResult(map[string]any{"tasks": tasks})
+	}
+	var p taskParams
+	if json.Unmarshal(params, &p) != nil || p.TaskID == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " names its task in params.taskId"}
+	}
+	t, err := l.ownTask(ctx, who, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	switch method {
+	case "tasks/get":
+		return rawResult(taskFieldsV1(l.advance(ctx, t)))
+	case "tasks/cancel":
+		if err := l.cancelTask(ctx, who, t); err != nil {
+			return nil, err
+		}
+		if t, err = ts.store.Get(ctx, t.ID); err != nil {
+			return nil, errNoTask
+		}
+		return rawResult(taskFieldsV1(t))
+	}
+	return l.taskResultV1(ctx, t)
+}
+
+// ownTask returns task id when who owns it; errNoTask when there is no
+// such task or another owns it.
+func (l *lane) ownTask(ctx context.Context, who interlock.Identity, id string) (*task.Task, error) {
+	t, err := l.g.tasks.store.Get(ctx, id)
+	if errors.Is(err, task.ErrUnknown) || (err == nil && !t.OwnedBy(who.Tenant, who.Principal)) {
+		return nil, errNoTask
+	}
+	if err != nil {
+		l.g.log.Warn("reading a task", "task", id, "error", logText(err.Error()))
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock's task store cannot be reached; ask again in a moment"}
+	}
+	return t, nil
+}
+
+// taskResultV1 waits, within ctx, for task t to end, and gives its
+// tool's result, or its error.
+func (l *lane) taskResultV1(ctx context.Context, t *task.Task) (mcp.Result, error) {
+	for {
+		if t = l.advance(ctx, t); t.Terminal() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(taskPoll / 4):
+		}
+		now, err := l.g.tasks.store.Get(ctx, t.ID)
+		if err != nil {
+			return nil, errNoTask
+		}
+		t = now
+	}
+	switch t.Status {
+	case task.Completed:
+		var fields map[string]any
+		if err := json.Unmarshal(t.Result, &fields); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not read the task's result"}
+		}
+		meta, _ := fields["_meta"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta["io.modelcontextprotocol/related-task"] = map[string]any{"taskId": t.ID}
+		fields["_meta"] = meta
+		return rawResult(fields)
+	case task.Failed:
+		rpcErr := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: t.Message}
+		_ = json.Unmarshal(t.Error, rpcErr)
+		return nil, rpcErr
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the task was cancelled: " + t.Message}
+}
+
+// rawResult is fields as a result.
+func rawResult(fields map[string]any) (mcp.Result, error) {
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: raw}, nil
+}
+
+// taskFieldsV1 are what the experimental tasks say of task t.
+func taskFieldsV1(t *task.Task) map[string]any {
+	status := t.Status
+	var result struct {
+		IsError bool `json:"isError"`
+	}
+	if status == task.Completed && json.Unmarshal(t.Result, &result) == nil && result.IsError {
+		status = task.Failed
+	}
+	f := map[string]any{
+		"taskId":        t.ID,
+		"status":        status,
+		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt": t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		"ttl":           t.ExpiresAt.Sub(t.CreatedAt).Milliseconds(),
+		"pollInterval":  taskPoll.Milliseconds(),
+	}
+	if t.Message != "" {
+		f["statusMessage"] = t.Message
+	}
+	return f
+}
+
+// created is the answer to a call of a client of 2025-11-25 that asked
+// for a task: the task, which waits when the call waits for approval and
+// holds the call's answer otherwise.
+func (ts *tasks) created(ctx context.Context, who interlock.Identity, p callParams, res mcp.Result, err error) (mcp.Result, error) {
+	var t *task.Task
+	var terr error
+	if body, pending := pendingApproval(res); pending {
+		t, terr = ts.open(ctx, who, p, body)
+	} else {
+		t, terr = ts.ended(ctx, who, p, res, err)
+	}
+	if terr != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not keep the task; call again in a moment"}
+	}
+	return rawResult(map[string]any{"task": taskFieldsV1(t)})
 }

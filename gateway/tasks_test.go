@@ -18,6 +18,7 @@ import (
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/sqlite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // taskClient speaks 2026-07-28 to a gateway over streamable HTTP with an
@@ -446,5 +447,102 @@ rules:
 	}
 	if result, _ := res["result"].(map[string]any); res["status"] != "completed" || !strings.Contains(fmt.Sprint(result["content"]), "wiped") {
 		t.Errorf("tasks/get: %v", res)
+	}
+}
+
+// TestApprovalAsTaskOfEarlierClients: a client of 2025-11-25 on an HTTP
+// session is offered tasks in initialize and on the tools that may wait
+// for approval; its call with params.task waits as a task it can get,
+// list and wait on with tasks/result, which gives the tool's result once
+// approved; another tenant's principal of the same name finds nothing.
+func TestApprovalAsTaskOfEarlierClients(t *testing.T) {
+	f := testConfig(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+    - {sha256: %s, principal: alice, tenant: other}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+`, HashKey("alice-key"), HashKey("other-alice-key")), "fx")
+	gw := start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	// Closed after the sessions, whose streams it would wait for.
+	t.Cleanup(srv.Close)
+	url := srv.URL + MCPPath
+	open := func(key string) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}, &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	rpc := func(cs *mcp.ClientSession, key, method, params string) (result, rpcErr map[string]any) {
+		t.Helper()
+		header := http.Header{"Authorization": {"Bearer " + key}, "Mcp-Protocol-Version": {protocolTasks}}
+		status, b, contentType := rawMCPType(t, url, cs.ID(), header, `{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":{`+params+`}}`)
+		if status != http.StatusOK {
+			t.Fatalf("%s: %d %s", method, status, b)
+		}
+		if strings.HasPrefix(contentType, "text/event-stream") {
+			_, data, _ := strings.Cut(b, "data: ")
+			b, _, _ = strings.Cut(data, "\n")
+		}
+		var answer struct {
+			Result map[string]any `json:"result"`
+			Error  map[string]any `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(b), &answer); err != nil {
+			t.Fatalf("%s: %v: %s", method, err, b)
+		}
+		return answer.Result, answer.Error
+	}
+	alice, other := open("alice-key"), open("other-alice-key")
+	list, _ := rpc(alice, "alice-key", "tools/list", "")
+	support := map[string]any{}
+	for _, tool := range list["tools"].([]any) {
+		tool := tool.(map[string]any)
+		support[tool["name"].(string)] = tool["execution"]
+	}
+	if fmt.Sprint(support["wipe"]) != "map[taskSupport:optional]" || support["echo"] != nil {
+		t.Errorf("execution of wipe %v, of echo %v", support["wipe"], support["echo"])
+	}
+	created, rpcErr := rpc(alice, "alice-key", "tools/call", `"name":"wipe","arguments":{"target":"disk"},"task":{"ttl":60000}`)
+	tk, _ := created["task"].(map[string]any)
+	id, _ := tk["taskId"].(string)
+	if rpcErr != nil || tk["status"] != "working" || !strings.HasPrefix(id, "tsk_") {
+		t.Fatalf("tools/call: %v %v", created, rpcErr)
+	}
+	if got, _ := rpc(alice, "alice-key", "tasks/get", `"taskId":"`+id+`"`); got["status"] != "working" || got["taskId"] != id {
+		t.Errorf("tasks/get: %v", got)
+	}
+	if listed, _ := rpc(alice, "alice-key", "tasks/list", ""); !strings.Contains(fmt.Sprint(listed["tasks"]), id) {
+		t.Errorf("tasks/list: %v", listed)
+	}
+	if listed, _ := rpc(other, "other-alice-key", "tasks/list", ""); strings.Contains(fmt.Sprint(listed), id) {
+		t.Errorf("tasks/list of alice of tenant other: %v", listed)
+	}
+	for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		_, theirs := rpc(other, "other-alice-key", method, `"taskId":"`+id+`"`)
+		_, none := rpc(other, "other-alice-key", method, `"taskId":"tsk_none"`)
+		if theirs == nil || fmt.Sprint(theirs) != fmt.Sprint(none) {
+			t.Errorf("%s by alice of tenant other: %v; of no task: %v", method, theirs, none)
+		}
+	}
+	stored, err := gw.tasks.store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
+		t.Fatal(err)
+	}
+	res, rpcErr := rpc(alice, "alice-key", "tasks/result", `"taskId":"`+id+`"`)
+	if rpcErr != nil || !strings.Contains(fmt.Sprint(res["content"]), "wiped") || res["resultType"] != nil ||
+		!strings.Contains(fmt.Sprint(res["_meta"]), id) {
+		t.Errorf("tasks/result: %v %v", res, rpcErr)
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -267,12 +270,26 @@ func (g *Gateway) toolFields(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		extras := map[string]map[string]json.RawMessage{}
 		table := g.table()
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		tasks := ss != nil && sessionTasks(ss)
 		for _, t := range list.Tools {
-			if m := table.find(t.Name); m != nil {
-				u := m.upstream
-				if x := u.extras.of(strings.TrimPrefix(t.Name, u.cfg.Prefix)); x != nil {
-					extras[t.Name] = x
+			m := table.find(t.Name)
+			if m == nil {
+				continue
+			}
+			u := m.upstream
+			x := u.extras.of(strings.TrimPrefix(t.Name, u.cfg.Prefix))
+			if _, own := x["execution"]; tasks && !own && g.waitsForApproval(m) {
+				// A call that may wait for approval may run as a task
+				// (tasks.go); the upstream's own say is kept.
+				x = maps.Clone(x)
+				if x == nil {
+					x = map[string]json.RawMessage{}
 				}
+				x["execution"] = json.RawMessage(`{"taskSupport":"optional"}`)
+			}
+			if x != nil {
+				extras[t.Name] = x
 			}
 		}
 		if len(extras) == 0 {
@@ -280,4 +297,10 @@ func (g *Gateway) toolFields(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return &toolsWithExtras{ListToolsResult: list, extras: extras}, nil
 	}
+}
+
+// waitsForApproval reports whether a call of m may wait for approval: a
+// rule in force may decide it so.
+func (g *Gateway) waitsForApproval(m *mirroredTool) bool {
+	return slices.Contains(g.config().Policy.ToolModes(m.tool.Name, m.tool.Upstream, m.tool.Hints), interlock.ModeApproval)
 }

@@ -105,39 +105,49 @@ type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestTaskCallsRefused: a tools/call that asks to run as a task is
-// refused with an error that says so; the same call without a task runs.
-func TestTaskCallsRefused(t *testing.T) {
+// TestTaskCallsOfEarlierClients: a tools/call that asks to run as a task
+// (params.task) is a task for a client of 2025-11-25, whose tasks/result
+// gives the call's result, and is refused, with an error that says so,
+// to a client of an earlier protocol; a null task is no task.
+func TestTaskCallsOfEarlierClients(t *testing.T) {
 	gw := start(t, testConfig(t, "", "fx"), "false")
-	in, out := stdioClient(t, gw)
-	lines := bufio.NewScanner(out)
-	send := func(msg string) {
-		if _, err := io.WriteString(in, msg+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	answer := func(id string) map[string]json.RawMessage {
-		for lines.Scan() {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(lines.Bytes(), &m) == nil && string(m["id"]) == id {
-				return m
+	session := func(t *testing.T, protocol string) (send func(string), answer func(string) map[string]json.RawMessage) {
+		in, out := stdioClient(t, gw)
+		lines := bufio.NewScanner(out)
+		send = func(msg string) {
+			if _, err := io.WriteString(in, msg+"\n"); err != nil {
+				t.Fatal(err)
 			}
 		}
-		t.Fatalf("no answer to %s", id)
-		return nil
+		answer = func(id string) map[string]json.RawMessage {
+			for lines.Scan() {
+				var m map[string]json.RawMessage
+				if json.Unmarshal(lines.Bytes(), &m) == nil && string(m["id"]) == id {
+					return m
+				}
+			}
+			t.Fatalf("no answer to %s", id)
+			return nil
+		}
+		send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + protocol + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		init := answer("1")
+		if offers := strings.Contains(string(init["result"]), `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`); offers != (protocol == "2025-11-25") {
+			t.Errorf("initialize of %s offers tasks: %t: %s", protocol, offers, init["result"])
+		}
+		send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+		return send, answer
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	answer("1")
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
 	for _, tc := range []struct {
-		name, params string
-		refused      bool
+		name, protocol, params string
+		want                   string // what the answer holds: "task", "refused" or "result"
 	}{
-		{"as a task", `{"name":"echo","arguments":{},"task":{"ttl":60000}}`, true},
-		{"with a null task", `{"name":"echo","arguments":{},"task":null}`, false},
-		{"plain", `{"name":"echo","arguments":{}}`, false},
+		{"as a task, 2025-11-25", "2025-11-25", `{"name":"echo","arguments":{},"task":{"ttl":60000}}`, "task"},
+		{"as a task, 2025-06-18", "2025-06-18", `{"name":"echo","arguments":{},"task":{"ttl":60000}}`, "refused"},
+		{"with a null task", "2025-11-25", `{"name":"echo","arguments":{},"task":null}`, "result"},
+		{"plain", "2025-11-25", `{"name":"echo","arguments":{}}`, "result"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			send, answer := session(t, tc.protocol)
 			send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + tc.params + `}`)
 			m := answer("2")
 			var rpcErr struct {
@@ -145,11 +155,31 @@ func TestTaskCallsRefused(t *testing.T) {
 				Message string `json:"message"`
 			}
 			_ = json.Unmarshal(m["error"], &rpcErr)
-			if refused := m["error"] != nil; refused != tc.refused {
-				t.Fatalf("refused = %v, want %v: %s", refused, tc.refused, m)
+			var res struct {
+				Task struct {
+					TaskID string `json:"taskId"`
+					Status string `json:"status"`
+				} `json:"task"`
+				Content json.RawMessage `json:"content"`
 			}
-			if tc.refused && (rpcErr.Code != -32602 || !strings.Contains(rpcErr.Message, "task")) {
-				t.Errorf("error = %+v, want invalid params that name tasks", rpcErr)
+			_ = json.Unmarshal(m["result"], &res)
+			switch tc.want {
+			case "refused":
+				if rpcErr.Code != -32602 || !strings.Contains(rpcErr.Message, "task") {
+					t.Errorf("answer %s, want invalid params that name tasks", m)
+				}
+			case "result":
+				if m["error"] != nil || res.Content == nil || res.Task.TaskID != "" {
+					t.Errorf("answer %s, want the call's result", m)
+				}
+			case "task":
+				if res.Task.Status != "completed" || !strings.HasPrefix(res.Task.TaskID, "tsk_") {
+					t.Fatalf("answer %s, want a completed task", m)
+				}
+				send(`{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"` + res.Task.TaskID + `"}}`)
+				if got := answer("3"); !strings.Contains(string(got["result"]), `"content"`) || !strings.Contains(string(got["result"]), res.Task.TaskID) {
+					t.Errorf("tasks/result: %s", got)
+				}
 			}
 		})
 	}

@@ -173,3 +173,55 @@ describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol
     assert.equal(mine.result.status, 'working');
   });
 });
+
+describe('approvals as tasks: client 2.x in its legacy mode (2025-11-25, experimental tasks) with @modelcontextprotocol/ext-tasks over streamable HTTP', () => {
+  let gw;
+  let dir;
+  let session;
+
+  before(async () => {
+    dir = tempDataDir();
+    gw = await startHttp({
+      dryRun: 'false',
+      sdk: SDK2,
+      extraArgs: ['--config', writeConfig(dir)],
+      fetch: withKey('agent-key'),
+      clientOptions: { versionNegotiation: { mode: 'legacy' } },
+    });
+    session = createTaskSessionFromClient(gw.client, { endpointId: 'interlock' });
+  });
+
+  after(async () => {
+    await session?.close();
+    await gw?.close();
+    removeDir(dir);
+  });
+
+  it('initialize offers tasks, and send_reminder may run as one', T, async () => {
+    assert.deepEqual(gw.client.getServerCapabilities()?.tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
+    const { tools } = await gw.client.listTools();
+    assert.deepEqual(tools.find((t) => t.name === 'send_reminder')?.execution, { taskSupport: 'optional' });
+    assert.equal(tools.find((t) => t.name === 'list_customers')?.execution, undefined);
+  });
+
+  it('a call that waits for approval settles with the tool result once bob approves', T, async () => {
+    const execution = await session.callTool('send_reminder', { customer_id: 'acct_1024' }, { task: { preference: 'prefer' } });
+    let approvalId;
+    for (let i = 0; i < 100 && !approvalId; i++) {
+      approvalId = (await pendingFor(gw.url, 'bob-key')).find((a) => a.tool === 'send_reminder')?.id;
+      if (!approvalId) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.match(approvalId ?? '', /^apr_/, 'the call waits for an approval bob may decide');
+    const decided = await fetch(new URL(`/v1/approvals/${approvalId}/approve`, gw.url), {
+      method: 'POST',
+      headers: { Authorization: 'Bearer bob-key', 'Content-Type': 'application/json' },
+      body: '{}',
+    });
+    assert.equal(decided.status, 200, await decided.clone().text());
+    const { outcome } = await execution.settle();
+    const result = resultFromTaskOutcome(outcome);
+    assert.notEqual(result.isError, true, JSON.stringify(result));
+    assert.match(JSON.stringify(result.content), /acct_1024/);
+  });
+});
+

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,10 +156,18 @@ func goWait(d time.Duration, cond func() bool) bool {
 
 var goFeatures = []goFeature{
 	{"capabilities", func(_ context.Context, c *goConn) (any, error) {
-		// interlock offers what the upstream offers, less tasks (which it
-		// refuses), and may add completions.
+		// interlock offers what the upstream offers, less the upstream's
+		// tasks (which it does not carry), and may add completions and
+		// tasks of its own (for calls that wait for approval).
 		caps := *c.cs.InitializeResult().Capabilities
 		caps.Completions = nil
+		if caps.Extensions != nil {
+			caps.Extensions = maps.Clone(caps.Extensions)
+			delete(caps.Extensions, "io.modelcontextprotocol/tasks")
+			if len(caps.Extensions) == 0 {
+				caps.Extensions = nil
+			}
+		}
 		b, err := json.Marshal(caps)
 		if err != nil {
 			return nil, err
