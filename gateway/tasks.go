@@ -282,15 +282,24 @@ func (l *lane) advance(ctx context.Context, t *task.Task) *task.Task {
 		// asks again.
 		return t
 	}
+	// The run counts as a call in flight, so that a gateway that stops
+	// lets it end; one that drains already claims nothing.
+	if !l.g.inFlight.enter() {
+		return t
+	}
 	run := *t
 	run.Claim, run.UpdatedAt = ts.claim, now
 	run.Message = fmt.Sprintf("The approval %s was decided; the call runs.", t.Approval)
 	if ok, err := ts.store.Update(ctx, &run); err != nil || !ok {
 		// Another replica claimed it, or the store failed: the next poll
 		// reads what became of it.
+		l.g.inFlight.leave()
 		return t
 	}
-	go l.runTask(&run)
+	go func() {
+		defer l.g.inFlight.leave()
+		l.runTask(&run)
+	}()
 	return &run
 }
 
@@ -312,6 +321,13 @@ func (l *lane) runTask(t *task.Task) {
 	ended := *t
 	ended.Claim, ended.UpdatedAt = "", time.Now()
 	res, earlier, err := l.rerun(ctx, t)
+	if cr, ok := res.(*mcp.CallToolResult); ok && cr.IsError && interlock.BodyOfResult(cr).Message == interlock.BodyOf(errDraining).Message {
+		// The gateway began to stop before the call reached the gate:
+		// nothing ran, and a poll of another gateway runs it.
+		ended.Message = t.Message
+		l.settle(ctx, t, &ended)
+		return
+	}
 	if body, pending := pendingApproval(res); pending {
 		// The approval lapsed (approved, but not run in time) and the gate
 		// asked for a new one: the task waits for that.

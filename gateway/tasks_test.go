@@ -546,3 +546,55 @@ rules:
 		t.Errorf("tasks/result: %v %v", res, rpcErr)
 	}
 }
+
+// TestTaskOfADrainingGateway: a gateway that drains claims no task, so a
+// task it is polled for stays waiting, and another gateway on the store
+// runs it.
+func TestTaskOfADrainingGateway(t *testing.T) {
+	yaml := fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+`, HashKey("alice-key"))
+	open := sharedStores(t)["the state file of one data directory"]
+	replica := func() (*Gateway, *httptest.Server) {
+		opts, closeStores := open(t)
+		opts.Version, opts.Logger, opts.Getenv = "test", quiet, testEnv("false")
+		gw := newGateway(t, testConfig(t, yaml, "fx"), opts)
+		if err := gw.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw.Handler(false))
+		t.Cleanup(func() { srv.Close(); gw.Close(); closeStores() })
+		return gw, srv
+	}
+	draining, drainingSrv := replica()
+	created := taskClient{t, drainingSrv.URL + "/mcp", "alice-key"}.call("disk")
+	id, _ := created["taskId"].(string)
+	stored, err := draining.tasks.store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := draining.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := draining.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := (taskClient{t, drainingSrv.URL + "/mcp", "alice-key"}).rpc("tasks/get", id, fmt.Sprintf(`"taskId":%q`, id)); res["status"] != "working" {
+		t.Fatalf("polled on the draining gateway: %v", res)
+	}
+	if now, _ := draining.tasks.store.Get(t.Context(), id); now.Claim != "" {
+		t.Fatalf("the draining gateway claimed the task: %+v", now)
+	}
+	_, otherSrv := replica()
+	if res, rpcErr := (taskClient{t, otherSrv.URL + "/mcp", "alice-key"}).poll(id); rpcErr != nil || res["status"] != "completed" {
+		t.Errorf("polled on another gateway: %v %v", res, rpcErr)
+	}
+}
+
