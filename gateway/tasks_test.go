@@ -597,4 +597,3 @@ rules:
 		t.Errorf("polled on another gateway: %v %v", res, rpcErr)
 	}
 }
-
