@@ -188,7 +188,7 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	// calls of tasks are boxed under them.
 	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
 	g.console = g.newConsole(opts, sealing)
-	if g.tasks, err = newTasks(opts.Tasks, sealing); err != nil {
+	if g.tasks, err = newTasks(opts.Tasks, sealing, log); err != nil {
 		return nil, err
 	}
 	gateOpts := g.gateOptions(f, opts, getenv)

@@ -444,15 +444,12 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		st.answer(m.ID, res, err)
 		return
 	}
-	if body, pending := pendingApproval(res); pending && p.taskable {
-		if t, terr := l.g.tasks.open(ctx, identify(ctx, req), p, body); terr == nil {
+	if p.taskable {
+		if t := l.g.tasks.waiting(ctx, identify(ctx, req), p, res); t != nil {
 			res, err = created(t)
 			laneServed.Add(1)
 			st.answer(m.ID, res, err)
 			return
-		} else {
-			// The call is answered as if no task had been asked for.
-			l.g.log.Warn("making a task", "tool", p.Name, "error", logText(terr.Error()))
 		}
 	}
 	if p.latest {

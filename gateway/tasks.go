@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"strings"
@@ -81,6 +82,7 @@ type taskCall struct {
 type tasks struct {
 	store  task.Store
 	sealer *seal.Sealer
+	log    *slog.Logger
 	// claim names this gateway in the tasks it runs.
 	claim string
 }
@@ -88,7 +90,7 @@ type tasks struct {
 // newTasks are the tasks kept in store (in memory when nil), their calls
 // boxed under the sealing keys; without keys, under a key of this process,
 // as the gate seals its tokens (it warns of it).
-func newTasks(store task.Store, keys [][]byte) (*tasks, error) {
+func newTasks(store task.Store, keys [][]byte, log *slog.Logger) (*tasks, error) {
 	if store == nil {
 		store = task.NewMemory()
 	}
@@ -99,7 +101,7 @@ func newTasks(store task.Store, keys [][]byte) (*tasks, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", interlock.SecretEnv, err)
 	}
-	return &tasks{store: store, sealer: sealer, claim: task.NewID()}, nil
+	return &tasks{store: store, sealer: sealer, log: log, claim: task.NewID()}, nil
 }
 
 // pendingApproval returns the body of res when it is the gate's
@@ -175,16 +177,29 @@ func waitingMessage(body interlock.Body) string {
 	return msg
 }
 
+// waiting makes the task of a call of a client of 2026-07-28 that
+// declared the tasks extension, when its answer res is that it waits for
+// approval; nil otherwise, and when the store cannot keep the task, so
+// that the call is answered as it is.
+func (ts *tasks) waiting(ctx context.Context, who interlock.Identity, p callParams, res mcp.Result) *task.Task {
+	body, pending := pendingApproval(res)
+	if !pending {
+		return nil
+	}
+	t, err := ts.open(ctx, who, p, body)
+	if err != nil {
+		ts.log.Warn("making a task", "tool", p.Name, "error", logText(err.Error()))
+		return nil
+	}
+	return t
+}
+
 // created is the answer to a call that became task t: the task, with
 // resultType "task".
 func created(t *task.Task) (mcp.Result, error) {
 	fields := taskFields(t)
 	fields["resultType"] = "task"
-	raw, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
-	}
-	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: raw}, nil
+	return rawResult(fields)
 }
 
 // taskFields are what the extension says of task t: its id, status and
@@ -218,18 +233,9 @@ type taskParams struct {
 // serveTask answers a request of the tasks extension (tasks/get,
 // tasks/update, tasks/cancel) from who, on the lane l.
 func (l *lane) serveTask(ctx context.Context, who interlock.Identity, method string, params json.RawMessage) (mcp.Result, error) {
-	ts := l.g.tasks
-	var p taskParams
-	if json.Unmarshal(params, &p) != nil || p.TaskID == "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " names its task in params.taskId"}
-	}
-	t, err := ts.store.Get(ctx, p.TaskID)
-	if errors.Is(err, task.ErrUnknown) || (err == nil && !t.OwnedBy(who.Tenant, who.Principal)) {
-		return nil, errNoTask
-	}
+	t, err := l.namedTask(ctx, who, method, params)
 	if err != nil {
-		l.g.log.Warn("reading a task", "task", p.TaskID, "error", logText(err.Error()))
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock's task store cannot be reached; poll again in a moment"}
+		return nil, err
 	}
 	switch method {
 	case "tasks/get":
@@ -249,11 +255,7 @@ func (l *lane) serveTask(ctx context.Context, who interlock.Identity, method str
 // resultType "complete".
 func complete(fields map[string]any) (mcp.Result, error) {
 	fields["resultType"] = "complete"
-	raw, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
-	}
-	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: raw}, nil
+	return rawResult(fields)
 }
 
 // advance moves task t on when a poll finds it can move: a task whose
@@ -564,11 +566,7 @@ func (l *lane) serveTaskV1(ctx context.Context, who interlock.Identity, method s
 		}
 		return rawResult(map[string]any{"tasks": tasks})
 	}
-	var p taskParams
-	if json.Unmarshal(params, &p) != nil || p.TaskID == "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " names its task in params.taskId"}
-	}
-	t, err := l.ownTask(ctx, who, p.TaskID)
+	t, err := l.namedTask(ctx, who, method, params)
 	if err != nil {
 		return nil, err
 	}
@@ -587,15 +585,20 @@ func (l *lane) serveTaskV1(ctx context.Context, who interlock.Identity, method s
 	return l.taskResultV1(ctx, t)
 }
 
-// ownTask returns task id when who owns it; errNoTask when there is no
-// such task or another owns it.
-func (l *lane) ownTask(ctx context.Context, who interlock.Identity, id string) (*task.Task, error) {
-	t, err := l.g.tasks.store.Get(ctx, id)
+// namedTask returns the task a request of method names in its params,
+// when who owns it; errNoTask when there is no such task or another owns
+// it.
+func (l *lane) namedTask(ctx context.Context, who interlock.Identity, method string, params json.RawMessage) (*task.Task, error) {
+	var p taskParams
+	if json.Unmarshal(params, &p) != nil || p.TaskID == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " names its task in params.taskId"}
+	}
+	t, err := l.g.tasks.store.Get(ctx, p.TaskID)
 	if errors.Is(err, task.ErrUnknown) || (err == nil && !t.OwnedBy(who.Tenant, who.Principal)) {
 		return nil, errNoTask
 	}
 	if err != nil {
-		l.g.log.Warn("reading a task", "task", id, "error", logText(err.Error()))
+		l.g.log.Warn("reading a task", "task", p.TaskID, "error", logText(err.Error()))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock's task store cannot be reached; ask again in a moment"}
 	}
 	return t, nil
@@ -684,6 +687,7 @@ func (ts *tasks) created(ctx context.Context, who interlock.Identity, p callPara
 		t, terr = ts.ended(ctx, who, p, res, err)
 	}
 	if terr != nil {
+		ts.log.Warn("making a task", "tool", p.Name, "error", logText(terr.Error()))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "interlock could not keep the task; call again in a moment"}
 	}
 	return rawResult(map[string]any{"task": taskFieldsV1(t)})

@@ -202,6 +202,17 @@ rules:
 			t.Errorf("poll after the approval expired: %v %v", res, rpcErr)
 		}
 	})
+	t.Run("a client that declares no tasks is answered APPROVAL_PENDING", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wipe","arguments":{"target":"plain"},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+			`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}}}`
+		header := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"wipe"},
+			"Authorization": {"Bearer alice-key"}}
+		status, b, _ := rawMCPType(t, alice.url, "", header, body)
+		if status != http.StatusOK || !strings.Contains(b, "APPROVAL_PENDING") || strings.Contains(b, `"resultType":"task"`) {
+			t.Errorf("answer %d %s", status, b)
+		}
+	})
 	t.Run("an allowed call is answered at once", func(t *testing.T) {
 		res, rpcErr := alice.rpc("tools/call", "echo", `"name":"echo","arguments":{"a":1}`)
 		if rpcErr != nil || res["resultType"] != "complete" || res["taskId"] != nil {
