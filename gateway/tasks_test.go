@@ -21,6 +21,28 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// taskRules is the configuration of the task tests: alice of acme calls,
+// bob approves her wipes, and her counts wait a second for him; alice of
+// tenant other and mallory of acme are others.
+var taskRules = fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+    - {sha256: %s, principal: bob, tenant: acme}
+    - {sha256: %s, principal: alice, tenant: other}
+    - {sha256: %s, principal: mallory, tenant: acme}
+rules:
+  - name: wipes-need-approval
+    match: {tools: [wipe]}
+    mode: approval
+    approvers: [bob]
+  - name: counts-wait-a-second
+    match: {tools: [count]}
+    mode: approval
+    approvers: [bob]
+    timeout: 1s
+`, HashKey("alice-key"), HashKey("bob-key"), HashKey("other-alice-key"), HashKey("mallory-key"))
+
 // taskClient speaks 2026-07-28 to a gateway over streamable HTTP with an
 // API key, declaring the tasks extension.
 type taskClient struct {
@@ -92,24 +114,7 @@ func (c taskClient) poll(id string) (map[string]any, map[string]any) {
 // and cancelled with its approval withdrawn; the task is its owner's
 // alone, and an allowed call is answered at once.
 func TestApprovalAsTask(t *testing.T) {
-	f := testConfig(t, fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-    - {sha256: %s, principal: bob, tenant: acme}
-    - {sha256: %s, principal: alice, tenant: other}
-    - {sha256: %s, principal: mallory, tenant: acme}
-rules:
-  - name: wipes-need-approval
-    match: {tools: [wipe]}
-    mode: approval
-    approvers: [bob]
-  - name: counts-wait-a-second
-    match: {tools: [count]}
-    mode: approval
-    approvers: [bob]
-    timeout: 1s
-`, HashKey("alice-key"), HashKey("bob-key"), HashKey("other-alice-key"), HashKey("mallory-key")), "fx")
+	f := testConfig(t, taskRules, "fx")
 	gw := start(t, f, "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
@@ -264,16 +269,6 @@ func sharedStores(t *testing.T) map[string]storeOptions {
 // once, and is still there for a gateway started after all stopped; in
 // each store a task can live in.
 func TestTaskAcrossReplicas(t *testing.T) {
-	yaml := fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-rules:
-  - name: wipes-need-approval
-    match: {tools: [wipe]}
-    mode: approval
-    approvers: [bob]
-`, HashKey("alice-key"))
 	for name, open := range sharedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			log, err := sqlite.OpenAudit(t.Context(), filepath.Join(t.TempDir(), "audit.db"))
@@ -285,7 +280,7 @@ rules:
 			replica := func() (*Gateway, *httptest.Server) {
 				opts, closeStores := open(t)
 				opts.Version, opts.Logger, opts.Getenv, opts.Audit = "test", quiet, testEnv("false"), log
-				gw := newGateway(t, testConfig(t, yaml, "fx"), opts)
+				gw := newGateway(t, testConfig(t, taskRules, "fx"), opts)
 				if err := gw.Start(t.Context()); err != nil {
 					t.Fatal(err)
 				}
@@ -300,13 +295,7 @@ rules:
 			third, thirdSrv := replica()
 			created := taskClient{t, firstSrv.URL + "/mcp", "alice-key"}.call("disk")
 			id, _ := created["taskId"].(string)
-			stored, err := second.tasks.store.Get(t.Context(), id)
-			if err != nil {
-				t.Fatalf("the other replica's store: %v", err)
-			}
-			if _, err := third.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
-				t.Fatal(err)
-			}
+			approveTask(t, second, third, id)
 			// Two replicas are polled at once: one claims the task and runs it.
 			polled := make(chan map[string]any, 2)
 			for _, srv := range []*httptest.Server{secondSrv, thirdSrv} {
@@ -347,16 +336,7 @@ rules:
 // answered with a JSON-RPC error that says what to fix and leaks nothing,
 // and a task whose stored call was changed fails without running.
 func TestTaskRequestsAnOutsiderSends(t *testing.T) {
-	f := testConfig(t, fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-rules:
-  - name: wipes-need-approval
-    match: {tools: [wipe]}
-    mode: approval
-    approvers: [bob]
-`, HashKey("alice-key")), "fx")
+	f := testConfig(t, taskRules, "fx")
 	gw := start(t, f, "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	defer srv.Close()
@@ -405,13 +385,7 @@ rules:
 // TestApprovalAsTaskOverStdio: a client of 2026-07-28 on stdio gets its
 // task, and polls it to its result, on the same stream.
 func TestApprovalAsTaskOverStdio(t *testing.T) {
-	f := testConfig(t, `
-rules:
-  - name: wipes-need-approval
-    match: {tools: [wipe]}
-    mode: approval
-    approvers: [bob]
-`, "fx")
+	f := testConfig(t, taskRules, "fx")
 	gw := start(t, f, "false")
 	in, out := stdioClient(t, gw)
 	lines := bufio.NewScanner(out)
@@ -442,13 +416,7 @@ rules:
 	if created["resultType"] != "task" || created["status"] != "working" {
 		t.Fatalf("tools/call: %v", created)
 	}
-	stored, err := gw.tasks.store.Get(t.Context(), taskID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gw.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: stored.Tenant, Principal: "bob"}, approval.Approve, ""); err != nil {
-		t.Fatal(err)
-	}
+	approveTask(t, gw, gw, taskID)
 	var res map[string]any
 	for range 500 {
 		if res = rpc("tasks/get", fmt.Sprintf(`"taskId":%q`, taskID)); res["status"] != "working" {
@@ -467,17 +435,7 @@ rules:
 // list and wait on with tasks/result, which gives the tool's result once
 // approved; another tenant's principal of the same name finds nothing.
 func TestApprovalAsTaskOfEarlierClients(t *testing.T) {
-	f := testConfig(t, fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-    - {sha256: %s, principal: alice, tenant: other}
-rules:
-  - name: wipes-need-approval
-    match: {tools: [wipe]}
-    mode: approval
-    approvers: [bob]
-`, HashKey("alice-key"), HashKey("other-alice-key")), "fx")
+	f := testConfig(t, taskRules, "fx")
 	gw := start(t, f, "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	// Closed after the sessions, whose streams it would wait for.
@@ -544,13 +502,7 @@ rules:
 			t.Errorf("%s by alice of tenant other: %v; of no task: %v", method, theirs, none)
 		}
 	}
-	stored, err := gw.tasks.store.Get(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gw.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
-		t.Fatal(err)
-	}
+	approveTask(t, gw, gw, id)
 	res, rpcErr := rpc(alice, "alice-key", "tasks/result", `"taskId":"`+id+`"`)
 	if rpcErr != nil || !strings.Contains(fmt.Sprint(res["content"]), "wiped") || res["resultType"] != nil ||
 		!strings.Contains(fmt.Sprint(res["_meta"]), id) {
@@ -562,21 +514,11 @@ rules:
 // task it is polled for stays waiting, and another gateway on the store
 // runs it.
 func TestTaskOfADrainingGateway(t *testing.T) {
-	yaml := fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-rules:
-  - name: wipes-need-approval
-    match: {tools: [wipe]}
-    mode: approval
-    approvers: [bob]
-`, HashKey("alice-key"))
 	open := sharedStores(t)["the state file of one data directory"]
 	replica := func() (*Gateway, *httptest.Server) {
 		opts, closeStores := open(t)
 		opts.Version, opts.Logger, opts.Getenv = "test", quiet, testEnv("false")
-		gw := newGateway(t, testConfig(t, yaml, "fx"), opts)
+		gw := newGateway(t, testConfig(t, taskRules, "fx"), opts)
 		if err := gw.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -587,13 +529,7 @@ rules:
 	draining, drainingSrv := replica()
 	created := taskClient{t, drainingSrv.URL + "/mcp", "alice-key"}.call("disk")
 	id, _ := created["taskId"].(string)
-	stored, err := draining.tasks.store.Get(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := draining.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: "acme", Principal: "bob"}, approval.Approve, ""); err != nil {
-		t.Fatal(err)
-	}
+	approveTask(t, draining, draining, id)
 	if err := draining.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -606,5 +542,18 @@ rules:
 	_, otherSrv := replica()
 	if res, rpcErr := (taskClient{t, otherSrv.URL + "/mcp", "alice-key"}).poll(id); rpcErr != nil || res["status"] != "completed" {
 		t.Errorf("polled on another gateway: %v %v", res, rpcErr)
+	}
+}
+
+// approveTask has bob, of the tenant of task id as store holds it,
+// approve the approval the task waits on, through approvals.
+func approveTask(t *testing.T, store, approvals *Gateway, id string) {
+	t.Helper()
+	stored, err := store.tasks.store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("task %s: %v", id, err)
+	}
+	if _, err := approvals.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: stored.Tenant, Principal: "bob"}, approval.Approve, ""); err != nil {
+		t.Fatal(err)
 	}
 }

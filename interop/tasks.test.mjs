@@ -91,6 +91,24 @@ async function pendingFor(base, key) {
   return body.approvals ?? body;
 }
 
+// Waits for the approval of a send_reminder call to be asked for, has bob
+// approve it over REST, and returns its id.
+async function bobApprovesTheReminder(base) {
+  let approvalId;
+  for (let i = 0; i < 100 && !approvalId; i++) {
+    approvalId = (await pendingFor(base, 'bob-key')).find((a) => a.tool === 'send_reminder')?.id;
+    if (!approvalId) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.match(approvalId ?? '', /^apr_/, 'the call waits for an approval bob may decide');
+  const decided = await fetch(new URL(`/v1/approvals/${approvalId}/approve`, base), {
+    method: 'POST',
+    headers: { Authorization: 'Bearer bob-key', 'Content-Type': 'application/json' },
+    body: '{"reason":"checked"}',
+  });
+  assert.equal(decided.status, 200, await decided.clone().text());
+  return approvalId;
+}
+
 describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol/ext-tasks over streamable HTTP', () => {
   let gw;
   let dir;
@@ -124,18 +142,7 @@ describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol
 
   it('a call that waits for approval settles with the tool result once bob approves, and ran once', T, async () => {
     const execution = await session.callTool('send_reminder', { customer_id: 'acct_9931' });
-    let approvalId;
-    for (let i = 0; i < 100 && !approvalId; i++) {
-      approvalId = (await pendingFor(gw.url, 'bob-key')).find((a) => a.tool === 'send_reminder')?.id;
-      if (!approvalId) await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.match(approvalId ?? '', /^apr_/, 'the call waits for an approval bob may decide');
-    const decided = await fetch(new URL(`/v1/approvals/${approvalId}/approve`, gw.url), {
-      method: 'POST',
-      headers: { Authorization: 'Bearer bob-key', 'Content-Type': 'application/json' },
-      body: '{"reason":"checked"}',
-    });
-    assert.equal(decided.status, 200, await decided.clone().text());
+    const approvalId = await bobApprovesTheReminder(gw.url);
     const { outcome } = await execution.settle();
     const result = resultFromTaskOutcome(outcome);
     assert.notEqual(result.isError, true, JSON.stringify(result));
@@ -206,18 +213,7 @@ describe('approvals as tasks: client 2.x in its legacy mode (2025-11-25, experim
 
   it('a call that waits for approval settles with the tool result once bob approves', T, async () => {
     const execution = await session.callTool('send_reminder', { customer_id: 'acct_1024' }, { task: { preference: 'prefer' } });
-    let approvalId;
-    for (let i = 0; i < 100 && !approvalId; i++) {
-      approvalId = (await pendingFor(gw.url, 'bob-key')).find((a) => a.tool === 'send_reminder')?.id;
-      if (!approvalId) await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.match(approvalId ?? '', /^apr_/, 'the call waits for an approval bob may decide');
-    const decided = await fetch(new URL(`/v1/approvals/${approvalId}/approve`, gw.url), {
-      method: 'POST',
-      headers: { Authorization: 'Bearer bob-key', 'Content-Type': 'application/json' },
-      body: '{}',
-    });
-    assert.equal(decided.status, 200, await decided.clone().text());
+    await bobApprovesTheReminder(gw.url);
     const { outcome } = await execution.settle();
     const result = resultFromTaskOutcome(outcome);
     assert.notEqual(result.isError, true, JSON.stringify(result));
