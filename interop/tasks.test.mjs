@@ -109,20 +109,38 @@ async function bobApprovesTheReminder(base) {
   return approvalId;
 }
 
+// Starts interlock over streamable HTTP with the test's configuration and
+// dry run off, and connects the agent with a 2.x client of clientOptions;
+// close() also removes its directory.
+async function startTasksGateway(clientOptions) {
+  const dir = tempDataDir();
+  const gw = await startHttp({
+    dryRun: 'false',
+    sdk: SDK2,
+    extraArgs: ['--config', writeConfig(dir)],
+    fetch: withKey('agent-key'),
+    clientOptions,
+  }).catch((err) => {
+    removeDir(dir);
+    throw err;
+  });
+  const close = gw.close.bind(gw);
+  gw.close = async () => {
+    try {
+      await close();
+    } finally {
+      removeDir(dir);
+    }
+  };
+  return gw;
+}
+
 describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol/ext-tasks over streamable HTTP', () => {
   let gw;
-  let dir;
   let session;
 
   before(async () => {
-    dir = tempDataDir();
-    gw = await startHttp({
-      dryRun: 'false',
-      sdk: SDK2,
-      extraArgs: ['--config', writeConfig(dir)],
-      fetch: withKey('agent-key'),
-      clientOptions: { versionNegotiation: { mode: { pin: MRTR } } },
-    });
+    gw = await startTasksGateway({ versionNegotiation: { mode: { pin: MRTR } } });
     session = createTaskSessionFromClient(gw.client, {
       endpointId: 'interlock',
       rawDispatch: rawDispatch(gw.url, 'agent-key'),
@@ -133,7 +151,6 @@ describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol
   after(async () => {
     await session?.close();
     await gw?.close();
-    removeDir(dir);
   });
 
   it('the server offers the tasks extension', T, () => {
@@ -183,25 +200,16 @@ describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol
 
 describe('approvals as tasks: client 2.x in its legacy mode (2025-11-25, experimental tasks) with @modelcontextprotocol/ext-tasks over streamable HTTP', () => {
   let gw;
-  let dir;
   let session;
 
   before(async () => {
-    dir = tempDataDir();
-    gw = await startHttp({
-      dryRun: 'false',
-      sdk: SDK2,
-      extraArgs: ['--config', writeConfig(dir)],
-      fetch: withKey('agent-key'),
-      clientOptions: { versionNegotiation: { mode: 'legacy' } },
-    });
+    gw = await startTasksGateway({ versionNegotiation: { mode: 'legacy' } });
     session = createTaskSessionFromClient(gw.client, { endpointId: 'interlock' });
   });
 
   after(async () => {
     await session?.close();
     await gw?.close();
-    removeDir(dir);
   });
 
   it('initialize offers tasks, and send_reminder may run as one', T, async () => {
