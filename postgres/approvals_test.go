@@ -12,33 +12,39 @@ import (
 	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
 	"github.com/interlock-mcp/interlock/roster"
 	"github.com/interlock-mcp/interlock/roster/rostertest"
+	"github.com/interlock-mcp/interlock/storetest"
+	"github.com/interlock-mcp/interlock/task"
+	"github.com/interlock-mcp/interlock/task/tasktest"
 )
+
+// openApprovals opens a handle on the schema url names, closed when the
+// test ends.
+func openApprovals(t *testing.T, url string) *Approvals {
+	s, err := OpenApprovals(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
 
 // twoGateways opens two handles on one fresh schema, as two gateways
 // sharing the database would.
 func twoGateways(t *testing.T) (*Approvals, *Approvals) {
 	url, _ := schemaURL(t)
-	open := func() *Approvals {
-		s, err := OpenApprovals(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
-	return open(), open()
+	return openApprovals(t, url), openApprovals(t, url)
 }
 
 func TestApprovalsConformance(t *testing.T) {
-	approvaltest.Run(t, func(t *testing.T) (approval.Store, approval.Store) {
-		return twoGateways(t)
-	})
+	approvaltest.Run(t, storetest.Both(twoGateways, func(s *Approvals) approval.Store { return s }))
 }
 
 func TestGrantsConformance(t *testing.T) {
-	approvaltest.RunGrants(t, func(t *testing.T) (approval.GrantStore, approval.GrantStore) {
-		return twoGateways(t)
-	})
+	approvaltest.RunGrants(t, storetest.Both(twoGateways, func(s *Approvals) approval.GrantStore { return s }))
+}
+
+func TestTasksConformance(t *testing.T) {
+	tasktest.Run(t, storetest.Both(twoGateways, func(s *Approvals) task.Store { return s.Tasks() }))
 }
 
 // TestGrantUsesAcrossProcesses has two gateway processes use one grant in
@@ -46,12 +52,7 @@ func TestGrantsConformance(t *testing.T) {
 // uses.
 func TestGrantUsesAcrossProcesses(t *testing.T) {
 	url, _ := schemaURL(t)
-	s, err := OpenApprovals(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	approvaltest.UsesAcrossProcesses(t, s, url)
+	approvaltest.UsesAcrossProcesses(t, openApprovals(t, url), url)
 }
 
 // TestHelperProcess is a gateway process of TestGrantUsesAcrossProcesses,
@@ -59,27 +60,16 @@ func TestGrantUsesAcrossProcesses(t *testing.T) {
 // nothing.
 func TestHelperProcess(t *testing.T) {
 	approvaltest.HelperProcess(t, func(t *testing.T, url string) approval.GrantStore {
-		s, err := OpenApprovals(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
+		return openApprovals(t, url)
 	})
 }
 
 func TestConsoleConformance(t *testing.T) {
-	consolestatetest.Run(t, func(t *testing.T) (consolestate.Store, consolestate.Store) {
-		s, other := twoGateways(t)
-		return s.Console(), other.Console()
-	})
+	consolestatetest.Run(t, storetest.Both(twoGateways, func(s *Approvals) consolestate.Store { return s.Console() }))
 }
 
 func TestConsoleSignal(t *testing.T) {
-	consolestatetest.RunSignal(t, func(t *testing.T) (consolestate.Signal, consolestate.Signal) {
-		s, other := twoGateways(t)
-		return s.Console(), other.Console()
-	})
+	consolestatetest.RunSignal(t, storetest.Both(twoGateways, func(s *Approvals) consolestate.Signal { return s.Console() }))
 }
 
 // TestConsoleSignalStaysInItsSchema: NOTIFY channels are the database's,
@@ -109,12 +99,7 @@ func TestConsoleSignalStaysInItsSchema(t *testing.T) {
 // link, a challenge and a counter; one wins each time.
 func TestConsoleAcrossProcesses(t *testing.T) {
 	url, _ := schemaURL(t)
-	s, err := OpenApprovals(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	consolestatetest.AcrossProcesses(t, s.Console(), url)
+	consolestatetest.AcrossProcesses(t, openApprovals(t, url).Console(), url)
 }
 
 // TestConsoleHelperProcess is a gateway process of
@@ -122,12 +107,7 @@ func TestConsoleAcrossProcesses(t *testing.T) {
 // it does nothing.
 func TestConsoleHelperProcess(t *testing.T) {
 	consolestatetest.HelperProcess(t, func(t *testing.T, url string) consolestate.Store {
-		s, err := OpenApprovals(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s.Console()
+		return openApprovals(t, url).Console()
 	})
 }
 
@@ -167,8 +147,5 @@ func TestConsoleSignalAfterItsConnectionDrops(t *testing.T) {
 }
 
 func TestRosterConformance(t *testing.T) {
-	rostertest.Run(t, func(t *testing.T) (roster.Store, roster.Store) {
-		a, b := twoGateways(t)
-		return a, b
-	})
+	rostertest.Run(t, storetest.Both(twoGateways, func(s *Approvals) roster.Store { return s }))
 }

@@ -69,10 +69,7 @@ func twoHandles(t *testing.T) (*redis.Tokens, *redis.Tokens) {
 // both opens two handles on one fresh store and returns the view of of
 // each: what a conformance suite opens.
 func both[S any](of func(*redis.Tokens) S) func(*testing.T) (S, S) {
-	return func(t *testing.T) (S, S) {
-		s, other := twoHandles(t)
-		return of(s), of(other)
-	}
+	return storetest.Both(twoHandles, of)
 }
 
 // Redis expires tokens and counts budgets by its own clock, which

@@ -10,6 +10,7 @@ import (
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/approval/approvaltest"
+	"github.com/interlock-mcp/interlock/storetest"
 )
 
 func openApprovals(t testing.TB, path string) *Approvals {
@@ -33,15 +34,11 @@ func twoGateways(t *testing.T) (*Approvals, *Approvals) {
 }
 
 func TestApprovalsConformance(t *testing.T) {
-	approvaltest.Run(t, func(t *testing.T) (approval.Store, approval.Store) {
-		return twoGateways(t)
-	})
+	approvaltest.Run(t, storetest.Both(twoGateways, func(s *Approvals) approval.Store { return s }))
 }
 
 func TestGrantsConformance(t *testing.T) {
-	approvaltest.RunGrants(t, func(t *testing.T) (approval.GrantStore, approval.GrantStore) {
-		return twoGateways(t)
-	})
+	approvaltest.RunGrants(t, storetest.Both(twoGateways, func(s *Approvals) approval.GrantStore { return s }))
 }
 
 // TestGrantUsesAcrossProcesses has two gateway processes use one grant in

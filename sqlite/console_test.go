@@ -8,20 +8,15 @@ import (
 
 	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
+	"github.com/interlock-mcp/interlock/storetest"
 )
 
 func TestConsoleConformance(t *testing.T) {
-	consolestatetest.Run(t, func(t *testing.T) (consolestate.Store, consolestate.Store) {
-		s, other := twoStates(t)
-		return s.Console(), other.Console()
-	})
+	consolestatetest.Run(t, storetest.Both(twoStates, func(s *State) consolestate.Store { return s.Console() }))
 }
 
 func TestConsoleSignal(t *testing.T) {
-	consolestatetest.RunSignal(t, func(t *testing.T) (consolestate.Signal, consolestate.Signal) {
-		s, other := twoStates(t)
-		return s.Console(), other.Console()
-	})
+	consolestatetest.RunSignal(t, storetest.Both(twoStates, func(s *State) consolestate.Signal { return s.Console() }))
 }
 
 // TestConsoleKeepsNoSecret: what the file holds of a session and a link

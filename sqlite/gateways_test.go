@@ -11,16 +11,14 @@ import (
 
 	"github.com/interlock-mcp/interlock/roster"
 	"github.com/interlock-mcp/interlock/roster/rostertest"
+	"github.com/interlock-mcp/interlock/storetest"
 )
 
 // TestRosterConformance: two handles on one state file, as two gateways
 // on one data directory have. The suite checks what a gateway announces,
 // its renewal after a reload and its departure.
 func TestRosterConformance(t *testing.T) {
-	rostertest.Run(t, func(t *testing.T) (roster.Store, roster.Store) {
-		path := filepath.Join(t.TempDir(), "state.db")
-		return openApprovals(t, path), openApprovals(t, path)
-	})
+	rostertest.Run(t, storetest.Both(twoGateways, func(s *Approvals) roster.Store { return s }))
 }
 
 // TestGatewaysOfAnOlderFile: a state file whose gateways table was made

@@ -11,6 +11,8 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/storetest"
+	"github.com/interlock-mcp/interlock/task"
+	"github.com/interlock-mcp/interlock/task/tasktest"
 )
 
 func openState(t testing.TB, path string) *State {
@@ -84,17 +86,15 @@ func twoStates(t *testing.T) (*State, *State) {
 // both handles opened in the bubble.
 
 func TestTokensConformance(t *testing.T) {
-	storetest.RunTokens(t, func(t *testing.T) (interlock.TokenStore, interlock.TokenStore) {
-		s, other := twoStates(t)
-		return s.Tokens(), other.Tokens()
-	}, storetest.Options{Synctest: true})
+	storetest.RunTokens(t, storetest.Both(twoStates, func(s *State) interlock.TokenStore { return s.Tokens() }), storetest.Options{Synctest: true})
 }
 
 func TestBudgetsConformance(t *testing.T) {
-	storetest.RunBudgets(t, func(t *testing.T) (interlock.BudgetStore, interlock.BudgetStore) {
-		s, other := twoStates(t)
-		return s.Budgets(), other.Budgets()
-	}, storetest.Options{Synctest: true})
+	storetest.RunBudgets(t, storetest.Both(twoStates, func(s *State) interlock.BudgetStore { return s.Budgets() }), storetest.Options{Synctest: true})
+}
+
+func TestTasksConformance(t *testing.T) {
+	tasktest.Run(t, storetest.Both(twoStates, func(s *State) task.Store { return s.Tasks() }))
 }
 
 // TestTokensAcrossProcesses has two gateway processes race to consume

@@ -50,6 +50,15 @@ type Options struct {
 	Synctest bool
 }
 
+// Both is what a conformance suite of any store opens, made from open,
+// which opens two handles on one fresh store: the view of of on each.
+func Both[H, S any](open func(*testing.T) (H, H), of func(H) S) func(*testing.T) (S, S) {
+	return func(t *testing.T) (S, S) {
+		a, b := open(t)
+		return of(a), of(b)
+	}
+}
+
 // clock is the time of one check: fake, or real and scaled down.
 type clock struct {
 	fake bool
