@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/redact"
 	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/storetest"
 )
 
 // budgetPolicy confirms every call by flag and counts it against one
@@ -65,32 +65,7 @@ func TestBudgetsUnreachableFailClosed(t *testing.T) {
 // and a take of two the second refuses.
 func BenchmarkBudgets(b *testing.B) {
 	ctx := context.Background()
-	two := func(i int) []interlock.BudgetTake {
-		return []interlock.BudgetTake{
-			{Key: fmt.Sprintf("a%d", i%64), Limit: 1_000_000, Window: time.Hour},
-			{Key: fmt.Sprintf("b%d", i%64), Limit: 1_000_000, Window: time.Hour},
-		}
-	}
-	b.Run("Take", func(b *testing.B) {
-		s := store(b).Budgets()
-		i := 0
-		for b.Loop() {
-			if ok, _, _, err := s.Take(ctx, one(fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour)); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-			i++
-		}
-	})
-	b.Run("Take two", func(b *testing.B) {
-		s := store(b).Budgets()
-		i := 0
-		for b.Loop() {
-			if ok, _, _, err := s.Take(ctx, two(i)); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-			i++
-		}
-	})
+	storetest.BenchTakes(b, func(b *testing.B) interlock.BudgetStore { return store(b).Budgets() })
 	b.Run("Take two refused", func(b *testing.B) {
 		s := store(b).Budgets()
 		s.Take(ctx, one("b", 1, time.Hour))

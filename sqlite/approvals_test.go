@@ -13,18 +13,7 @@ import (
 	"github.com/interlock-mcp/interlock/storetest"
 )
 
-func openApprovals(t testing.TB, path string) *Approvals {
-	s, err := OpenApprovals(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return s
-}
+func openApprovals(t testing.TB, path string) *Approvals { return opened(t, OpenApprovals, path) }
 
 // twoGateways opens one fresh file twice, as two gateways on one data
 // directory would.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/storetest"
 )
 
 // one is the take of a single budget under key.
@@ -69,20 +70,7 @@ func TestBudgetsDropIdle(t *testing.T) {
 		if ok, _, _, err := openState(t, path).Budgets().Take(ctx, one("new", 10, time.Minute)); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		rows, err := s.db.QueryContext(ctx, "SELECT key, count(*) FROM budget_runs GROUP BY key ORDER BY key")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var kept []string
-		for rows.Next() {
-			var key string
-			var n int
-			if err := rows.Scan(&key, &n); err != nil {
-				t.Fatal(err)
-			}
-			kept = append(kept, fmt.Sprintf("%s %d", key, n))
-		}
+		kept := column(t, s.db, "SELECT key || ' ' || count(*) FROM budget_runs GROUP BY key ORDER BY key")
 		if got, want := fmt.Sprint(kept), "[busy 1 grown 2 long 1 new 1]"; got != want {
 			t.Errorf("kept %s, want %s", got, want)
 		}
@@ -115,25 +103,8 @@ func BenchmarkBudgets(b *testing.B) {
 			}
 		}
 	})
-	b.Run("Take", func(b *testing.B) {
-		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
-		i := 0
-		for b.Loop() {
-			if ok, _, _, err := s.Take(ctx, one(fmt.Sprintf("k%d", i%64), 1_000_000, time.Hour)); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-			i++
-		}
-	})
-	b.Run("Take two", func(b *testing.B) {
-		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
-		i := 0
-		for b.Loop() {
-			if ok, _, _, err := s.Take(ctx, takesOf(fmt.Sprintf("a%d,b%d", i%64, i%64), 1_000_000)); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-			i++
-		}
+	storetest.BenchTakes(b, func(b *testing.B) interlock.BudgetStore {
+		return openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()
 	})
 	b.Run("Take two refused", func(b *testing.B) {
 		s := openState(b, filepath.Join(b.TempDir(), "state.db")).Budgets()

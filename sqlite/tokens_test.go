@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,8 +17,9 @@ import (
 	"github.com/interlock-mcp/interlock/task/tasktest"
 )
 
-func openState(t testing.TB, path string) *State {
-	s, err := OpenState(context.Background(), path)
+// opened is what open opens at path, closed when the test ends.
+func opened[S io.Closer](t testing.TB, open func(context.Context, string) (S, error), path string) S {
+	s, err := open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +29,30 @@ func openState(t testing.TB, path string) *State {
 		}
 	})
 	return s
+}
+
+func openState(t testing.TB, path string) *State { return opened(t, OpenState, path) }
+
+// column reads the one column of query's rows, as text.
+func column(t *testing.T, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var values []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return values
 }
 
 // TestStateSharesOneFile opens the state file of a data directory whose
@@ -135,19 +162,7 @@ func TestTokensDropExpired(t *testing.T) {
 	if err := openState(t, path).Tokens().Issue(ctx, "new", "n", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT binding FROM tokens ORDER BY binding")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var kept []string
-	for rows.Next() {
-		var b string
-		if err := rows.Scan(&b); err != nil {
-			t.Fatal(err)
-		}
-		kept = append(kept, b)
-	}
+	kept := column(t, s.db, "SELECT binding FROM tokens ORDER BY binding")
 	if strings.Join(kept, " ") != "b2 new" {
 		t.Errorf("kept %v, want the live b2 and new", kept)
 	}

@@ -49,3 +49,34 @@ func BenchIssueConsumeParallel(b *testing.B, parallelism int, handles ...interlo
 		}
 	})
 }
+
+// BenchTakes measures takes with room of one budget ("Take") and of two
+// ("Take two"), each on a fresh store of open.
+func BenchTakes(b *testing.B, open func(b *testing.B) interlock.BudgetStore) {
+	ctx := context.Background()
+	b.Run("Take", func(b *testing.B) {
+		s := open(b)
+		i := 0
+		for b.Loop() {
+			take := []interlock.BudgetTake{{Key: fmt.Sprintf("k%d", i%64), Limit: 1_000_000, Window: time.Hour}}
+			if ok, _, _, err := s.Take(ctx, take); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			i++
+		}
+	})
+	b.Run("Take two", func(b *testing.B) {
+		s := open(b)
+		i := 0
+		for b.Loop() {
+			takes := []interlock.BudgetTake{
+				{Key: fmt.Sprintf("a%d", i%64), Limit: 1_000_000, Window: time.Hour},
+				{Key: fmt.Sprintf("b%d", i%64), Limit: 1_000_000, Window: time.Hour},
+			}
+			if ok, _, _, err := s.Take(ctx, takes); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+			i++
+		}
+	})
+}
