@@ -55,11 +55,7 @@ func openAudit(ctx context.Context, f *config.File, dataDir string) (auditStore,
 // which must exist already: reading must not create an empty log where
 // there was none.
 func openAuditToRead(ctx context.Context, configFile, data string) (*config.File, auditStore, string, error) {
-	dataDir, err := filepath.Abs(data)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	f, err := loadConfig(configFile, "")
+	dataDir, f, err := loadStore(data, configFile)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -90,37 +86,49 @@ func fileExists(name string) bool {
 	return err == nil
 }
 
-// readKeyFile reads an Ed25519 private key in PEM (PKCS #8).
-func readKeyFile(name string) (ed25519.PrivateKey, error) {
+// readPEM reads the first PEM block of the file name, the what of its
+// errors; notPEM says how to make one.
+func readPEM(name, what, notPEM string) (*pem.Block, error) {
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("audit checkpoint key: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	block, _ := pem.Decode(b)
 	if block == nil {
-		return nil, fmt.Errorf("audit checkpoint key %s: not PEM; make one with: openssl genpkey -algorithm ed25519 -out %s", name, name)
+		return nil, fmt.Errorf("%s %s: not PEM%s", what, name, notPEM)
 	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	return block, nil
+}
+
+// ed25519Key is the key parsed from the file name, when parsing did not
+// fail and it is the Ed25519 key K.
+func ed25519Key[K ed25519.PrivateKey | ed25519.PublicKey](name, what string, parsed any, err error) (K, error) {
 	if err != nil {
-		return nil, fmt.Errorf("audit checkpoint key %s: %w", name, err)
+		return nil, fmt.Errorf("%s %s: %w", what, name, err)
 	}
-	key, ok := k.(ed25519.PrivateKey)
+	key, ok := parsed.(K)
 	if !ok {
-		return nil, fmt.Errorf("audit checkpoint key %s: a %T, not an Ed25519 key", name, k)
+		return nil, fmt.Errorf("%s %s: a %T, not an Ed25519 key", what, name, parsed)
 	}
 	return key, nil
+}
+
+// readKeyFile reads an Ed25519 private key in PEM (PKCS #8).
+func readKeyFile(name string) (ed25519.PrivateKey, error) {
+	block, err := readPEM(name, "audit checkpoint key", "; make one with: openssl genpkey -algorithm ed25519 -out "+name)
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	return ed25519Key[ed25519.PrivateKey](name, "audit checkpoint key", k, err)
 }
 
 // readPublicKey reads an Ed25519 public key in PEM (PKIX), or takes it from
 // a private key file.
 func readPublicKey(name string) (ed25519.PublicKey, error) {
-	b, err := os.ReadFile(name)
+	block, err := readPEM(name, "public key", " (openssl pkey -in audit.key -pubout writes one)")
 	if err != nil {
-		return nil, fmt.Errorf("public key: %w", err)
-	}
-	block, _ := pem.Decode(b)
-	if block == nil {
-		return nil, fmt.Errorf("public key %s: not PEM (openssl pkey -in audit.key -pubout writes one)", name)
+		return nil, err
 	}
 	if block.Type == "PRIVATE KEY" {
 		key, err := readKeyFile(name)
@@ -130,14 +138,7 @@ func readPublicKey(name string) (ed25519.PublicKey, error) {
 		return key.Public().(ed25519.PublicKey), nil
 	}
 	k, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("public key %s: %w", name, err)
-	}
-	pub, ok := k.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("public key %s: a %T, not an Ed25519 key", name, k)
-	}
-	return pub, nil
+	return ed25519Key[ed25519.PublicKey](name, "public key", k, err)
 }
 
 // fileSink appends checkpoints to a file as JSON lines.

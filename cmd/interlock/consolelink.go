@@ -66,11 +66,7 @@ func consoleLink(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
-	dir, err := filepath.Abs(*data)
-	if err != nil {
-		return err
-	}
-	f, err := loadConfig(*configFile, "")
+	dir, f, err := loadStore(*data, *configFile)
 	if err != nil {
 		return err
 	}

@@ -371,14 +371,8 @@ func loadServers(name string, sel []member) (*config.File, error) {
 		return nil, err
 	}
 	// An upstream command "interlock" is this program, as serve runs it.
-	for _, u := range f.Upstreams {
-		if len(u.Command) > 0 && u.Command[0] == "interlock" {
-			exe, err := os.Executable()
-			if err != nil {
-				return nil, fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
-			}
-			u.Command[0] = exe
-		}
+	if err := runThisProgram(f); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

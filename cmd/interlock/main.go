@@ -86,24 +86,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = serve(ctx, args[1:], stdin, stdout, stderr)
 	case "demo":
 		err = runDemo(ctx, args[1:], stdin, stdout, stderr)
-	case "check":
-		err = check(ctx, args[1:], stdout, stderr)
-	case "init":
-		err = initConfig(ctx, args[1:], stdout, stderr)
-	case "test":
-		err = runTest(ctx, args[1:], stdout, stderr)
-	case "replay":
-		err = replay(ctx, args[1:], stdout, stderr)
 	case "key":
 		err = makeKey(args[1:], stdout, stderr)
-	case "audit":
-		err = runAudit(ctx, args[1:], stdout, stderr)
-	case "approvals":
-		err = approvals(ctx, args[1:], stdout, stderr)
-	case "status":
-		err = status(ctx, args[1:], stdout, stderr)
-	case "console":
-		err = runConsole(ctx, args[1:], stdout, stderr)
 	case "secret":
 		err = makeSecret(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
@@ -113,8 +97,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "interlock: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		command, ok := commands[args[0]]
+		if !ok {
+			fmt.Fprintf(stderr, "interlock: unknown command %q\n\n%s", args[0], usage)
+			return 2
+		}
+		err = command(ctx, args[1:], stdout, stderr)
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelp):
@@ -128,6 +116,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return 1
 	}
+}
+
+// commands are run's commands that read no standard input, by name.
+var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"check": check, "init": initConfig, "test": runTest, "replay": replay,
+	"audit": runAudit, "approvals": approvals, "status": status, "console": runConsole,
 }
 
 // errUsage reports bad command-line usage that the flag package already

@@ -63,21 +63,29 @@ func loadConfig(name, dataDir string) (*config.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	// An upstream command "interlock" is this program, wherever it is
-	// installed, so the built-in config works when copied as it is.
-	for _, u := range f.Upstreams {
-		if len(u.Command) > 0 && u.Command[0] == "interlock" {
-			exe, err := os.Executable()
-			if err != nil {
-				return nil, fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
-			}
-			u.Command[0] = exe
-		}
+	if err := runThisProgram(f); err != nil {
+		return nil, err
 	}
 	if name == "" && dataDir != "" {
 		f.Upstreams[0].Command = append(f.Upstreams[0].Command, "--db", filepath.Join(dataDir, "demo.db"))
 	}
 	return f, nil
+}
+
+// runThisProgram makes an upstream command "interlock" this program,
+// wherever it is installed, so the built-in config works when copied as it
+// is, and so do the servers init wraps.
+func runThisProgram(f *config.File) error {
+	for _, u := range f.Upstreams {
+		if len(u.Command) > 0 && u.Command[0] == "interlock" {
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("finding this program to run upstream %q: %w", u.Name, err)
+			}
+			u.Command[0] = exe
+		}
+	}
+	return nil
 }
 
 // serve runs the gateway, in Caddy's order: the flags are read and

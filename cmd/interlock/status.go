@@ -66,6 +66,18 @@ func openRoster(ctx context.Context, f *config.File, dir string) (roster.Store, 
 	return state.Approvals(), func() { state.Close() }, nil
 }
 
+// loadStore reads what a command that reaches the store of running
+// gateways is given: their data directory, made absolute, and their
+// configuration.
+func loadStore(data, configFile string) (string, *config.File, error) {
+	dir, err := filepath.Abs(data)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := loadConfig(configFile, "")
+	return dir, f, err
+}
+
 // status lists the gateways that share the store, and says where their
 // versions or configurations differ.
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -75,11 +87,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
-	dir, err := filepath.Abs(*data)
-	if err != nil {
-		return err
-	}
-	f, err := loadConfig(*configFile, "")
+	dir, f, err := loadStore(*data, *configFile)
 	if err != nil {
 		return err
 	}
