@@ -1,6 +1,7 @@
 // The approvers' console in a real browser: a call waits, an approver
 // decides in the page, and the agent's next identical call runs once, or
-// not at all.
+// not at all; or, for an agent whose call became a task, its polls see
+// the call run once, or declined.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
@@ -8,10 +9,13 @@ import {
   T,
   assertPending,
   call,
+  callAsTask,
   invoice,
   launchBrowser,
+  mcp,
   screenshot,
   serve,
+  settled,
   sha256,
   signIn,
 } from './harness.mjs';
@@ -309,6 +313,75 @@ describe('approvers with API keys', () => {
     await bob.getByText('No live grant is yours to revoke.').waitFor();
     assertPending(await call(gw, 'refund_invoice', { invoice_id: 'inv_1001', amount: 150 }, KEYS.alice));
     assert.equal((await invoice(gw, 'acct_9931', 'inv_1001', KEYS.alice)).refunded, 450);
+  });
+});
+
+describe("an agent's call waiting as a task (protocol 2026-07-28, MCP's tasks extension)", () => {
+  let gw;
+  let bob;
+  before(async () => {
+    gw = await serve({ config: financeConfig });
+    bob = await (await browser.newContext({ viewport: { width: 1000, height: 800 } })).newPage();
+    await signIn(bob, gw, KEYS.bob);
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  it("bob approves in the page its status message names; alice's polls see it completed with the refund, made once", T, async () => {
+    const args = { invoice_id: 'inv_1002', amount: 300 };
+    const { task, approvalUrl } = await callAsTask(gw, 'refund_invoice', args, KEYS.alice);
+    assert.match(task.statusMessage, /refund_invoice waits for approval by group:finance; it has not run/);
+    assert.equal(new URL(approvalUrl).origin, gw.base);
+    assert.ok(task.statusMessage.includes(`(approval ${approvalUrl.split('/').at(-1)})`), task.statusMessage);
+    // Nothing ran before anyone decided: the task only waits.
+    const waiting = await mcp(gw, 'tasks/get', { taskId: task.taskId }, KEYS.alice);
+    assert.equal(waiting.result?.status, 'working', JSON.stringify(waiting));
+    assert.equal((await invoice(gw, 'acct_9931', 'inv_1002', KEYS.alice)).refunded, 0);
+
+    await bob.goto(approvalUrl);
+    await bob.getByRole('heading', { level: 1, name: 'Approval of refund_invoice' }).waitFor();
+    await bob.getByText('Refund 300 on inv_1002.').waitFor();
+    await screenshot(bob, 'task-approval');
+    await bob.getByRole('button', { name: 'Approve' }).click();
+    await bob.getByText("You approved alice's call of refund_invoice.").waitFor();
+
+    await listening(bob);
+    const done = await settled(gw, task.taskId, KEYS.alice);
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    assert.equal(done.result.isError, undefined, JSON.stringify(done.result));
+    assert.equal(done.result.structuredContent.invoice_id, 'inv_1002');
+    assert.equal(done.result.structuredContent.amount, 300);
+    assert.match(done.result.content[0].text, /inv_1002/, JSON.stringify(done.result.content));
+    // The open page learns that the call ran, without a reload.
+    await bob.getByText('Approved and run').first().waitFor();
+    await bob.getByRole('listitem').filter({ hasText: 'bob approved' }).waitFor();
+    await screenshot(bob, 'task-approved');
+
+    // Later polls read the stored result; they do not run the call again.
+    const again = await settled(gw, task.taskId, KEYS.alice);
+    assert.deepEqual(again.result, done.result);
+    assert.equal((await invoice(gw, 'acct_9931', 'inv_1002', KEYS.alice)).refunded, 300, 'refunded exactly once');
+  });
+
+  it("bob denies in the page; alice's task completes with the DECLINED error and his reason, and nothing ran", T, async () => {
+    const args = { invoice_id: 'inv_1003', amount: 200 };
+    const { task, approvalUrl } = await callAsTask(gw, 'refund_invoice', args, KEYS.alice);
+    await bob.goto(approvalUrl);
+    await bob.getByLabel('Reason').fill('Acme disputes nothing on this invoice');
+    await bob.getByRole('button', { name: 'Deny' }).click();
+    await bob.getByText("You denied alice's call of refund_invoice.").waitFor();
+    await bob.getByRole('listitem').filter({ hasText: 'bob denied' }).waitFor();
+    await screenshot(bob, 'task-denied');
+
+    const done = await settled(gw, task.taskId, KEYS.alice);
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    assert.equal(done.result.isError, true, JSON.stringify(done.result));
+    assert.equal(done.result.structuredContent.code, 'DECLINED', JSON.stringify(done.result));
+    assert.match(done.result.structuredContent.message, /Acme disputes nothing on this invoice/);
+    assert.equal((await invoice(gw, 'acct_9931', 'inv_1003', KEYS.alice)).refunded, 0);
+    await bob.reload();
+    await bob.getByText('Denied', { exact: true }).waitFor();
   });
 });
 

@@ -1,12 +1,13 @@
 // The harness of the console's browser tests: start `interlock serve`, act
-// as the agent over the REST face, and drive Debian's Chromium headless
-// with playwright-core.
+// as the agent over the REST face or over MCP, and drive Debian's Chromium
+// headless with playwright-core.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import { chromium } from 'playwright-core';
 
@@ -104,6 +105,71 @@ export async function call(gw, tool, args, key) {
     body: JSON.stringify({ arguments: args }),
   });
   return { status: res.status, body: await res.json() };
+}
+
+// Protocol 2026-07-28 has no session: each request carries the client's
+// version, identity and capabilities in _meta. This client declares MCP's
+// tasks extension, so a call that waits for approval answers a task.
+const TASKS_META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientInfo': { name: 'console-e2e-agent', version: '1.0.0' },
+  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+};
+let rpcIds = 0;
+
+// mcp is one JSON-RPC request of that protocol over streamable HTTP, as
+// the agent's client sends it, and returns the JSON-RPC answer. The
+// protocol wants the method and the tool or task it names in headers too,
+// so the request is refused without them.
+export async function mcp(gw, method, params, key) {
+  const headers = {
+    'Content-Type': 'application/json',
+    Accept: 'application/json, text/event-stream',
+    'Mcp-Protocol-Version': TASKS_META['io.modelcontextprotocol/protocolVersion'],
+    'Mcp-Method': method,
+    'Mcp-Name': params.name ?? params.taskId ?? '',
+  };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const res = await fetch(`${gw.base}/mcp`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcIds, method, params: { ...params, _meta: TASKS_META } }),
+  });
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  // The answer is the body, or the last event of a stream.
+  if ((res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+    return JSON.parse(text.split('\n').filter((l) => l.startsWith('data: ')).at(-1).slice(6));
+  }
+  return JSON.parse(text);
+}
+
+// callAsTask calls tool over MCP and asserts that the call became a task
+// waiting for approval; it returns the task and the approval page its
+// status message points approvers to.
+export async function callAsTask(gw, tool, args, key) {
+  const answer = await mcp(gw, 'tools/call', { name: tool, arguments: args }, key);
+  const t = answer.result;
+  assert.equal(t?.resultType, 'task', JSON.stringify(answer));
+  assert.equal(t.status, 'working');
+  assert.match(t.taskId, /^tsk_/);
+  const url = t.statusMessage.match(/Approvers decide it at (http\S+)\.$/)?.[1];
+  assert.match(url ?? '', /\/console\/approvals\/apr_[\w-]+$/, `the status message names the approval page: ${t.statusMessage}`);
+  return { task: t, approvalUrl: url };
+}
+
+// settled polls tasks/get as the agent's client does, a little faster
+// than the task's pollIntervalMs, until the task is no longer working, and
+// returns it. The poll that finds the approval decided starts the call
+// and answers at once, so the task is seen working for a poll or two more.
+export async function settled(gw, taskId, key) {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const answer = await mcp(gw, 'tasks/get', { taskId }, key);
+    assert.equal(answer.error, undefined, JSON.stringify(answer));
+    if (answer.result.status !== 'working' || Date.now() > deadline) return answer.result;
+    await sleep(50);
+  }
 }
 
 // pending asserts that a call waits for approval and returns its body.
