@@ -280,6 +280,22 @@ func redisStore(name string) string {
 	return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:6379/0\n  prefix: \"interlock-test:%s:%d:\"\n", name, time.Now().UnixNano())
 }
 
+// onSharedStores runs test as a subtest on each store gateways share,
+// PostgreSQL and Redis; storeOf makes a configuration's store section on
+// a fresh schema or prefix, the Redis one named for what.
+func onSharedStores(t *testing.T, what string, test func(t *testing.T, storeOf func(*testing.T) string)) {
+	stores := []struct {
+		name    string
+		storeOf func(t *testing.T) string
+	}{
+		{"postgres", pgStore},
+		{"redis", func(*testing.T) string { return redisStore(what) }},
+	}
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) { test(t, s.storeOf) })
+	}
+}
+
 // pgSchema makes a fresh schema on the test PostgreSQL server and returns
 // a URL that uses it.
 func pgSchema(t *testing.T) string {

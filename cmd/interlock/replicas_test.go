@@ -56,6 +56,35 @@ store:
 	return a, b
 }
 
+// atOnce sends n calls at once, the i-th to gateway a when i is even and
+// to b when it is odd, and counts those that ran (200 OK) and those that
+// refused says were refused; any other answer fails the test, named what.
+func atOnce(t *testing.T, what string, n int, a, b string, call func(i int, base string) (int, map[string]any), refused func(status int, body map[string]any) bool) (ran, refusals int64) {
+	var ranN, refusedN atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			base := a
+			if i%2 == 1 {
+				base = b
+			}
+			switch status, body := call(i, base); {
+			case status == http.StatusOK:
+				ranN.Add(1)
+			case refused(status, body):
+				refusedN.Add(1)
+			default:
+				t.Errorf("%s: %d %v", what, status, body)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return ranN.Load(), refusedN.Load()
+}
+
 // TestTokenExactlyOnceAcrossGateways runs two `interlock serve` processes
 // that share Redis, INTERLOCK_SECRET and the demo database, takes a confirm
 // token from one, and redeems it 1,000 times at once on both: the refund
@@ -88,30 +117,13 @@ rules:
 	}
 	redeem := fmt.Sprintf(`{"arguments":{"invoice_id":"inv_1003","amount":1},"confirm_token":%q}`, body["confirm_token"])
 
-	var ok, invalid atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range 1000 {
-		wg.Go(func() {
-			<-start
-			base := a
-			if i%2 == 1 {
-				base = b
-			}
-			switch status, body := call(base, "refund_invoice", redeem); {
-			case status == http.StatusOK:
-				ok.Add(1)
-			case status == http.StatusForbidden && body["code"] == "CONSENT_TOKEN_INVALID":
-				invalid.Add(1)
-			default:
-				t.Errorf("redeem: %d %v", status, body)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if ok.Load() != 1 || invalid.Load() != 999 {
-		t.Errorf("%d redemptions ran and %d were CONSENT_TOKEN_INVALID; want 1 and 999", ok.Load(), invalid.Load())
+	ok, invalid := atOnce(t, "redeem", 1000, a, b, func(_ int, base string) (int, map[string]any) {
+		return call(base, "refund_invoice", redeem)
+	}, func(status int, body map[string]any) bool {
+		return status == http.StatusForbidden && body["code"] == "CONSENT_TOKEN_INVALID"
+	})
+	if ok != 1 || invalid != 999 {
+		t.Errorf("%d redemptions ran and %d were CONSENT_TOKEN_INVALID; want 1 and 999", ok, invalid)
 	}
 
 	// The demo database agrees: one dollar was refunded, once.
@@ -152,30 +164,13 @@ rules:
 	if status, body := restPost(t, b+"/v1/approvals/"+id+"/approve", "bob-key", `{}`); status != http.StatusOK {
 		t.Fatalf("approve on the other gateway: %d %v", status, body)
 	}
-	var ran, waiting atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range 200 {
-		wg.Go(func() {
-			<-start
-			base := a
-			if i%2 == 1 {
-				base = b
-			}
-			switch status, body := restPost(t, base+"/v1/tools/refund_invoice/call", "agent-key", refund); {
-			case status == http.StatusOK:
-				ran.Add(1)
-			case status == http.StatusAccepted || body["code"] == "CONSENT_TOKEN_INVALID":
-				waiting.Add(1)
-			default:
-				t.Errorf("re-call: %d %v", status, body)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if ran.Load() != 1 {
-		t.Errorf("the approved refund ran %d times (and %d calls were told to wait)", ran.Load(), waiting.Load())
+	ran, waiting := atOnce(t, "re-call", 200, a, b, func(_ int, base string) (int, map[string]any) {
+		return restPost(t, base+"/v1/tools/refund_invoice/call", "agent-key", refund)
+	}, func(status int, body map[string]any) bool {
+		return status == http.StatusAccepted || body["code"] == "CONSENT_TOKEN_INVALID"
+	})
+	if ran != 1 {
+		t.Errorf("the approved refund ran %d times (and %d calls were told to wait)", ran, waiting)
 	}
 }
 
@@ -198,35 +193,18 @@ budgets:
 `, gateway.HashKey("agent-1-key"), gateway.HashKey("agent-2-key")))
 	const remind = `{"arguments":{"customer_id":"acct_9931"},"confirm":true}`
 
-	var ran, limited atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range 200 {
-		wg.Go(func() {
-			<-start
-			base, key := a, "agent-1-key"
-			if i%2 == 1 {
-				base = b
-			}
-			if i%4 >= 2 {
-				key = "agent-2-key"
-			}
-			status, body := restPost(t, base+"/v1/tools/send_reminder/call", key, remind)
-			wait, _ := body["retry_after_ms"].(float64)
-			switch {
-			case status == http.StatusOK:
-				ran.Add(1)
-			case status == http.StatusTooManyRequests && body["code"] == "RATE_LIMITED" && wait > 0:
-				limited.Add(1)
-			default:
-				t.Errorf("reminder: %d %v", status, body)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if ran.Load() != 37 || limited.Load() != 163 {
-		t.Errorf("%d reminders ran and %d were RATE_LIMITED; want 37 and 163", ran.Load(), limited.Load())
+	ran, limited := atOnce(t, "reminder", 200, a, b, func(i int, base string) (int, map[string]any) {
+		key := "agent-1-key"
+		if i%4 >= 2 {
+			key = "agent-2-key"
+		}
+		return restPost(t, base+"/v1/tools/send_reminder/call", key, remind)
+	}, func(status int, body map[string]any) bool {
+		wait, _ := body["retry_after_ms"].(float64)
+		return status == http.StatusTooManyRequests && body["code"] == "RATE_LIMITED" && wait > 0
+	})
+	if ran != 37 || limited != 163 {
+		t.Errorf("%d reminders ran and %d were RATE_LIMITED; want 37 and 163", ran, limited)
 	}
 }
 

@@ -100,44 +100,35 @@ func TestConsoleLinkSignsInOnce(t *testing.T) {
 // directory of its own) signs the operator in with it once; a
 // configuration with API keys makes none.
 func TestConsoleLinkInTheConfiguredStore(t *testing.T) {
-	tests := []struct {
-		name  string
-		store func(t *testing.T) string
-	}{
-		{"postgres", pgStore},
-		{"redis", func(*testing.T) string { return redisStore("link") }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			config := writeFile(t, dir, "interlock.yaml", fmt.Sprintf("upstreams:\n  - name: demo\n    command: [%q, demo, --db, %q]\n%s",
-				binary, filepath.Join(dir, "demo.db"), tt.store(t)))
-			base := strings.TrimSuffix(servedHTTP(t, "--config", config), "/mcp")
-			// The console is the one the gateway announced in the store: the
-			// command's data directory is another, and empty.
-			code, out, errText := runCLI(t, "console", "link", "--config", config, "--data", t.TempDir())
-			link := strings.TrimSpace(out)
-			if code != 0 || !strings.HasPrefix(link, base+"/console/login?once=") {
-				t.Fatalf("console link: %d %q %q", code, out, errText)
-			}
-			operator := newConsoleBrowser()
-			if status, _ := consoleGet(t, operator, link); status != http.StatusSeeOther {
-				t.Fatalf("first use: status %d", status)
-			}
-			if status, page := consoleGet(t, operator, base+"/console/"); status != http.StatusOK || !strings.Contains(page, "Signed in as <strong>operator</strong>") {
-				t.Errorf("after the link: %d\n%s", status, page)
-			}
-			if status, _ := consoleGet(t, newConsoleBrowser(), link); status != http.StatusForbidden {
-				t.Errorf("second use: status %d", status)
-			}
+	onSharedStores(t, "link", func(t *testing.T, storeOf func(*testing.T) string) {
+		dir := t.TempDir()
+		config := writeFile(t, dir, "interlock.yaml", fmt.Sprintf("upstreams:\n  - name: demo\n    command: [%q, demo, --db, %q]\n%s",
+			binary, filepath.Join(dir, "demo.db"), storeOf(t)))
+		base := strings.TrimSuffix(servedHTTP(t, "--config", config), "/mcp")
+		// The console is the one the gateway announced in the store: the
+		// command's data directory is another, and empty.
+		code, out, errText := runCLI(t, "console", "link", "--config", config, "--data", t.TempDir())
+		link := strings.TrimSpace(out)
+		if code != 0 || !strings.HasPrefix(link, base+"/console/login?once=") {
+			t.Fatalf("console link: %d %q %q", code, out, errText)
+		}
+		operator := newConsoleBrowser()
+		if status, _ := consoleGet(t, operator, link); status != http.StatusSeeOther {
+			t.Fatalf("first use: status %d", status)
+		}
+		if status, page := consoleGet(t, operator, base+"/console/"); status != http.StatusOK || !strings.Contains(page, "Signed in as <strong>operator</strong>") {
+			t.Errorf("after the link: %d\n%s", status, page)
+		}
+		if status, _ := consoleGet(t, newConsoleBrowser(), link); status != http.StatusForbidden {
+			t.Errorf("second use: status %d", status)
+		}
 
-			keyed := writeFile(t, dir, "keyed.yaml", fmt.Sprintf("upstreams:\n  - name: demo\n    command: [%q, demo]\n%sauth:\n  keys:\n    - {sha256: %s, principal: bob}\n",
-				binary, tt.store(t), gateway.HashKey("bob-key")))
-			if code, out, errText := runCLI(t, "console", "link", "--config", keyed, "--url", base); code != 1 || out != "" || !strings.Contains(errText, "API keys or an OAuth issuer") {
-				t.Errorf("console link with keys configured: %d %q %q", code, out, errText)
-			}
-		})
-	}
+		keyed := writeFile(t, dir, "keyed.yaml", fmt.Sprintf("upstreams:\n  - name: demo\n    command: [%q, demo]\n%sauth:\n  keys:\n    - {sha256: %s, principal: bob}\n",
+			binary, storeOf(t), gateway.HashKey("bob-key")))
+		if code, out, errText := runCLI(t, "console", "link", "--config", keyed, "--url", base); code != 1 || out != "" || !strings.Contains(errText, "API keys or an OAuth issuer") {
+			t.Errorf("console link with keys configured: %d %q %q", code, out, errText)
+		}
+	})
 }
 
 // TestConsoleLinkOnAGatewayWithKeys: approvers of a gateway with API keys
@@ -300,73 +291,64 @@ func TestStatusListsTheGateways(t *testing.T) {
 // status --config lists them and says when their configurations differ,
 // and so do /readyz (drift, the replica staying ready) and the metrics.
 func TestStatusOnASharedStore(t *testing.T) {
-	tests := []struct {
-		name  string
-		store func(t *testing.T) string
-	}{
-		{"postgres", pgStore},
-		{"redis", func(*testing.T) string { return redisStore("status") }},
-	}
 	digest := func(b []byte) string { sum := sha256.Sum256(b); return hex.EncodeToString(sum[:])[:12] }
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			store := tt.store(t)
-			flag := append(reminderConfig(t, dir, "flag", false), store...)
-			deny := append(reminderConfig(t, dir, "deny", false), store...)
-			configA, configB := writeFile(t, dir, "a.yaml", string(flag)), writeFile(t, dir, "b.yaml", string(deny))
-			if code, _, errText := runCLI(t, "status", "--config", configA); code != 1 || !strings.Contains(errText, "no gateway runs on the store") {
-				t.Errorf("with no gateway: exit %d, %q", code, errText)
-			}
-			baseA, _, _ := serveLogged(t, nil, "--config", configA, "--data", t.TempDir())
-			baseB, _, _ := serveLogged(t, nil, "--config", configA, "--data", t.TempDir())
-			var code int
-			var out, errText string
-			waitFor(t, "interlock status to list 2 gateways", func() bool {
-				code, out, errText = runCLI(t, "status", "--config", configA)
-				return strings.Count(out, "\n") >= 4
-			})
-			if code != 0 || !strings.Contains(out, "2 gateways agree: version "+version+", config "+digest(flag)) ||
-				rowOf(out, baseA) == "" || rowOf(out, baseB) == "" {
-				t.Errorf("two replicas on one config: exit %d\n%s%s", code, out, errText)
-			}
-
-			baseC, _, _ := serveLogged(t, nil, "--config", configB, "--data", t.TempDir())
-			waitFor(t, "interlock status to list 3 gateways", func() bool {
-				code, out, errText = runCLI(t, "status", "--config", configB)
-				return strings.Count(out, "\n") >= 5
-			})
-			if code != 1 || !strings.Contains(out, "config digests differ: ") || !strings.Contains(out, digest(deny)+" (") ||
-				!strings.Contains(errText, "the gateways on the store of "+configB+" differ") || rowOf(out, baseC) == "" {
-				t.Errorf("a replica on another config: exit %d\n%s%s", code, out, errText)
-			}
-
-			// Every replica tells of the drift, and stays ready.
-			for _, base := range []string{baseA, baseC} {
-				res, err := http.Get(base + "/readyz")
-				if err != nil {
-					t.Fatal(err)
-				}
-				var ready struct{ Status, Drift string }
-				err = json.NewDecoder(res.Body).Decode(&ready)
-				res.Body.Close()
-				if err != nil || res.StatusCode != http.StatusOK || ready.Status != "ready" ||
-					!strings.Contains(ready.Drift, "config digests differ: ") || !strings.Contains(ready.Drift, digest(deny)) {
-					t.Errorf("%s/readyz: %d %+v %v", base, res.StatusCode, ready, err)
-				}
-			}
-			// The metrics count the replicas of each configuration; each
-			// replica counts at its own announcement, so this waits for one.
-			waitFor(t, "the metrics to count both configurations", func() bool {
-				res, err := http.Get(baseC + "/metrics")
-				if err != nil {
-					return false
-				}
-				defer res.Body.Close()
-				body, _ := io.ReadAll(res.Body)
-				return strings.Contains(string(body), `interlock_gateways{config="`+digest(flag)+`",version="`+version+`"} 2`) &&
-					strings.Contains(string(body), `interlock_gateways{config="`+digest(deny)+`",version="`+version+`"} 1`)
-			})
+	onSharedStores(t, "status", func(t *testing.T, storeOf func(*testing.T) string) {
+		dir := t.TempDir()
+		store := storeOf(t)
+		flag := append(reminderConfig(t, dir, "flag", false), store...)
+		deny := append(reminderConfig(t, dir, "deny", false), store...)
+		configA, configB := writeFile(t, dir, "a.yaml", string(flag)), writeFile(t, dir, "b.yaml", string(deny))
+		if code, _, errText := runCLI(t, "status", "--config", configA); code != 1 || !strings.Contains(errText, "no gateway runs on the store") {
+			t.Errorf("with no gateway: exit %d, %q", code, errText)
+		}
+		baseA, _, _ := serveLogged(t, nil, "--config", configA, "--data", t.TempDir())
+		baseB, _, _ := serveLogged(t, nil, "--config", configA, "--data", t.TempDir())
+		var code int
+		var out, errText string
+		waitFor(t, "interlock status to list 2 gateways", func() bool {
+			code, out, errText = runCLI(t, "status", "--config", configA)
+			return strings.Count(out, "\n") >= 4
 		})
-	}
+		if code != 0 || !strings.Contains(out, "2 gateways agree: version "+version+", config "+digest(flag)) ||
+			rowOf(out, baseA) == "" || rowOf(out, baseB) == "" {
+			t.Errorf("two replicas on one config: exit %d\n%s%s", code, out, errText)
+		}
+
+		baseC, _, _ := serveLogged(t, nil, "--config", configB, "--data", t.TempDir())
+		waitFor(t, "interlock status to list 3 gateways", func() bool {
+			code, out, errText = runCLI(t, "status", "--config", configB)
+			return strings.Count(out, "\n") >= 5
+		})
+		if code != 1 || !strings.Contains(out, "config digests differ: ") || !strings.Contains(out, digest(deny)+" (") ||
+			!strings.Contains(errText, "the gateways on the store of "+configB+" differ") || rowOf(out, baseC) == "" {
+			t.Errorf("a replica on another config: exit %d\n%s%s", code, out, errText)
+		}
+
+		// Every replica tells of the drift, and stays ready.
+		for _, base := range []string{baseA, baseC} {
+			res, err := http.Get(base + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ready struct{ Status, Drift string }
+			err = json.NewDecoder(res.Body).Decode(&ready)
+			res.Body.Close()
+			if err != nil || res.StatusCode != http.StatusOK || ready.Status != "ready" ||
+				!strings.Contains(ready.Drift, "config digests differ: ") || !strings.Contains(ready.Drift, digest(deny)) {
+				t.Errorf("%s/readyz: %d %+v %v", base, res.StatusCode, ready, err)
+			}
+		}
+		// The metrics count the replicas of each configuration; each
+		// replica counts at its own announcement, so this waits for one.
+		waitFor(t, "the metrics to count both configurations", func() bool {
+			res, err := http.Get(baseC + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer res.Body.Close()
+			body, _ := io.ReadAll(res.Body)
+			return strings.Contains(string(body), `interlock_gateways{config="`+digest(flag)+`",version="`+version+`"} 2`) &&
+				strings.Contains(string(body), `interlock_gateways{config="`+digest(deny)+`",version="`+version+`"} 1`)
+		})
+	})
 }
