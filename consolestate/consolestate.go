@@ -187,3 +187,14 @@ type Signal interface {
 	// words may have been lost (a reconnection), it receives "".
 	Listen(ctx context.Context) (<-chan string, error)
 }
+
+// Send hands word to the listener of a Listen's channel ch, unless ctx
+// ends first; it reports whether it did.
+func Send(ctx context.Context, ch chan<- string, word string) bool {
+	select {
+	case ch <- word:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

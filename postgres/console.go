@@ -70,14 +70,6 @@ func (s *Console) Listen(ctx context.Context) (<-chan string, error) {
 	ch := make(chan string, 16)
 	go func() {
 		defer close(ch)
-		send := func(w string) bool {
-			select {
-			case ch <- w:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
 		for {
 			for conn != nil {
 				n, err := conn.WaitForNotification(ctx)
@@ -86,7 +78,7 @@ func (s *Console) Listen(ctx context.Context) (<-chan string, error) {
 					conn = nil
 					break
 				}
-				if !send(n.Payload) {
+				if !consolestate.Send(ctx, ch, n.Payload) {
 					conn.Close(context.WithoutCancel(ctx))
 					return
 				}
@@ -99,7 +91,7 @@ func (s *Console) Listen(ctx context.Context) (<-chan string, error) {
 			case <-ctx.Done():
 				return
 			}
-			if conn, _ = s.listen(ctx); conn != nil && !send("") {
+			if conn, _ = s.listen(ctx); conn != nil && !consolestate.Send(ctx, ch, "") {
 				conn.Close(context.WithoutCancel(ctx))
 				return
 			}

@@ -486,14 +486,6 @@ func (s *Console) Listen(ctx context.Context) (<-chan string, error) {
 	go func() {
 		defer close(ch)
 		defer stop()
-		send := func(w string) bool {
-			select {
-			case ch <- w:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
 		for {
 			msg, err := ps.Receive(ctx)
 			if ctx.Err() != nil {
@@ -501,13 +493,13 @@ func (s *Console) Listen(ctx context.Context) (<-chan string, error) {
 			}
 			switch m := msg.(type) {
 			case *goredis.Message:
-				if !send(m.Payload) {
+				if !consolestate.Send(ctx, ch, m.Payload) {
 					return
 				}
 			case *goredis.Subscription:
 				// Subscribed again after a reconnection: words raised
 				// in between are lost.
-				if !send("") {
+				if !consolestate.Send(ctx, ch, "") {
 					return
 				}
 			}

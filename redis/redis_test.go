@@ -15,6 +15,8 @@ import (
 	"github.com/interlock-mcp/interlock/consolestate"
 	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
 	"github.com/interlock-mcp/interlock/redis"
+	"github.com/interlock-mcp/interlock/roster"
+	"github.com/interlock-mcp/interlock/roster/rostertest"
 	"github.com/interlock-mcp/interlock/seal"
 	"github.com/interlock-mcp/interlock/storetest"
 )
@@ -148,6 +150,12 @@ func TestApprovalsConformance(t *testing.T) {
 // on one Redis.
 func TestGrantsConformance(t *testing.T) {
 	approvaltest.RunGrants(t, both(func(s *redis.Tokens) approval.GrantStore { return s.Grants() }))
+}
+
+// TestRosterConformance runs the roster's rules against two handles on
+// one Redis.
+func TestRosterConformance(t *testing.T) {
+	rostertest.Run(t, both(func(s *redis.Tokens) roster.Store { return s.Roster() }))
 }
 
 // TestApprovedKeptUntilItsDeadline checks that Redis keeps an approved

@@ -108,9 +108,7 @@ func (s *Console) Listen(ctx context.Context) (<-chan string, error) {
 				words, gap = append([]string{""}, words...), false
 			}
 			for _, w := range words {
-				select {
-				case ch <- w:
-				case <-ctx.Done():
+				if !consolestate.Send(ctx, ch, w) {
 					return
 				}
 			}
