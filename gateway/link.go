@@ -598,7 +598,9 @@ func requestLevel(link *mcp.ClientSession, req *mcp.CallToolRequest) mcp.Logging
 	if level, ok := req.Params.Meta[mcp.MetaKeyLogLevel].(string); ok {
 		return mcp.LoggingLevel(level)
 	}
-	if exchange.Of(req).Native {
+	// The version alone: reading the client's capabilities (exchange.Of)
+	// would decode them on every call.
+	if exchange.ProtocolVersion(req) >= exchange.ProtocolMRTR {
 		return ""
 	}
 	return "debug"

@@ -120,9 +120,16 @@ func relayed[R interface {
 // resultFields is a result as the members of its JSON object, for adding
 // the members the SDK's types cannot be given directly (resultType).
 func resultFields(res mcp.Result) (map[string]json.RawMessage, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
+	var b []byte
+	if v, ok := res.(*verbatimResult); ok {
+		// The upstream's bytes, read once already: marshalling them would
+		// only scan them again.
+		b = v.raw
+	} else {
+		var err error
+		if b, err = json.Marshal(res); err != nil {
+			return nil, err
+		}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -473,6 +474,11 @@ func (g *Gateway) upstreamTasks(name string) bool {
 // asksTask reports whether a tools/call's params carry a task, as clients
 // before 2026-07-28 ask for one.
 func asksTask(params json.RawMessage) bool {
+	// Most calls ask for none: a member named task needs those four
+	// letters, or escapes that spell them.
+	if !bytes.Contains(params, []byte("task")) && bytes.IndexByte(params, '\\') < 0 {
+		return false
+	}
 	var t struct {
 		Task json.RawMessage `json:"task"`
 	}

@@ -3,6 +3,8 @@ package sdkrules
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -113,7 +115,31 @@ func Complete(fields map[string]json.RawMessage, server *mcp.Implementation) ([]
 			return nil, err
 		}
 	}
-	return json.Marshal(fields)
+	return objectBytes(fields), nil
+}
+
+// objectBytes writes fields as one JSON object, its members in the order
+// of their names as json.Marshal orders a map's. The values are written
+// as they are: they were read from JSON, and json.Marshal would scan each
+// again only to compact it.
+func objectBytes(fields map[string]json.RawMessage) []byte {
+	names := slices.Sorted(maps.Keys(fields))
+	size := 2
+	for _, k := range names {
+		size += len(k) + len(fields[k]) + 4
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		name, _ := json.Marshal(k)
+		out = append(out, name...)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
 }
 
 // Earlier undoes Complete for a client of a protocol before 2026-07-28
