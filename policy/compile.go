@@ -372,21 +372,19 @@ func secretsIn(t *template.Template, isSecret func(string) bool) []string {
 		}
 	}
 	walkTemplate(t, func(n tmplparse.Node) {
+		var names []string
 		switch n := n.(type) {
 		case *tmplparse.FieldNode:
-			for _, id := range n.Ident {
-				note(id)
-			}
+			names = n.Ident
 		case *tmplparse.ChainNode:
-			for _, id := range n.Field {
-				note(id)
-			}
+			names = n.Field
 		case *tmplparse.VariableNode:
-			for _, id := range n.Ident {
-				note(id)
-			}
+			names = n.Ident
 		case *tmplparse.StringNode:
-			note(n.Text)
+			names = []string{n.Text}
+		}
+		for _, name := range names {
+			note(name)
 		}
 	})
 	return out
@@ -399,6 +397,11 @@ func walkTemplate(t *template.Template, visit func(tmplparse.Node)) {
 		return
 	}
 	var walk func(tmplparse.Node)
+	branch := func(n *tmplparse.BranchNode) {
+		walk(n.Pipe)
+		walk(n.List)
+		walk(n.ElseList)
+	}
 	walk = func(n tmplparse.Node) {
 		visit(n)
 		switch n := n.(type) {
@@ -423,17 +426,11 @@ func walkTemplate(t *template.Template, visit func(tmplparse.Node)) {
 		case *tmplparse.ChainNode:
 			walk(n.Node)
 		case *tmplparse.IfNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
+			branch(&n.BranchNode)
 		case *tmplparse.RangeNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
+			branch(&n.BranchNode)
 		case *tmplparse.WithNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
+			branch(&n.BranchNode)
 		case *tmplparse.TemplateNode:
 			walk(n.Pipe)
 		}
