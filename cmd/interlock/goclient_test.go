@@ -102,6 +102,16 @@ type goFeature struct {
 
 var clockText = regexp.MustCompile(`\d{1,2}:\d{2}:\d{2}(\s?[AP]M)?|\d{4}-\d{2}-\d{2}T[\d:.]+Z`)
 
+// sortedNames is the name of each of items, sorted.
+func sortedNames[T any](items []T, name func(T) string) []string {
+	var names []string
+	for _, item := range items {
+		names = append(names, name(item))
+	}
+	slices.Sort(names)
+	return names
+}
+
 // goStable is a tool result as two runs can compare: the content and the
 // structured content, without the times dynamic resources name.
 func goStable(res *mcp.CallToolResult, err error) (any, error) {
@@ -182,12 +192,7 @@ var goFeatures = []goFeature{
 		if err != nil {
 			return nil, err
 		}
-		var names []string
-		for _, t := range res.Tools {
-			names = append(names, t.Name)
-		}
-		slices.Sort(names)
-		return names, nil
+		return sortedNames(res.Tools, func(t *mcp.Tool) string { return t.Name }), nil
 	}},
 	{"tool results", func(ctx context.Context, c *goConn) (any, error) {
 		out := map[string]any{}
@@ -261,11 +266,7 @@ var goFeatures = []goFeature{
 		if err != nil {
 			return nil, err
 		}
-		var names []string
-		for _, p := range res.Prompts {
-			names = append(names, p.Name)
-		}
-		slices.Sort(names)
+		names := sortedNames(res.Prompts, func(p *mcp.Prompt) string { return p.Name })
 		args, err := c.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "args-prompt", Arguments: map[string]string{"city": "Paris", "state": "TX"}})
 		if err != nil {
 			return nil, err
