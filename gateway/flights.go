@@ -61,6 +61,10 @@ type inflight struct {
 	// held is set when the call is held across its client's requests
 	// (see held.go): the upstream's questions go to it.
 	held *heldCall
+	// task is set when the request is about a task the upstream made (see
+	// tasks_upstream.go): what the upstream says of its task during the
+	// request goes to it, under the gateway's id.
+	task *taskIDs
 }
 
 // newFlight describes the client request from, served in ctx, as the owner
@@ -131,6 +135,13 @@ func (t *flights) track(fl *inflight) func() {
 	}
 }
 
+// about records that fl is a request about the upstream's task ids.
+func (t *flights) about(fl *inflight, ids taskIDs) {
+	t.mu.Lock()
+	fl.task = &ids
+	t.mu.Unlock()
+}
+
 // boarded records that fl goes over link.
 func (t *flights) boarded(fl *inflight, link *mcp.ClientSession) {
 	t.mu.Lock()
@@ -147,6 +158,16 @@ func (t *flights) boarded(fl *inflight, link *mcp.ClientSession) {
 func (t *flights) ownerOf(link *mcp.ClientSession, meta mcp.Meta, marked bool) *inflight {
 	if link == nil {
 		return nil
+	}
+	if id, ok := relatedTask(meta); ok {
+		t.mu.Lock()
+		for c := range t.all {
+			if c.task != nil && c.task.upstream == id && c.link == link {
+				t.mu.Unlock()
+				return c
+			}
+		}
+		t.mu.Unlock()
 	}
 	if seq, ok := flightMark(meta); ok && marked {
 		t.mu.Lock()

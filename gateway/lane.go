@@ -420,11 +420,19 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		st.answer(m.ID, nil, errTaskCall)
 		return
 	}
-	if p.task && l.g.upstreamTasks(p.Name) {
-		st.answer(m.ID, nil, errUpstreamTask)
-		return
-	}
 	ctx = withState(ctx, func(s *requestState) { s.lane = st })
+	passed := false
+	if p.task {
+		if own, carried := l.g.upstreamTasks(p.Name); own && !carried {
+			st.answer(m.ID, nil, errUpstreamTask)
+			return
+		} else if own {
+			// The upstream makes the task; the gate still decides first.
+			task, _ := taskOf(m.Params)
+			ctx = withState(ctx, func(s *requestState) { s.verbatim = &verbatim{task: task} })
+			passed = true
+		}
+	}
 	req := &mcp.CallToolRequest{
 		Session: s.ss,
 		Params:  &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments, Meta: p.Meta},
@@ -438,6 +446,12 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
 	}
 	res, err := l.chain(ctx, "tools/call", req)
+	if fields, id, made := upstreamTaskOf(res); passed && made && err == nil {
+		res, err = l.g.tasks.adopt(ctx, identify(ctx, req), p, fields, id)
+		laneServed.Add(1)
+		st.answer(m.ID, res, err)
+		return
+	}
 	if p.task {
 		res, err = l.g.tasks.created(ctx, identify(ctx, req), p, res, err)
 		laneServed.Add(1)

@@ -390,7 +390,7 @@ func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageWithToolsRe
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no client can answer this sampling request"}
 	}
 	q := *req.Params
-	q.Meta = unmarked(q.Meta)
+	q.Meta = c.aboutTask(unmarked(q.Meta))
 	if h := u.flights.heldOf(c); h != nil {
 		// A client of 2026-07-28 is asked in its call's result.
 		if caps := c.req.ClientCapabilities(); caps == nil || caps.Sampling == nil {
@@ -507,7 +507,7 @@ func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
 	q := *req.Params
-	q.Meta = unmarked(q.Meta)
+	q.Meta = c.aboutTask(unmarked(q.Meta))
 	if h := u.flights.heldOf(c); h != nil && heldCanShow(c.req, &q) {
 		// A client of 2026-07-28 is asked in its call's result.
 		a, err := h.ask(ctx, &q)

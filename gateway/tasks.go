@@ -455,34 +455,45 @@ var errTaskCall = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 	Message: "interlock does not carry task-augmented tool calls (params.task) of this protocol version: a client of 2025-11-25 may send them, one of 2026-07-28 declares the tasks extension (io.modelcontextprotocol/tasks) instead; call the tool without \"task\""}
 
 // errUpstreamTask refuses a call that asks to run as a task of a tool whose
-// server runs tasks of its own (its definition says how, in execution):
-// interlock does not carry an upstream's tasks.
+// server runs tasks of its own (its definition says how, in execution)
+// over HTTP: interlock passes an upstream's tasks on over a child's link
+// only.
 var errUpstreamTask = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-	Message: "interlock does not carry task-augmented tool calls to the server behind this tool, which runs tasks of its own; call the tool without \"task\""}
+	Message: "interlock passes task-augmented tool calls only to servers it runs as children, and the server behind this tool is reached over HTTP; call the tool without \"task\""}
 
 // upstreamTasks reports whether the server behind the tool name says how
-// it runs the tool as a task of its own.
-func (g *Gateway) upstreamTasks(name string) bool {
+// it runs the tool as a task of its own (own), and whether interlock can
+// pass such a task on to it (carried): a child's link can.
+func (g *Gateway) upstreamTasks(name string) (own, carried bool) {
 	m := g.table().find(name)
 	if m == nil {
-		return false
+		return false, false
 	}
-	_, own := m.upstream.extras.of(strings.TrimPrefix(name, m.upstream.cfg.Prefix))["execution"]
-	return own
+	_, own = m.upstream.extras.of(strings.TrimPrefix(name, m.upstream.cfg.Prefix))["execution"]
+	return own, m.upstream.cfg.URL == ""
 }
 
 // asksTask reports whether a tools/call's params carry a task, as clients
 // before 2026-07-28 ask for one.
 func asksTask(params json.RawMessage) bool {
+	_, asks := taskOf(params)
+	return asks
+}
+
+// taskOf returns a tools/call's params.task, as its client wrote it.
+func taskOf(params json.RawMessage) (json.RawMessage, bool) {
 	// Most calls ask for none: a member named task needs those four
 	// letters, or escapes that spell them.
 	if !bytes.Contains(params, []byte("task")) && bytes.IndexByte(params, '\\') < 0 {
-		return false
+		return nil, false
 	}
 	var t struct {
 		Task json.RawMessage `json:"task"`
 	}
-	return json.Unmarshal(params, &t) == nil && len(t.Task) > 0 && string(t.Task) != "null"
+	if json.Unmarshal(params, &t) != nil || len(t.Task) == 0 || string(t.Task) == "null" {
+		return nil, false
+	}
+	return t.Task, true
 }
 
 // Clients of 2025-11-25 ask for a task as that protocol's experimental
@@ -554,12 +565,17 @@ func (l *lane) takesTaskV1(s *laneSession, m rpcMessage) bool {
 // to out.
 func (l *lane) answerTaskV1(ctx context.Context, s *laneSession, m rpcMessage, extra *mcp.RequestExtra, out laneOut) {
 	who := identify(ctx, &mcp.CallToolRequest{Extra: extra})
-	res, err := l.serveTaskV1(ctx, who, m.Method, m.Params)
-	(&laneStream{s: s, out: out}).answer(m.ID, res, err)
+	st := &laneStream{s: s, out: out}
+	// What the upstream asks about its own task during the request
+	// travels on the request's stream.
+	ctx = withState(ctx, func(rs *requestState) { rs.lane = st })
+	res, err := l.serveTaskV1(ctx, s, extra, who, m.Method, m.Params)
+	st.answer(m.ID, res, err)
 }
 
-// serveTaskV1 answers a request of the experimental tasks from who.
-func (l *lane) serveTaskV1(ctx context.Context, who interlock.Identity, method string, params json.RawMessage) (mcp.Result, error) {
+// serveTaskV1 answers a request of the experimental tasks from who, a
+// client of session s.
+func (l *lane) serveTaskV1(ctx context.Context, s *laneSession, extra *mcp.RequestExtra, who interlock.Identity, method string, params json.RawMessage) (mcp.Result, error) {
 	ts := l.g.tasks
 	if method == "tasks/list" {
 		list, err := ts.store.List(ctx, who.Tenant, who.Principal)
@@ -575,6 +591,9 @@ func (l *lane) serveTaskV1(ctx context.Context, who interlock.Identity, method s
 	t, err := l.namedTask(ctx, who, method, params)
 	if err != nil {
 		return nil, err
+	}
+	if t.UpstreamTask != "" {
+		return l.passTask(ctx, s, extra, t, method)
 	}
 	switch method {
 	case "tasks/get":

@@ -51,6 +51,12 @@ type verbatim struct {
 	// protocol added (see sdkrules.Earlier).
 	older bool
 
+	// task is the client's params.task, for a tool whose upstream runs
+	// tasks of its own: the call is passed on with it, and the upstream's
+	// answer (the task it made) travels as its bytes (see
+	// tasks_upstream.go).
+	task json.RawMessage
+
 	mu  sync.Mutex
 	raw json.RawMessage // the upstream's result, once read
 }
@@ -114,15 +120,20 @@ func plainResult(raw json.RawMessage, latest bool) (*mcp.CallToolResult, error) 
 	plain := !peek.IsError && complete && len(peek.Content) > 0 && string(peek.Content) != "null" &&
 		(len(peek.InputRequests) == 0 || string(peek.InputRequests) == "null")
 	if plain {
-		// Content that is not nil, or the SDK's server would copy the
-		// stand-in to fill it in, and the copy would be sent.
-		return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{standInMark: true}}, nil
+		return standIn(), nil
 	}
 	res := new(mcp.CallToolResult)
 	if err := json.Unmarshal(raw, res); err != nil {
 		return nil, fmt.Errorf("the result is not a tool's result: %w", err)
 	}
 	return res, nil
+}
+
+// standIn is the result the gate is given for one that travels verbatim.
+// Its content is not nil, or the SDK's server would copy the stand-in to
+// fill it in, and the copy would be sent.
+func standIn() *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{standInMark: true}}
 }
 
 // standInMark marks, in its _meta, the stand-in result the gate is given
@@ -147,8 +158,12 @@ func (g *Gateway) verbatimResults(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "tools/call" || !earlierProtocol(req) {
 			return next(ctx, method, req)
 		}
-		v := new(verbatim)
-		res, err := next(withState(ctx, func(s *requestState) { s.verbatim = v }), method, req)
+		v := stateOf(ctx).verbatim
+		if v == nil {
+			v = new(verbatim)
+			ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
+		}
+		res, err := next(ctx, method, req)
 		return v.result(res, err)
 	}
 }
@@ -262,17 +277,13 @@ func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.Connection.Write(ctx, msg)
 }
 
-// callSeq numbers the gateway's own calls on a child's connection; the ids
-// are strings, which the SDK's numbered ids can never equal.
-var callSeq atomic.Uint64
-
 // call makes a tools/call with params on the connection, as bytes the
 // gateway wrote (on a link of 2026-07-28, latest, with what it says of
 // its client), and returns the upstream's result as the upstream wrote
-// it, or its JSON-RPC error (a *jsonrpc.Error). A connection that broke
-// gives an error that is mcp.ErrConnectionClosed; a call its context ended
-// is cancelled at the upstream, as the SDK's client would.
-func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest bool) (json.RawMessage, error) {
+// it, or its JSON-RPC error (a *jsonrpc.Error). task, when set, is the
+// client's params.task, passed on as it wrote it to an upstream that runs
+// tasks of its own (see tasks_upstream.go).
+func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest bool, task json.RawMessage) (json.RawMessage, error) {
 	if caller := c.caller.Load(); latest && caller != nil {
 		// A link of 2026-07-28: the request says who its client is, as
 		// the SDK's client would say it (see ready).
@@ -292,6 +303,22 @@ func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest
 	if err != nil {
 		return nil, err
 	}
+	if task != nil {
+		body = append(append(append(body[:len(body)-1], `,"task":`...), task...), '}')
+	}
+	return c.request(ctx, "tools/call", body)
+}
+
+// callSeq numbers the gateway's own requests on a child's connection; the
+// ids are strings, which the SDK's numbered ids can never equal.
+var callSeq atomic.Uint64
+
+// request sends method with params on the connection, under an id of the
+// gateway's own, and returns the upstream's result as the upstream wrote
+// it, or its JSON-RPC error (a *jsonrpc.Error). A connection that broke
+// gives an error that is mcp.ErrConnectionClosed; a request its context
+// ended is cancelled at the upstream, as the SDK's client would.
+func (c *childConn) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	id, _ := jsonrpc.MakeID("interlock-" + strconv.FormatUint(callSeq.Add(1), 10))
 	answer := make(chan *jsonrpc.Response, 1)
 	c.mu.Lock()
@@ -303,12 +330,12 @@ func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest
 	// Waiting before writing: the answer may be read before Write returns.
 	c.calls[id] = answer
 	c.mu.Unlock()
-	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/call", Params: body}); err != nil {
+	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
 		c.forget(id)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: writing tools/call: %v", mcp.ErrConnectionClosed, err)
+		return nil, fmt.Errorf("%w: writing %s: %v", mcp.ErrConnectionClosed, method, err)
 	}
 	select {
 	case r := <-answer:

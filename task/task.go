@@ -48,8 +48,12 @@ type Task struct {
 	Call []byte `json:"call,omitempty"`
 	// Approval is the id of the approval the task waits on, if any.
 	Approval string `json:"approval,omitempty"`
-	Status   Status `json:"status"`
-	Message  string `json:"message,omitempty"`
+	// UpstreamTask is the id of the task the upstream made of the call,
+	// for a tool whose server runs tasks of its own: the gateway's task
+	// stands for it, and each request about it is passed on with this id.
+	UpstreamTask string `json:"upstream_task,omitempty"`
+	Status       Status `json:"status"`
+	Message      string `json:"message,omitempty"`
 	// Result is a tool's result and Error a JSON-RPC error object, each a
 	// JSON value, once the task is terminal. The gateway answers with
 	// them as the upstream wrote them, so a store keeps their bytes.

@@ -115,14 +115,14 @@ func Complete(fields map[string]json.RawMessage, server *mcp.Implementation) ([]
 			return nil, err
 		}
 	}
-	return objectBytes(fields), nil
+	return ObjectBytes(fields), nil
 }
 
-// objectBytes writes fields as one JSON object, its members in the order
+// ObjectBytes writes fields as one JSON object, its members in the order
 // of their names as json.Marshal orders a map's. The values are written
 // as they are: they were read from JSON, and json.Marshal would scan each
 // again only to compact it.
-func objectBytes(fields map[string]json.RawMessage) []byte {
+func ObjectBytes(fields map[string]json.RawMessage) []byte {
 	names := slices.Sorted(maps.Keys(fields))
 	size := 2
 	for _, k := range names {
