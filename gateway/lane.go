@@ -321,6 +321,9 @@ type callParams struct {
 	RequestState   string          `json:"requestState"`
 	// latest is set for a request of protocol 2026-07-28.
 	latest bool
+	// upstreamTask is the call's params.task when the tool's upstream
+	// runs tasks of its own and the call goes on with it.
+	upstreamTask json.RawMessage
 	// task is set when the call asks to run as a task as clients before
 	// 2026-07-28 do, which the gateway refuses (see errTaskCall); taskable
 	// when a client of 2026-07-28 declares the tasks extension, so that a
@@ -421,17 +424,10 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		return
 	}
 	ctx = withState(ctx, func(s *requestState) { s.lane = st })
-	passed := false
-	if p.task {
-		if own, carried := l.g.upstreamTasks(p.Name); own && !carried {
-			st.answer(m.ID, nil, errUpstreamTask)
-			return
-		} else if own {
-			// The upstream makes the task; the gate still decides first.
-			task, _ := taskOf(m.Params)
-			ctx = withState(ctx, func(s *requestState) { s.verbatim = &verbatim{task: task} })
-			passed = true
-		}
+	if p.task && l.g.upstreamTasks(p.Name) {
+		// The upstream makes the task; the gate still decides first.
+		p.upstreamTask, _ = taskOf(m.Params)
+		ctx = withState(ctx, func(s *requestState) { s.verbatim = &verbatim{task: p.upstreamTask} })
 	}
 	req := &mcp.CallToolRequest{
 		Session: s.ss,
@@ -446,7 +442,7 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
 	}
 	res, err := l.chain(ctx, "tools/call", req)
-	if fields, id, made := upstreamTaskOf(res); passed && made && err == nil {
+	if fields, id, made := upstreamTaskOf(res); p.upstreamTask != nil && made && err == nil {
 		res, err = l.g.tasks.adopt(ctx, identify(ctx, req), p, fields, id)
 		laneServed.Add(1)
 		st.answer(m.ID, res, err)

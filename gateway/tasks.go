@@ -76,6 +76,9 @@ type taskCall struct {
 	// Earlier says its client speaks a protocol before 2026-07-28, whose
 	// results do not say they are complete.
 	Earlier bool `json:"earlier,omitempty"`
+	// Task is the client's params.task, for a tool whose upstream runs
+	// tasks of its own: the call is passed on with it once approved.
+	Task json.RawMessage `json:"task,omitempty"`
 }
 
 // tasks are the gateway's tasks: their store and the keys their calls are
@@ -131,7 +134,7 @@ func (ts *tasks) open(ctx context.Context, who interlock.Identity, p callParams,
 		}
 		meta[mcp.MetaKeyClientCapabilities] = caps
 	}
-	call, err := json.Marshal(taskCall{Name: p.Name, Arguments: p.Arguments, Meta: meta, Earlier: !p.latest})
+	call, err := json.Marshal(taskCall{Name: p.Name, Arguments: p.Arguments, Meta: meta, Earlier: !p.latest, Task: p.upstreamTask})
 	if err != nil {
 		return nil, err
 	}
@@ -338,6 +341,14 @@ func (l *lane) runTask(t *task.Task) {
 		l.settle(ctx, t, &ended)
 		return
 	}
+	if fields, id, made := upstreamTaskOf(res); made && err == nil {
+		// The upstream made a task of the approved call: this task stands
+		// for it from now on (see tasks_upstream.go).
+		ended.UpstreamTask, ended.Message = id, ""
+		readStatus(&ended, fields)
+		l.settle(ctx, t, &ended)
+		return
+	}
 	if err == nil {
 		if res, err = l.completed(res); err == nil {
 			ended.Result, err = json.Marshal(res)
@@ -380,6 +391,10 @@ func (l *lane) rerun(ctx context.Context, t *task.Task) (res mcp.Result, earlier
 		st.who, st.identified = interlock.Identity{Tenant: t.Tenant, Principal: t.Principal}, true
 	})
 	v := &verbatim{latest: true}
+	if call.Task != nil {
+		// Passed on with its task, over a link of the experimental tasks.
+		v = &verbatim{task: call.Task}
+	}
 	ctx = withState(ctx, func(st *requestState) { st.verbatim = v })
 	req := &mcp.CallToolRequest{Session: s.ss, Params: &mcp.CallToolParamsRaw{Name: call.Name, Arguments: call.Arguments, Meta: call.Meta}}
 	res, err = l.chain(ctx, "tools/call", req)
@@ -454,23 +469,15 @@ func (l *lane) answerTask(ctx context.Context, s *laneSession, m rpcMessage, ext
 var errTaskCall = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 	Message: "interlock does not carry task-augmented tool calls (params.task) of this protocol version: a client of 2025-11-25 may send them, one of 2026-07-28 declares the tasks extension (io.modelcontextprotocol/tasks) instead; call the tool without \"task\""}
 
-// errUpstreamTask refuses a call that asks to run as a task of a tool whose
-// server runs tasks of its own (its definition says how, in execution)
-// over HTTP: interlock passes an upstream's tasks on over a child's link
-// only.
-var errUpstreamTask = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-	Message: "interlock passes task-augmented tool calls only to servers it runs as children, and the server behind this tool is reached over HTTP; call the tool without \"task\""}
-
 // upstreamTasks reports whether the server behind the tool name says how
-// it runs the tool as a task of its own (own), and whether interlock can
-// pass such a task on to it (carried): a child's link can.
-func (g *Gateway) upstreamTasks(name string) (own, carried bool) {
+// it runs the tool as a task of its own.
+func (g *Gateway) upstreamTasks(name string) bool {
 	m := g.table().find(name)
 	if m == nil {
-		return false, false
+		return false
 	}
-	_, own = m.upstream.extras.of(strings.TrimPrefix(name, m.upstream.cfg.Prefix))["execution"]
-	return own, m.upstream.cfg.URL == ""
+	_, own := m.upstream.extras.of(strings.TrimPrefix(name, m.upstream.cfg.Prefix))["execution"]
+	return own
 }
 
 // asksTask reports whether a tools/call's params carry a task, as clients

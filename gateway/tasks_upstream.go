@@ -32,9 +32,10 @@ import (
 // tasks/result is in flight, with the gateway's id in place of the
 // upstream's.
 //
-// Not carried: tasks of an upstream reached over HTTP (errUpstreamTask),
-// and tasks for clients of 2026-07-28, whose extension the upstreams that
-// run tasks today do not speak.
+// The requests about a task go over the link's raw side (httplink.go): a
+// child's connection, or a POST on an HTTP upstream's session. Not
+// carried: tasks for clients of 2026-07-28, whose extension the upstreams
+// that run tasks today do not speak.
 
 // relatedTaskKey is the _meta key that ties a message to a task.
 const relatedTaskKey = "io.modelcontextprotocol/related-task"
@@ -105,16 +106,12 @@ func (l *lane) passTask(ctx context.Context, s *laneSession, extra *mcp.RequestE
 	var raw json.RawMessage
 	err := u.forward(ctx, method, from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) error {
 		u.flights.about(stateOf(ctx).flight, taskIDs{gateway: t.ID, upstream: t.UpstreamTask})
-		wire := u.wireOf(cs)
-		if wire == nil {
-			return errUpstreamTask
-		}
 		var err error
-		raw, err = wire.request(ctx, method, params)
+		raw, err = u.rawLinkOf(cs).request(ctx, method, params)
 		return err
 	})
 	if err != nil {
-		if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok && rpcErr != errUpstreamTask {
+		if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
 			// The upstream's own answer about its task: its code, and
 			// words that name the upstream's id at most.
 			return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: logText(rpcErr.Message)}

@@ -466,24 +466,26 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	latest := cs.InitializeResult().ProtocolVersion >= protocolNew
 	v, wire := verbatimFor(ctx, cs), u.wireOf(cs)
 	switch {
-	case v != nil && v.task != nil && (wire == nil || latest || req == nil):
-		// Only a child's link of the same protocol carries a task.
+	case v != nil && v.task != nil && (latest || req == nil):
+		// Only a link of the experimental tasks' protocol carries one.
 		done()
 		return nil, &interlock.Error{Code: interlock.CodeUpstreamError,
 			Message: fmt.Sprintf("The server behind %s runs it as a task, which interlock cannot pass on over this link; nothing ran.", name),
 			Hint:    "Call the tool without \"task\"."}
 	case v != nil && v.task != nil:
 		// The upstream answers with the task it made, passed on as bytes.
-		var raw json.RawMessage
-		if raw, err = wire.call(ctx, params, latest, v.task); err == nil {
-			v.keep(raw)
-			res = standIn()
+		var raw, body json.RawMessage
+		if body, err = callBody(params, v.task); err == nil {
+			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
+				v.keep(raw)
+				res = standIn()
+			}
 		}
 	case v != nil && wire != nil && req != nil && wire.ready(latest):
 		// The client's own call (a preview's result is read by the gate)
 		// on a child's connection: its bytes, not the SDK's client.
 		var raw json.RawMessage
-		if raw, err = wire.call(ctx, params, latest, nil); err == nil {
+		if raw, err = wire.call(ctx, params, latest); err == nil {
 			res, err = plainResult(v.keep(raw), v.latest || v.older)
 		}
 	default:

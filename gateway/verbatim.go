@@ -280,10 +280,8 @@ func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // call makes a tools/call with params on the connection, as bytes the
 // gateway wrote (on a link of 2026-07-28, latest, with what it says of
 // its client), and returns the upstream's result as the upstream wrote
-// it, or its JSON-RPC error (a *jsonrpc.Error). task, when set, is the
-// client's params.task, passed on as it wrote it to an upstream that runs
-// tasks of its own (see tasks_upstream.go).
-func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest bool, task json.RawMessage) (json.RawMessage, error) {
+// it, or its JSON-RPC error (a *jsonrpc.Error).
+func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest bool) (json.RawMessage, error) {
 	if caller := c.caller.Load(); latest && caller != nil {
 		// A link of 2026-07-28: the request says who its client is, as
 		// the SDK's client would say it (see ready).
@@ -296,17 +294,25 @@ func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest
 			}
 		}
 	}
+	body, err := callBody(params, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.request(ctx, "tools/call", body)
+}
+
+// callBody is the JSON of a tools/call's params; task, when set, is the
+// client's params.task, passed on as it wrote it to an upstream that runs
+// tasks of its own (see tasks_upstream.go).
+func callBody(params *mcp.CallToolParams, task json.RawMessage) (json.RawMessage, error) {
 	if params.Arguments == nil {
 		params.Arguments = json.RawMessage("{}")
 	}
 	body, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
+	if err != nil || task == nil {
+		return body, err
 	}
-	if task != nil {
-		body = append(append(append(body[:len(body)-1], `,"task":`...), task...), '}')
-	}
-	return c.request(ctx, "tools/call", body)
+	return append(append(append(body[:len(body)-1], `,"task":`...), task...), '}'), nil
 }
 
 // callSeq numbers the gateway's own requests on a child's connection; the

@@ -114,7 +114,7 @@ func TestChildConnCarriesTheGatewaysCalls(t *testing.T) {
 			done := make(chan outcome, 1)
 			if tt.name != "the SDK's own call" {
 				go func() {
-					raw, err := conn.call(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{"n":1e400}`)}, false, nil)
+					raw, err := conn.call(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{"n":1e400}`)}, false)
 					done <- outcome{raw, err}
 				}()
 				<-inner.wrote

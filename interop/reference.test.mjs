@@ -415,8 +415,10 @@ const EVERYTHING_FEATURES = [
       const res = await c.client.request({ method: 'tasks/result', params: { taskId: id } }, CallToolResultSchema);
       return ranOk(res).content.map((x) => x.type);
     },
-    // A gateway that cannot carry tasks must say so, never drop them.
-    refusal: /interlock does not carry task-augmented tool calls/,
+    // A client that cannot have tasks through interlock (one of 2026-07-28,
+    // or of 2025-11-25 without a session) is told so, never run as a plain
+    // call; one of 2025-11-25 on a session gets the server's task.
+    refusal: /interlock does not carry task-augmented tool calls \(params.task\) of this protocol version/,
   },
 ];
 
