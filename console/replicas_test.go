@@ -92,7 +92,7 @@ func TestAnyReplicaAnswers(t *testing.T) {
 			}},
 		{"the flash is shown once", b, func() (*http.Response, string) { return bob.get("/console/approvals/apr_1") },
 			func(_ *http.Response, page string) bool {
-				return !strings.Contains(page, "You approved") && strings.Contains(page, "Approved: runs when the caller calls again")
+				return !strings.Contains(page, "You approved") && strings.Contains(page, "Approved: runs when the caller calls again or polls its task")
 			}},
 		{"signed out on b, signed out on a", a, func() (*http.Response, string) {
 			bob.on(b).post("/console/logout", url.Values{"csrf": {bob.on(b).csrf("/console/")}})

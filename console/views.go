@@ -92,7 +92,7 @@ func (v approvalView) StateWords() string {
 	case approval.Pending:
 		return "Waiting for approval"
 	case approval.Approved:
-		return "Approved: runs when the caller calls again"
+		return "Approved: runs when the caller calls again or polls its task"
 	case approval.Denied:
 		return "Denied"
 	case approval.Consumed:

@@ -85,7 +85,7 @@ describe('the built-in demo: no API keys, the operator signs in with the one-tim
     assert.equal(await operator.evaluate(() => document.activeElement.textContent), 'Approve');
     await operator.keyboard.press('Enter');
     await operator.getByText("You approved anonymous's call of refund_invoice.").waitFor();
-    await operator.getByText('Approved: runs when the caller calls again').first().waitFor();
+    await operator.getByText('Approved: runs when the caller calls again or polls its task').first().waitFor();
 
     await listening(operator);
     const ran = await call(gw, 'refund_invoice', args);
@@ -455,7 +455,7 @@ describe('a rule that requires a passkey', () => {
     await bob.getByText('confirm your decision with your passkey').waitFor();
     await bob.getByRole('button', { name: 'Approve' }).click();
     await bob.getByText("You approved alice's call of refund_invoice.").waitFor();
-    await bob.getByText('Approved: runs when the caller calls again').first().waitFor();
+    await bob.getByText('Approved: runs when the caller calls again or polls its task').first().waitFor();
 
     const ran = await call(gw, 'refund_invoice', args, KEYS.alice);
     assert.equal(ran.status, 200, JSON.stringify(ran.body));

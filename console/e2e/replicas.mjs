@@ -62,7 +62,7 @@ describe('three gateways behind a balancer without affinity', () => {
     assert.equal(new URL(deciding.url()).pathname, `/console/approvals/${pending.approval_id}`);
     await deciding.getByRole('button', { name: 'Approve' }).click();
     await deciding.getByText("You approved agent's call of refund_invoice.").waitFor();
-    await deciding.getByText('Approved: runs when the caller calls again').first().waitFor();
+    await deciding.getByText('Approved: runs when the caller calls again or polls its task').first().waitFor();
 
     // The page left open learns of the decision without a reload.
     await told(watching, 'refund_invoice is approved by bob; it runs when agent calls it again.');
