@@ -456,7 +456,7 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 	}
 	if p.taskable {
 		if t := l.g.tasks.waiting(ctx, identify(ctx, req), p, res); t != nil {
-			res, err = created(t)
+			res, err = created(l.g.tasks.withInput(taskFields(t), t))
 			laneServed.Add(1)
 			st.answer(m.ID, res, err)
 			return

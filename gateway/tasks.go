@@ -79,6 +79,14 @@ type taskCall struct {
 	// Task is the client's params.task, for a tool whose upstream runs
 	// tasks of its own: the call is passed on with it once approved.
 	Task json.RawMessage `json:"task,omitempty"`
+	// Asked and State are what the call's last answer asked of its client
+	// (its input requests, and the request state that goes back with the
+	// answers) while the task waits for input; Answers are the answers the
+	// client sent with tasks/update, which the next run carries (see
+	// tasks_input.go).
+	Asked   json.RawMessage `json:"asked,omitempty"`
+	State   string          `json:"state,omitempty"`
+	Answers json.RawMessage `json:"answers,omitempty"`
 }
 
 // tasks are the gateway's tasks: their store and the keys their calls are
@@ -122,6 +130,24 @@ func pendingApproval(res mcp.Result) (interlock.Body, bool) {
 // open makes the task of a call of who's, p, that waits for the approval
 // body names.
 func (ts *tasks) open(ctx context.Context, who interlock.Identity, p callParams, body interlock.Body) (*task.Task, error) {
+	now := time.Now()
+	t := &task.Task{ID: task.NewID(), Tenant: who.Tenant, Principal: who.Principal, Tool: p.Name, Approval: body.ApprovalID,
+		Status: task.Working, Message: waitingMessage(body), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(taskTTL)}
+	return t, ts.keep(ctx, t, laterCall(p))
+}
+
+// keep boxes call into t and stores t as a new task.
+func (ts *tasks) keep(ctx context.Context, t *task.Task, call taskCall) error {
+	b, err := json.Marshal(call)
+	if err != nil {
+		return err
+	}
+	t.Call = ts.sealer.Box(b, []byte(t.ID))
+	return ts.store.Create(ctx, t)
+}
+
+// laterCall is what a task of the call p runs later.
+func laterCall(p callParams) taskCall {
 	meta := maps.Clone(p.Meta)
 	// The call that runs later is a plain call: it must not open a task of
 	// its own.
@@ -134,18 +160,7 @@ func (ts *tasks) open(ctx context.Context, who interlock.Identity, p callParams,
 		}
 		meta[mcp.MetaKeyClientCapabilities] = caps
 	}
-	call, err := json.Marshal(taskCall{Name: p.Name, Arguments: p.Arguments, Meta: meta, Earlier: !p.latest, Task: p.upstreamTask})
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	t := &task.Task{ID: task.NewID(), Tenant: who.Tenant, Principal: who.Principal, Tool: p.Name, Approval: body.ApprovalID,
-		Status: task.Working, Message: waitingMessage(body), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(taskTTL)}
-	t.Call = ts.sealer.Box(call, []byte(t.ID))
-	if err := ts.store.Create(ctx, t); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return taskCall{Name: p.Name, Arguments: p.Arguments, Meta: meta, Earlier: !p.latest, Task: p.upstreamTask}
 }
 
 // ended makes the task of a call of who's, p, that was answered at once
@@ -186,11 +201,15 @@ func waitingMessage(body interlock.Body) string {
 // approval; nil otherwise, and when the store cannot keep the task, so
 // that the call is answered as it is.
 func (ts *tasks) waiting(ctx context.Context, who interlock.Identity, p callParams, res mcp.Result) *task.Task {
-	body, pending := pendingApproval(res)
-	if !pending {
+	var t *task.Task
+	var err error
+	if body, pending := pendingApproval(res); pending {
+		t, err = ts.open(ctx, who, p, body)
+	} else if asked, ok := askedOf(res); ok {
+		t, err = ts.asking(ctx, who, p, asked)
+	} else {
 		return nil
 	}
-	t, err := ts.open(ctx, who, p, body)
 	if err != nil {
 		ts.log.Warn("making a task", "tool", p.Name, "error", logText(err.Error()))
 		return nil
@@ -198,10 +217,9 @@ func (ts *tasks) waiting(ctx context.Context, who interlock.Identity, p callPara
 	return t
 }
 
-// created is the answer to a call that became task t: the task, with
-// resultType "task".
-func created(t *task.Task) (mcp.Result, error) {
-	fields := taskFields(t)
+// created is the answer to a call that became a task, whose fields are
+// given: the task, with resultType "task".
+func created(fields map[string]any) (mcp.Result, error) {
 	fields["resultType"] = "task"
 	return rawResult(fields)
 }
@@ -244,15 +262,14 @@ func (l *lane) serveTask(ctx context.Context, who interlock.Identity, method str
 	switch method {
 	case "tasks/get":
 		t = l.advance(ctx, t)
-		return complete(taskFields(t))
+		return complete(l.g.tasks.withInput(taskFields(t), t))
 	case "tasks/cancel":
 		if err := l.cancelTask(ctx, who, t); err != nil {
 			return nil, err
 		}
 		return complete(map[string]any{})
 	}
-	// tasks/update: interlock's tasks never ask for input.
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this task asks for no input"}
+	return l.answerInput(ctx, t, params)
 }
 
 // complete is a result of the extension's methods: fields, with
@@ -341,6 +358,12 @@ func (l *lane) runTask(t *task.Task) {
 		l.settle(ctx, t, &ended)
 		return
 	}
+	if asked, ok := askedOf(res); ok && err == nil {
+		// The run asked its client something again: the task waits for
+		// the answers.
+		l.settle(ctx, t, l.g.tasks.askAgain(&ended, asked))
+		return
+	}
 	if fields, id, made := upstreamTaskOf(res); made && err == nil {
 		// The upstream made a task of the approved call: this task stands
 		// for it from now on (see tasks_upstream.go).
@@ -375,13 +398,9 @@ func (l *lane) runTask(t *task.Task) {
 // middleware and the gate; earlier says the task's client speaks a
 // protocol before 2026-07-28.
 func (l *lane) rerun(ctx context.Context, t *task.Task) (res mcp.Result, earlier bool, err error) {
-	plain, err := l.g.tasks.sealer.Unbox(t.Call, []byte(t.ID))
+	call, err := l.g.tasks.callIn(t)
 	if err != nil {
-		return nil, false, fmt.Errorf("opening the call of task %s: %w", t.ID, err)
-	}
-	var call taskCall
-	if err := json.Unmarshal(plain, &call); err != nil {
-		return nil, false, fmt.Errorf("reading the call of task %s: %w", t.ID, err)
+		return nil, false, err
 	}
 	s := l.stateless()
 	if s == nil {
@@ -397,6 +416,14 @@ func (l *lane) rerun(ctx context.Context, t *task.Task) (res mcp.Result, earlier
 	}
 	ctx = withState(ctx, func(st *requestState) { st.verbatim = v })
 	req := &mcp.CallToolRequest{Session: s.ss, Params: &mcp.CallToolParamsRaw{Name: call.Name, Arguments: call.Arguments, Meta: call.Meta}}
+	if call.Answers != nil {
+		// The run after tasks/update: the answers go with the state the
+		// last answer asked them with, as a retried call carries them.
+		if err := json.Unmarshal(call.Answers, &req.Params.InputResponses); err != nil {
+			return nil, call.Earlier, fmt.Errorf("reading the answers of task %s: %w", t.ID, err)
+		}
+		req.Params.RequestState = call.State
+	}
 	res, err = l.chain(ctx, "tools/call", req)
 	if _, pending := pendingApproval(res); pending {
 		return res, call.Earlier, err

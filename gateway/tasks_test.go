@@ -52,9 +52,9 @@ type taskClient struct {
 }
 
 // latestMetaTasks is the _meta of a request of 2026-07-28 whose client
-// declares the tasks extension.
+// declares the tasks extension, and forms.
 const latestMetaTasks = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
-	`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},` +
+	`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}},` +
 	`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
 
 // rpc sends method with params (an object's members, without _meta) and
