@@ -4,10 +4,16 @@
 // by its identity; tasks/get, tasks/result and tasks/cancel about it reach
 // the upstream and come back under the gateway's id; another identity is
 // told the id does not exist; the question the upstream asks during
-// tasks/result reaches the client that asked, about the gateway's id.
+// tasks/result reaches the client that asked, about the gateway's id. All
+// of it with server-everything as a stdio child and reached over streamable
+// HTTP. A call that waits for approval first is a task of the gateway's
+// until bob decides: approved, it goes on as the upstream's task under the
+// same id; denied, it ends with DECLINED and never reaches the upstream.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -21,7 +27,7 @@ import {
   ListTasksResultSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
-import { SDK1, removeDir, startHttp, startStdio, tempDataDir } from './harness.mjs';
+import { SDK1, assertGatewayError, removeDir, startHttp, startStdio, tempDataDir } from './harness.mjs';
 
 const SLOW = { timeout: 60_000 };
 const RELATED = 'io.modelcontextprotocol/related-task';
@@ -32,28 +38,41 @@ const EVERYTHING = fileURLToPath(
 const sha256 = (s) => createHash('sha256').update(s).digest('hex');
 
 // alice and bob are in different tenants; alice@other has alice's name in
-// bob's tenant, so ownership must be by tenant and principal both.
+// bob's tenant, so ownership must be by tenant and principal both. An
+// approver is named in the tenant of the call: bob@acme decides alice's.
 const KEYS = {
   alice: { key: 'alice-key', principal: 'alice', tenant: 'acme' },
   bob: { key: 'bob-key', principal: 'bob', tenant: 'other' },
   'alice@other': { key: 'alice-other-key', principal: 'alice', tenant: 'other' },
+  'bob@acme': { key: 'bob-acme-key', principal: 'bob', tenant: 'acme' },
 };
 
-function writeConfig(dir) {
+// upstream is { command } or { url }; with approval, TOOL waits for bob.
+function writeConfig(dir, upstream, { approval = false } = {}) {
   const path = join(dir, 'interlock.yaml');
   writeFileSync(
     path,
     [
       'upstreams:',
       '  - name: everything',
-      `    command: [${[process.execPath, EVERYTHING, 'stdio'].map((x) => JSON.stringify(x)).join(', ')}]`,
+      upstream.url
+        ? `    url: ${JSON.stringify(upstream.url)}`
+        : `    command: [${upstream.command.map((x) => JSON.stringify(x)).join(', ')}]`,
       'auth:',
       '  keys:',
       ...Object.values(KEYS).map(
         (k) => `    - {sha256: ${sha256(k.key)}, principal: ${k.principal}, tenant: ${k.tenant}}`,
       ),
-      // The gate is not under test here: let every tool of the upstream run.
       'rules:',
+      ...(approval
+        ? [
+            '  - name: research-needs-approval',
+            `    match: {upstream: everything, tools: [${TOOL}]}`,
+            '    mode: approval',
+            '    approvers: [bob]',
+          ]
+        : []),
+      // The gate is not under test otherwise: let every tool of the upstream run.
       '  - name: everything-runs',
       '    match: {upstream: everything, tools: ["*"]}',
       '    mode: allow',
@@ -112,12 +131,14 @@ const taskResult = (client, taskId) =>
 const cancelTask = (client, taskId) =>
   client.request({ method: 'tasks/cancel', params: { taskId } }, CancelTaskResultSchema);
 
-// Polls tasks/get until the task ends; returns its last state.
-async function settle(client, taskId, ms = 30_000) {
+// Polls tasks/get until the task ends; returns its last state. Each state
+// polled is pushed on trail.
+async function settle(client, taskId, ms = 30_000, trail = []) {
   const end = Date.now() + ms;
   let task;
   do {
     task = await getTask(client, taskId);
+    trail.push(task);
     assert.equal(task.taskId, taskId, 'tasks/get answers with the id the client knows');
     if (['completed', 'failed', 'cancelled'].includes(task.status)) return task;
     await new Promise((r) => setTimeout(r, 250));
@@ -143,13 +164,109 @@ function reportText(res) {
   return texts.join('\n');
 }
 
-// Starts interlock on transport with the test's configuration, alice
-// connected (her key over HTTP; over stdio the caller is the OS user).
-async function startGateway(transport, seen) {
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.once('error', reject);
+  });
+}
+
+// server-everything over streamable HTTP, on a free port, as
+// reference.test.mjs starts it. Returns { url, close }.
+async function startEverythingHttp() {
+  const port = await freePort();
+  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  await new Promise((resolve, reject) => {
+    // One that did not listen in time is stopped, or it would keep the
+    // test process alive.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server-everything did not listen within 30 s: ${err}`));
+    }, 30_000);
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d) => {
+      err += d;
+      if (/listening on port/.test(err)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server-everything exited (${code}): ${err}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    close: async () => {
+      if (child.exitCode === null) {
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await gone;
+      }
+    },
+  };
+}
+
+// The two ways the gateway reaches server-everything. start() returns
+// { config, close() }: config is the upstream's entry.
+const UPSTREAMS = [
+  {
+    title: 'server-everything as a stdio child',
+    start: async () => ({ config: { command: [process.execPath, EVERYTHING, 'stdio'] }, close: async () => {} }),
+  },
+  {
+    title: 'server-everything over streamable HTTP',
+    start: async () => {
+      const server = await startEverythingHttp();
+      return { config: { url: server.url }, close: server.close };
+    },
+  },
+];
+
+// The approval of the call of TOOL, with id, as who sees it over REST.
+async function approvalAs(base, who, id) {
+  const res = await fetch(new URL(`/v1/approvals/${id}`, base), { headers: { Authorization: `Bearer ${KEYS[who].key}` } });
+  assert.equal(res.status, 200, await res.clone().text());
+  return res.json();
+}
+
+// bob@acme decides (approve or deny) the approval id over REST, once he
+// sees it among the pending ones he may decide.
+async function bobDecides(base, id, decision) {
+  const auth = { Authorization: `Bearer ${KEYS['bob@acme'].key}` };
+  const res = await fetch(new URL('/v1/approvals', base), { headers: auth });
+  assert.equal(res.status, 200, await res.clone().text());
+  const body = await res.json();
+  const pending = body.approvals ?? body;
+  assert.ok(
+    pending.some((a) => a.id === id && a.tool === TOOL),
+    `bob may decide ${id}: ${JSON.stringify(pending)}`,
+  );
+  const decided = await fetch(new URL(`/v1/approvals/${id}/${decision}`, base), {
+    method: 'POST',
+    headers: { ...auth, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ reason: `interop: ${decision}` }),
+  });
+  assert.equal(decided.status, 200, await decided.clone().text());
+}
+
+// Starts interlock on transport in front of upstream with the test's
+// configuration, alice connected (her key over HTTP; over stdio the caller
+// is the OS user).
+async function startGateway(transport, upstream, seen, config) {
   const dir = tempDataDir();
   const opts = {
     dryRun: 'false',
-    extraArgs: ['--config', writeConfig(dir)],
+    extraArgs: ['--config', writeConfig(dir, upstream, config)],
     clientOptions: CLIENT_OPTIONS,
     setup: aliceSetup(seen),
   };
@@ -171,19 +288,25 @@ async function startGateway(transport, seen) {
   return gw;
 }
 
-for (const transport of ['http', 'stdio']) {
+for (const { up, transport } of UPSTREAMS.flatMap((up) => ['http', 'stdio'].map((transport) => ({ up, transport })))) {
   const label = transport === 'http' ? 'streamable HTTP with sessions' : 'serve --stdio';
 
-  describe(`an upstream's own tasks through interlock: client 1.x (2025-11-25), ${label}, server-everything as a stdio child`, () => {
+  describe(`an upstream's own tasks through interlock: client 1.x (2025-11-25), ${label}, ${up.title}`, () => {
     let gw;
+    let upstream;
     const seen = [];
 
     before(async () => {
-      gw = await startGateway(transport, seen);
-    });
+      upstream = await up.start();
+      gw = await startGateway(transport, upstream.config, seen);
+    }, SLOW);
 
     after(async () => {
-      await gw?.close();
+      try {
+        await gw?.close();
+      } finally {
+        await upstream?.close();
+      }
     });
 
     it(`${TOOL} requires a task, and the call answers with the gateway's task`, SLOW, async () => {
@@ -255,6 +378,90 @@ for (const transport of ['http', 'stdio']) {
       assert.match(text, /\*\*Clarification\*\*: programming/);
       assert.equal(res._meta?.[RELATED]?.taskId, id);
       assert.equal((await getTask(gw.client, id)).status, 'completed');
+    });
+  });
+}
+
+// How server-everything's research task tells its stages.
+const UPSTREAM_STAGE = /^(Gathering sources|Analyzing content|Synthesizing findings|Generating report)\.\.\.$/;
+
+// The REST face that decides approvals is the HTTP gateway's.
+for (const up of UPSTREAMS) {
+  describe(`approval, then the upstream's task: client 1.x (2025-11-25), streamable HTTP with sessions, ${up.title}`, () => {
+    let gw;
+    let upstream;
+    const seen = [];
+
+    before(async () => {
+      upstream = await up.start();
+      gw = await startGateway('http', upstream.config, seen, { approval: true });
+    }, SLOW);
+
+    after(async () => {
+      try {
+        await gw?.close();
+      } finally {
+        await upstream?.close();
+      }
+    });
+
+    // The task the call waits as, checked as the table of docs/modes.md
+    // says while the approval waits; returns its id and the approval's.
+    async function waitingTask(args) {
+      const created = await startTask(gw.client, args);
+      const id = created.task.taskId;
+      assert.match(id, /^tsk_/, `the task id is the gateway's: ${JSON.stringify(created)}`);
+      assert.equal(created.task.status, 'working', JSON.stringify(created));
+      assert.match(created.task.statusMessage ?? '', /waits for approval by bob; it has not run/, JSON.stringify(created));
+      const approvalId = /\bapr_[\w-]+/.exec(created.task.statusMessage)?.[0];
+      assert.ok(approvalId, `the status message names the approval: ${created.task.statusMessage}`);
+
+      // Nothing was passed on yet: the gateway's task still waits on the
+      // approval, which nobody decided.
+      const first = await getTask(gw.client, id);
+      assert.equal(first.taskId, id);
+      assert.equal(first.status, 'working', JSON.stringify(first));
+      assert.match(first.statusMessage ?? '', /waits for approval/, JSON.stringify(first));
+      assert.ok(first.statusMessage.includes(approvalId), first.statusMessage);
+      assert.equal((await approvalAs(gw.url, 'alice', approvalId)).state, 'pending');
+      return { id, approvalId };
+    }
+
+    it(`a task-augmented call of ${TOOL} waits for approval as the gateway's task, and once bob approves goes on as the upstream's under the same id`, SLOW, async () => {
+      const { id, approvalId } = await waitingTask({ topic: 'mcp' });
+      await bobDecides(gw.url, approvalId, 'approve');
+
+      const trail = [];
+      const last = await settle(gw.client, id, 30_000, trail);
+      assert.equal(last.status, 'completed', JSON.stringify(last));
+      // The research takes server-everything four stages of a second, each
+      // told in its task's status message: polls answered with them were
+      // passed on to the upstream's task.
+      const relayed = trail.findIndex((t) => UPSTREAM_STAGE.test(t.statusMessage ?? ''));
+      assert.ok(relayed >= 0, `no poll showed the upstream's progress: ${JSON.stringify(trail)}`);
+      assert.ok(
+        trail.slice(relayed).every((t) => !/approval/.test(t.statusMessage ?? '')),
+        `once the upstream's task stands, no poll waits for approval again: ${JSON.stringify(trail)}`,
+      );
+      const res = await taskResult(gw.client, id);
+      assert.match(reportText(res), /Research Report: mcp/);
+      assert.equal(res._meta?.[RELATED]?.taskId, id, `tasks/result is tied to the gateway's id: ${JSON.stringify(res._meta)}`);
+      assert.equal((await approvalAs(gw.url, 'bob@acme', approvalId)).state, 'consumed', 'the approval was used, once');
+    });
+
+    it('bob denies: the task ends failed (2025-11-25 words for an error result), and tasks/result gives DECLINED', SLOW, async () => {
+      // Other arguments than the approved call's: they ask for an approval of their own.
+      const { id, approvalId } = await waitingTask({ topic: 'denied research' });
+      await bobDecides(gw.url, approvalId, 'deny');
+
+      const last = await settle(gw.client, id);
+      assert.equal(last.status, 'failed', JSON.stringify(last));
+      const res = await taskResult(gw.client, id);
+      const sc = assertGatewayError(res, 'DECLINED');
+      assert.doesNotMatch(JSON.stringify(res.content), /Research Report/, 'the denied call never ran');
+      assert.equal(res._meta?.[RELATED]?.taskId, id, `tasks/result is tied to the gateway's id: ${JSON.stringify(res._meta)}`);
+      assert.equal(sc.retriable, false, JSON.stringify(sc));
+      assert.equal(seen.length, 0, `nothing asked alice anything: ${JSON.stringify(seen)}`);
     });
   });
 }
