@@ -87,3 +87,46 @@ func TestFormAsTask(t *testing.T) {
 		}
 	})
 }
+
+// TestFormTaskAcrossReplicas: a task waiting for input, made on one
+// gateway, is answered on two others at once: one update is taken, the
+// call runs once, and a poll of any gateway sees it completed.
+func TestFormTaskAcrossReplicas(t *testing.T) {
+	for name, open := range sharedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			replica, log, _ := taskReplicas(t, formRules, open)
+			_, firstSrv := replica()
+			_, secondSrv := replica()
+			_, thirdSrv := replica()
+			created := taskClient{t, firstSrv.URL + "/mcp", "alice-key"}.call("disk")
+			id, _ := created["taskId"].(string)
+			if created["status"] != "input_required" {
+				t.Fatalf("tools/call answered %v", created)
+			}
+			answered := make(chan map[string]any, 2)
+			for _, srv := range []*httptest.Server{secondSrv, thirdSrv} {
+				go func() {
+					_, rpcErr := taskClient{t, srv.URL + "/mcp", "alice-key"}.rpc("tasks/update", id,
+						fmt.Sprintf(`"taskId":%q,"inputResponses":{"interlock_confirm":{"action":"accept","content":{"confirm":true}}}`, id))
+					answered <- rpcErr
+				}()
+			}
+			refused := 0
+			for range 2 {
+				if rpcErr := <-answered; rpcErr != nil {
+					refused++
+				}
+			}
+			if refused != 1 {
+				t.Errorf("%d of two updates sent at once were refused; want one", refused)
+			}
+			res, rpcErr := taskClient{t, firstSrv.URL + "/mcp", "alice-key"}.poll(id)
+			if rpcErr != nil || res["status"] != "completed" || !strings.Contains(fmt.Sprint(res["result"]), "wiped") {
+				t.Fatalf("poll: %v %v", res, rpcErr)
+			}
+			if runs := wipesRun(t, log); runs != 1 {
+				t.Errorf("the call ran %d times", runs)
+			}
+		})
+	}
+}

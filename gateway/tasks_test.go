@@ -254,12 +254,20 @@ func sharedStores(t *testing.T) map[string]storeOptions {
 			return Options{Tokens: st, Budgets: st.Budgets(), Approvals: st.Approvals(), Grants: st.Grants(), Tasks: st.Tasks(),
 				ConsoleState: st.Console(), ConsoleSignal: st.Console()}, func() { st.Close() }
 		},
+		// PostgreSQL keeps approvals and tasks; the confirm tokens (a form's
+		// request state among them) are in Redis, as gateways that share
+		// PostgreSQL deploy them.
 		"postgres": func(t *testing.T) (Options, func()) {
 			st, err := postgres.OpenApprovals(t.Context(), pg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return Options{Approvals: st, Grants: st, Tasks: st.Tasks(), ConsoleState: st.Console(), ConsoleSignal: st.Console()}, func() { st.Close() }
+			tokens, err := redis.Open(t.Context(), "redis://127.0.0.1:6379/0", prefix+"pg:")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return Options{Approvals: st, Grants: st, Tasks: st.Tasks(), Tokens: tokens, Budgets: tokens.Budgets(),
+				ConsoleState: st.Console(), ConsoleSignal: st.Console()}, func() { st.Close(); tokens.Close() }
 		},
 	}
 }
@@ -271,25 +279,7 @@ func sharedStores(t *testing.T) map[string]storeOptions {
 func TestTaskAcrossReplicas(t *testing.T) {
 	for name, open := range sharedStores(t) {
 		t.Run(name, func(t *testing.T) {
-			log, err := sqlite.OpenAudit(t.Context(), filepath.Join(t.TempDir(), "audit.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { log.Close() })
-			var stops []func()
-			replica := func() (*Gateway, *httptest.Server) {
-				opts, closeStores := open(t)
-				opts.Version, opts.Logger, opts.Getenv, opts.Audit = "test", quiet, testEnv("false"), log
-				gw := newGateway(t, testConfig(t, taskRules, "fx"), opts)
-				if err := gw.Start(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				srv := httptest.NewServer(gw.Handler(false))
-				stop := func() { srv.Close(); gw.Close(); closeStores() }
-				stops = append(stops, stop)
-				t.Cleanup(stop)
-				return gw, srv
-			}
+			replica, log, stops := taskReplicas(t, taskRules, open)
 			_, firstSrv := replica()
 			second, secondSrv := replica()
 			third, thirdSrv := replica()
@@ -308,19 +298,10 @@ func TestTaskAcrossReplicas(t *testing.T) {
 			if other := <-polled; res["status"] != "completed" || fmt.Sprint(other["result"]) != fmt.Sprint(res["result"]) {
 				t.Fatalf("polled on two replicas: %v and %v", res, other)
 			}
-			runs := 0
-			for rec, err := range log.Records(t.Context(), 1) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rec.Tool == "wipe" && rec.Outcome == audit.OutcomeOK {
-					runs++
-				}
-			}
-			if runs != 1 {
+			if runs := wipesRun(t, log); runs != 1 {
 				t.Errorf("the call ran %d times on two replicas polled at once", runs)
 			}
-			for _, stop := range stops {
+			for _, stop := range *stops {
 				stop()
 			}
 			_, laterSrv := replica()
@@ -330,6 +311,45 @@ func TestTaskAcrossReplicas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// taskReplicas returns a function that starts one more gateway with rules
+// on the stores open makes, all writing to one audit log, which it returns
+// with the gateways' stops.
+func taskReplicas(t *testing.T, rules string, open func(*testing.T) (Options, func())) (func() (*Gateway, *httptest.Server), *sqlite.Audit, *[]func()) {
+	log, err := sqlite.OpenAudit(t.Context(), filepath.Join(t.TempDir(), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	stops := new([]func())
+	return func() (*Gateway, *httptest.Server) {
+		opts, closeStores := open(t)
+		opts.Version, opts.Logger, opts.Getenv, opts.Audit = "test", quiet, testEnv("false"), log
+		gw := newGateway(t, testConfig(t, rules, "fx"), opts)
+		if err := gw.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw.Handler(false))
+		stop := func() { srv.Close(); gw.Close(); closeStores() }
+		*stops = append(*stops, stop)
+		t.Cleanup(stop)
+		return gw, srv
+	}, log, stops
+}
+
+// wipesRun counts the wipes log records as run.
+func wipesRun(t *testing.T, log *sqlite.Audit) int {
+	runs := 0
+	for rec, err := range log.Records(t.Context(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Tool == "wipe" && rec.Outcome == audit.OutcomeOK {
+			runs++
+		}
+	}
+	return runs
 }
 
 // TestTaskRequestsAnOutsiderSends: task requests a client could forge are
