@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,24 +35,42 @@ func (u *upstream) rawLinkOf(cs *mcp.ClientSession) rawLink {
 	if u.cfg.URL == "" {
 		return nil
 	}
-	h := &httpSession{u: u, cs: cs, id: cs.ID()}
+	h := &httpSession{u: u, cs: cs, peer: u.peerOf(cs), id: cs.ID()}
 	if ir := cs.InitializeResult(); ir != nil {
 		h.protocol = ir.ProtocolVersion
 	}
 	return h
 }
 
-// httpSession is a link to an HTTP upstream, as the gateway's own
-// requests use it: each is a POST on the session the SDK's client opened,
-// with the headers the SDK's client sends. The answer is read from a JSON
-// body or from the event stream the upstream opens for the request; a
-// form the upstream asks for on that stream goes to the client whose
-// request it is (upstream.elicit), and its answer is posted back. Other
-// requests of the upstream on the stream are answered with an error, and
-// its notifications are not passed on.
+// peerOf is the client session that link cs serves alone; nil for a
+// shared link.
+func (u *upstream) peerOf(cs *mcp.ClientSession) *mcp.ServerSession {
+	u.linksMu.Lock()
+	defer u.linksMu.Unlock()
+	for ss, pl := range u.links {
+		pl.mu.Lock()
+		own := pl.cs == cs
+		pl.mu.Unlock()
+		if own {
+			return ss
+		}
+	}
+	return nil
+}
+
+// httpSession is a link to an HTTP upstream of a protocol before
+// 2026-07-28, as the gateway's own requests use it: each is a POST on the
+// session the SDK's client opened, with the headers the SDK's client
+// sends. The answer is read from a JSON body or from the event stream the
+// upstream opens for the request. What else the upstream sends on that
+// stream goes where the SDK's client would hand it: a question (a form,
+// sampling, roots) to the client whose request it is, its answer posted
+// back; progress and log messages to their owners (link.go decides
+// both); a changed list to the gateway's mirror.
 type httpSession struct {
-	u  *upstream
-	cs *mcp.ClientSession
+	u    *upstream
+	cs   *mcp.ClientSession
+	peer *mcp.ServerSession // the client session the link serves alone, if any
 	// id and protocol are the session's id and protocol version, as the
 	// SDK's client names them in its headers.
 	id, protocol string
@@ -64,6 +84,9 @@ func (h *httpSession) request(ctx context.Context, method string, params json.Ra
 	}
 	resp, err := h.post(ctx, body)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
@@ -92,7 +115,28 @@ func (h *httpSession) request(ctx context.Context, method string, params json.Ra
 			return res, err
 		}
 	}
+	if ctx.Err() != nil {
+		h.cancel(ctx, id)
+		return nil, ctx.Err()
+	}
 	return nil, fmt.Errorf("%w: the stream of %s ended without its answer", mcp.ErrConnectionClosed, method)
+}
+
+// cancel tells the upstream that the request id was cancelled, as the
+// SDK's client does: best effort, and off the caller's way.
+func (h *httpSession) cancel(ctx context.Context, id jsonrpc.ID) {
+	go func() {
+		nctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer stop()
+		params, _ := json.Marshal(&mcp.CancelledParams{RequestID: id.Raw(), Reason: ctx.Err().Error()})
+		note, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/cancelled", Params: params})
+		if err != nil {
+			return
+		}
+		if resp, err := h.post(nctx, note); err == nil {
+			resp.Body.Close()
+		}
+	}()
 }
 
 // maxUpstreamMessage bounds one message an HTTP upstream sends the
@@ -118,32 +162,63 @@ func (h *httpSession) handle(ctx context.Context, id jsonrpc.ID, msg []byte) (js
 	case *jsonrpc.Request:
 		if m.IsCall() {
 			h.answer(ctx, m)
+		} else {
+			h.notified(ctx, m)
 		}
 	}
 	return nil, false, nil
 }
 
-// answer answers a request the upstream sent on a request's stream.
-func (h *httpSession) answer(ctx context.Context, q *jsonrpc.Request) {
-	var result any
-	var rpcErr *jsonrpc.Error
-	var params mcp.ElicitParams
-	switch {
-	case q.Method != "elicitation/create":
-		rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "interlock does not carry " + q.Method + " here"}
-	case json.Unmarshal(q.Params, &params) != nil:
-		rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the params of elicitation/create are not an elicitation"}
-	default:
-		res, err := h.u.elicit(ctx, &mcp.ElicitRequest{Session: h.cs, Params: &params})
-		if err != nil {
-			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the question could not be carried to the client"}
-		} else {
-			result = res
+// notified hands on a notification the upstream sent on a request's
+// stream, as the SDK's client would.
+func (h *httpSession) notified(ctx context.Context, n *jsonrpc.Request) {
+	u := h.u
+	switch n.Method {
+	case "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(n.Params, &p) == nil {
+			u.relayProgress(ctx, &mcp.ProgressNotificationClientRequest{Session: h.cs, Params: &p})
+		}
+	case "notifications/message":
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(n.Params, &p) == nil {
+			u.relayLog(ctx, h.peer, &mcp.LoggingMessageRequest{Session: h.cs, Params: &p})
+		}
+	case "notifications/tools/list_changed":
+		go u.onToolsChanged(u, h.cs)
+	case "notifications/prompts/list_changed":
+		if h.peer == nil {
+			u.hooks.promptsChanged()
+		}
+	case "notifications/resources/list_changed":
+		if h.peer == nil {
+			u.hooks.resourcesChanged()
+		}
+	case "notifications/resources/updated":
+		var p mcp.ResourceUpdatedNotificationParams
+		if h.peer == nil && json.Unmarshal(n.Params, &p) == nil {
+			u.hooks.resourceUpdated(&p)
 		}
 	}
-	raw, err := json.Marshal(result)
+}
+
+// answer answers a request the upstream sent on a request's stream.
+func (h *httpSession) answer(ctx context.Context, q *jsonrpc.Request) {
+	result, err := h.asked(ctx, q)
+	var rpcErr *jsonrpc.Error
 	if err != nil {
-		return
+		var ok bool
+		if rpcErr, ok = errors.AsType[*jsonrpc.Error](err); !ok {
+			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the question could not be carried to the client"}
+		}
+	}
+	// An error answer has no result member at all: a reader may take one
+	// with both for no answer.
+	var raw json.RawMessage
+	if rpcErr == nil {
+		if raw, err = json.Marshal(result); err != nil {
+			return
+		}
 	}
 	reply, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: q.ID, Result: raw, Error: rpcErr})
 	if err != nil {
@@ -153,6 +228,49 @@ func (h *httpSession) answer(ctx context.Context, q *jsonrpc.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
 		resp.Body.Close()
 	}
+}
+
+// asked answers q, a question of the upstream, by the handler the SDK's
+// client would have called.
+func (h *httpSession) asked(ctx context.Context, q *jsonrpc.Request) (any, error) {
+	invalid := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the params of " + q.Method + " are not of its form"}
+	switch q.Method {
+	case "ping":
+		return struct{}{}, nil
+	case "elicitation/create":
+		var p mcp.ElicitParams
+		if json.Unmarshal(q.Params, &p) != nil {
+			return nil, invalid
+		}
+		return h.u.elicit(ctx, &mcp.ElicitRequest{Session: h.cs, Params: &p})
+	case "roots/list":
+		var p mcp.ListRootsParams
+		if len(q.Params) > 0 && json.Unmarshal(q.Params, &p) != nil {
+			return nil, invalid
+		}
+		return h.u.roots(ctx, h.peer, &mcp.ListRootsRequest{Session: h.cs, Params: &p})
+	case "sampling/createMessage":
+		if caps := h.peerCapabilities(); h.peer == nil || (caps != nil && caps.Sampling != nil) {
+			var p mcp.CreateMessageWithToolsParams
+			if json.Unmarshal(q.Params, &p) != nil {
+				return nil, invalid
+			}
+			return h.u.sample(ctx, &mcp.CreateMessageWithToolsRequest{Session: h.cs, Params: &p})
+		}
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + q.Method}
+}
+
+// peerCapabilities are the capabilities of the client the link serves
+// alone; nil for a shared link.
+func (h *httpSession) peerCapabilities() *mcp.ClientCapabilities {
+	if h.peer == nil {
+		return nil
+	}
+	if ip := h.peer.InitializeParams(); ip != nil {
+		return ip.Capabilities
+	}
+	return nil
 }
 
 // post sends body on the session, as the SDK's client would.
@@ -171,7 +289,8 @@ func (h *httpSession) post(ctx context.Context, body []byte) (*http.Response, er
 	}
 	resp, err := h.u.httpClient().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)
+		// Not an answer: the upstream was not reached (see failure).
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
 		resp.Body.Close()

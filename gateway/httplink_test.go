@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,12 +137,15 @@ func TestHTTPSessionRequest(t *testing.T) {
 			b, _ := io.ReadAll(r.Body)
 			m, _ := jsonrpc.DecodeMessage(b)
 			if resp, ok := m.(*jsonrpc.Response); ok {
+				if bytes.Contains(b, []byte(`"result"`)) {
+					t.Errorf("an error answer with a result: %s", b)
+				}
 				replied <- resp
 				w.WriteHeader(http.StatusAccepted)
 				return
 			}
 			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"sampling/createMessage\",\"params\":{}}\n\n")
+			fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tasks/list\",\"params\":{}}\n\n")
 			w.(http.Flusher).Flush()
 		}))
 		defer srv.Close()

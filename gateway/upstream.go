@@ -488,6 +488,14 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 		if raw, err = wire.call(ctx, params, latest); err == nil {
 			res, err = plainResult(v.keep(raw), v.latest || v.older)
 		}
+	case v != nil && req != nil && u.cfg.URL != "" && !latest:
+		// The same on an HTTP upstream's session (httplink.go).
+		var raw, body json.RawMessage
+		if body, err = callBody(params, nil); err == nil {
+			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
+				res, err = plainResult(v.keep(raw), v.latest || v.older)
+			}
+		}
 	default:
 		res, err = cs.CallTool(ctx, params)
 	}
