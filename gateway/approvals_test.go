@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,17 +13,10 @@ import (
 
 func get(t *testing.T, url, key string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	status, b, _ := bearerRequest(t, http.MethodGet, url, key, "")
 	var out map[string]any
 	_ = json.Unmarshal(b, &out)
-	return resp.StatusCode, out
+	return status, out
 }
 
 // TestApprovalsOverREST: a call waits; the caller cannot approve it, an

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,17 +25,8 @@ func TestEventsAreRecordedAndCounted(t *testing.T) {
 	defer srv.Close()
 
 	get := func(path, key string) (int, string) {
-		req, _ := http.NewRequest("GET", srv.URL+path, nil)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		status, b, _ := bearerRequest(t, http.MethodGet, srv.URL+path, key, "")
+		return status, string(b)
 	}
 	if code, _ := get("/metrics", ""); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a key: %d", code)

@@ -14,8 +14,28 @@ import (
 
 func post(t *testing.T, url, key, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	status, b, header := bearerRequest(t, http.MethodPost, url, key, body)
+	var out map[string]any
+	if header.Get("Content-Type") == "application/json" {
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("body %s: %v", b, err)
+		}
+	}
+	return status, out
+}
+
+// bearerRequest makes a request with key as its bearer credential, when
+// there is one, and a JSON body (a POST's always says it is JSON); it
+// returns the answer's status, body and header.
+func bearerRequest(t *testing.T, method, url, key, body string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" || method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -25,13 +45,7 @@ func post(t *testing.T, url, key, body string) (int, map[string]any) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if resp.Header.Get("Content-Type") == "application/json" {
-		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatalf("body %s: %v", b, err)
-		}
-	}
-	return resp.StatusCode, out
+	return resp.StatusCode, b, resp.Header
 }
 
 // toolList is the body of GET /v1/tools.
