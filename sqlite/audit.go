@@ -58,8 +58,12 @@ type Audit struct {
 	// written in as few of them as its size allows, a statement's own
 	// cost paid once for many records.
 	inserts [len(rowsPer)]*sql.Stmt
-	db      *sql.DB
-	path    string
+	// synchronous is the writer's synchronous level, as commit last set
+	// it ("" when a change of it failed): a run of durable batches, the
+	// common case, sets it once rather than twice a batch.
+	synchronous string
+	db          *sql.DB
+	path        string
 }
 
 var (
@@ -83,7 +87,7 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 		db.Close()
 		return nil, fmt.Errorf("audit log %s: %w", path, err)
 	}
-	a := &Audit{writer: writer, db: db, path: path}
+	a := &Audit{writer: writer, db: db, path: path, synchronous: "NORMAL"}
 	type prepared struct {
 		stmt  **sql.Stmt
 		query string
@@ -112,15 +116,16 @@ var rowsPer = [...]int{64, 16, 4, 1}
 
 // commit writes one batch in one transaction, after the head it finds.
 func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) (err error) {
+	level := "NORMAL"
 	if durable {
-		if _, err := a.writer.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
+		level = "FULL"
+	}
+	if a.synchronous != level {
+		a.synchronous = ""
+		if _, err := a.writer.ExecContext(ctx, "PRAGMA synchronous="+level); err != nil {
 			return fmt.Errorf("audit log %s: %w", a.path, err)
 		}
-		defer func() {
-			if _, e := a.writer.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); e != nil && err == nil {
-				err = fmt.Errorf("audit log %s: %w", a.path, e)
-			}
-		}()
+		a.synchronous = level
 	}
 	// The transaction is begun and ended by statements on the writer's
 	// own connection, so the statements prepared on it run inside it as
