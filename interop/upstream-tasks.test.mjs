@@ -104,9 +104,11 @@ function aliceSetup(seen) {
 
 const CLIENT_OPTIONS = { capabilities: { elicitation: { form: {} } } };
 
-// Another client on the same HTTP gateway, as who.
-async function connectAs(url, who) {
+// Another client on the same HTTP gateway, as who; setup, if given, is
+// called with the client before it connects.
+async function connectAs(url, who, setup) {
   const client = new SDK1.Client({ name: 'interlock-interop', version: '1.0.0' }, CLIENT_OPTIONS);
+  setup?.(client);
   const transport = new SDK1.StreamableHTTPClientTransport(url, { fetch: withKey(KEYS[who].key) });
   await client.connect(transport);
   return {
@@ -379,6 +381,63 @@ for (const { up, transport } of UPSTREAMS.flatMap((up) => ['http', 'stdio'].map(
       assert.equal(res._meta?.[RELATED]?.taskId, id);
       assert.equal((await getTask(gw.client, id)).status, 'completed');
     });
+
+    if (transport === 'http') {
+      it("two tenants' tasks in flight at once on the one upstream link: each upstream question reaches its own client, about its own task", SLOW, async () => {
+        // alice of acme and alice of other: the same principal's name in
+        // two tenants, each answering the question with an interpretation
+        // of her own.
+        const parties = [
+          { who: 'alice', answer: 'programming', seen: [] },
+          { who: 'alice@other', answer: 'snake', seen: [] },
+        ];
+        for (const p of parties) {
+          p.conn = await connectAs(gw.url, p.who, (client) => {
+            client.setRequestHandler(ElicitRequestSchema, (req) => {
+              p.seen.push(req.params);
+              return { action: 'accept', content: { interpretation: p.answer } };
+            });
+          });
+        }
+        try {
+          const created = await Promise.all(
+            parties.map((p) => startTask(p.conn.client, { topic: 'python', ambiguous: true })),
+          );
+          parties.forEach((p, i) => {
+            p.id = created[i].task.taskId;
+            assert.match(p.id, /^tsk_/, `${p.who}'s task id is the gateway's: ${JSON.stringify(created[i])}`);
+          });
+          assert.notEqual(parties[0].id, parties[1].id, 'each call has a task of its own');
+
+          // Both tasks/result wait at once; each task's question comes while they do.
+          const results = await Promise.all(parties.map((p) => taskResult(p.conn.client, p.id)));
+
+          const asked = JSON.stringify(parties.map((p) => ({ who: p.who, id: p.id, seen: p.seen })));
+          parties.forEach((p, i) => {
+            const other = parties[1 - i];
+            assert.equal(p.seen.length, 1, `${p.who} is asked once, about her own task: ${asked}`);
+            const about = p.seen[0]._meta?.[RELATED]?.taskId;
+            assert.equal(about, p.id, `${p.who}'s question is tied to her own gateway task id: ${asked}`);
+            assert.notEqual(about, other.id, `${p.who} is asked about ${other.who}'s task: ${asked}`);
+            assert.match(p.seen[0].message, /python/);
+
+            const text = reportText(results[i]);
+            assert.ok(
+              text.includes(`Research Report: python (${p.answer})`),
+              `${p.who}'s report carries her clarification: ${text.slice(0, 300)}`,
+            );
+            assert.ok(text.includes(`**Clarification**: ${p.answer}`), `${p.who}: ${text.slice(0, 300)}`);
+            assert.ok(
+              !text.includes(`python (${other.answer})`) && !text.includes(`**Clarification**: ${other.answer}`),
+              `${p.who}'s report carries ${other.who}'s clarification: ${text.slice(0, 300)}`,
+            );
+            assert.equal(results[i]._meta?.[RELATED]?.taskId, p.id, `${p.who}'s tasks/result is tied to her task`);
+          });
+        } finally {
+          await Promise.all(parties.map((p) => p.conn?.close()));
+        }
+      });
+    }
   });
 }
 
