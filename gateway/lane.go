@@ -478,11 +478,10 @@ func (l *lane) completed(res mcp.Result) (mcp.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := sdkrules.Complete(fields, l.g.impl)
-	if err != nil {
+	if err := sdkrules.Complete(fields, l.g.impl); err != nil {
 		return nil, err
 	}
-	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: out}, nil
+	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: objectBytes(fields)}, nil
 }
 
 // jsonContent reports whether the body is declared JSON, as the SDK

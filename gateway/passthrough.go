@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -136,6 +137,30 @@ func resultFields(res mcp.Result) (map[string]json.RawMessage, error) {
 		return nil, err
 	}
 	return fields, nil
+}
+
+// objectBytes writes fields as one JSON object, its members in the order
+// of their names as json.Marshal orders a map's. The values are written
+// as they are: they were read from JSON, and json.Marshal would scan each
+// again only to compact it.
+func objectBytes(fields map[string]json.RawMessage) []byte {
+	names := slices.Sorted(maps.Keys(fields))
+	size := 2
+	for _, k := range names {
+		size += len(k) + len(fields[k]) + 4
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		name, _ := json.Marshal(k)
+		out = append(out, name...)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
 }
 
 // offered is the gateway's capabilities and instructions completed with

@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/interlock-mcp/interlock"
-	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 	"github.com/interlock-mcp/interlock/task"
 )
 
@@ -131,7 +130,7 @@ func (l *lane) passTask(ctx context.Context, s *laneSession, extra *mcp.RequestE
 	if meta, ok := fields["_meta"]; ok {
 		fields["_meta"] = ids.inMeta(meta)
 	}
-	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: sdkrules.ObjectBytes(fields)}, nil
+	return &verbatimResult{CallToolResult: &mcp.CallToolResult{}, raw: objectBytes(fields)}, nil
 }
 
 // noteStatus keeps in t what the upstream said of its task, so that
@@ -165,7 +164,7 @@ func (ids taskIDs) inMeta(meta json.RawMessage) json.RawMessage {
 		return meta
 	}
 	fields[relatedTaskKey], _ = json.Marshal(map[string]string{"taskId": ids.gateway})
-	return sdkrules.ObjectBytes(fields)
+	return objectBytes(fields)
 }
 
 // relatedTask is the id of the task a message's _meta ties it to.

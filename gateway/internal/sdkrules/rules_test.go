@@ -157,7 +157,8 @@ func TestComplete(t *testing.T) {
 		if err := json.Unmarshal([]byte(c.in), &fields); err != nil {
 			t.Fatal(err)
 		}
-		out, err := Complete(fields, server)
+		err := Complete(fields, server)
+		out, _ := json.Marshal(fields)
 		if c.want == "" {
 			if err == nil || !strings.Contains(err.Error(), "both content and inputRequests") {
 				t.Errorf("Complete(%s) = %s, %v; want the SDK's server bug", c.in, out, err)

@@ -3,8 +3,6 @@ package sdkrules
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -87,11 +85,11 @@ func CompletesResults(version string) bool { return version >= Protocol20260728 
 // Complete adds to the members of a tools/call result for a client of
 // 2026-07-28 what the SDK's server adds: whether the call is complete or
 // asks for input (resultType), and who answered (serverInfo in _meta),
-// unless the result names someone already. It returns the result's JSON.
-func Complete(fields map[string]json.RawMessage, server *mcp.Implementation) ([]byte, error) {
+// unless the result names someone already.
+func Complete(fields map[string]json.RawMessage, server *mcp.Implementation) error {
 	if _, asks := fields["inputRequests"]; asks {
 		if content, has := fields["content"]; has && string(content) != "[]" && string(content) != "null" {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
 		}
 		fields["resultType"] = json.RawMessage(`"input_required"`)
 	} else {
@@ -100,7 +98,7 @@ func Complete(fields map[string]json.RawMessage, server *mcp.Implementation) ([]
 	var meta map[string]json.RawMessage
 	if raw, ok := fields["_meta"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if _, named := meta[mcp.MetaKeyServerInfo]; !named {
@@ -109,37 +107,13 @@ func Complete(fields map[string]json.RawMessage, server *mcp.Implementation) ([]
 		}
 		var err error
 		if meta[mcp.MetaKeyServerInfo], err = json.Marshal(server); err != nil {
-			return nil, err
+			return err
 		}
 		if fields["_meta"], err = json.Marshal(meta); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return ObjectBytes(fields), nil
-}
-
-// ObjectBytes writes fields as one JSON object, its members in the order
-// of their names as json.Marshal orders a map's. The values are written
-// as they are: they were read from JSON, and json.Marshal would scan each
-// again only to compact it.
-func ObjectBytes(fields map[string]json.RawMessage) []byte {
-	names := slices.Sorted(maps.Keys(fields))
-	size := 2
-	for _, k := range names {
-		size += len(k) + len(fields[k]) + 4
-	}
-	out := make([]byte, 0, size)
-	out = append(out, '{')
-	for i, k := range names {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		name, _ := json.Marshal(k)
-		out = append(out, name...)
-		out = append(out, ':')
-		out = append(out, fields[k]...)
-	}
-	return append(out, '}')
+	return nil
 }
 
 // Earlier undoes Complete for a client of a protocol before 2026-07-28
