@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import {
   Client as Client2,
@@ -337,4 +339,62 @@ function isDeepEqual(a, b) {
   } catch {
     return false;
   }
+}
+
+// EVERYTHING is server-everything's entry point, for a stdio child or a
+// streamable HTTP server (startEverythingHttp).
+export const EVERYTHING = fileURLToPath(
+  new URL('./node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
+);
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.once('error', reject);
+  });
+}
+
+// startEverythingHttp starts server-everything over streamable HTTP, on a free
+// port. Returns { url, close }.
+export async function startEverythingHttp() {
+  const port = await freePort();
+  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  await new Promise((resolve, reject) => {
+    // A loaded machine may take a while; one that did not listen in time
+    // is stopped, or it would keep the test process alive.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server-everything did not listen within 30 s: ${err}`));
+    }, 30_000);
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d) => {
+      err += d;
+      if (/listening on port/.test(err)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server-everything exited (${code}): ${err}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    close: async () => {
+      if (child.exitCode === null) {
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await gone;
+      }
+    },
+  };
 }

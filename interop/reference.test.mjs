@@ -8,9 +8,7 @@
 // deliberately changes in a tool definition (see compareTools). A table of
 // every feature, direct and through, per transport, is printed.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -28,12 +26,9 @@ import {
   CallToolResultSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
-import { SDK1, SDK2, removeDir, startHttp, startStdio, tempDataDir } from './harness.mjs';
+import { EVERYTHING, SDK1, SDK2, removeDir, startEverythingHttp, startHttp, startStdio, tempDataDir } from './harness.mjs';
 
 const SLOW = { timeout: 120_000 };
-const EVERYTHING = fileURLToPath(
-  new URL('./node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
-);
 const FILESYSTEM = fileURLToPath(
   new URL('./node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url),
 );
@@ -472,56 +467,6 @@ async function runFeatures(features, conn) {
   return out;
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.once('error', reject);
-  });
-}
-
-// server-everything over streamable HTTP, on a free port. Returns { url, close }.
-async function startEverythingHttp() {
-  const port = await freePort();
-  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
-    env: { ...process.env, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  await new Promise((resolve, reject) => {
-    // A loaded machine may take a while; one that did not listen in time
-    // is stopped, or it would keep the test process alive.
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`server-everything did not listen within 30 s: ${err}`));
-    }, 30_000);
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d) => {
-      err += d;
-      if (/listening on port/.test(err)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server-everything exited (${code}): ${err}`));
-    });
-  });
-  return {
-    url: `http://127.0.0.1:${port}/mcp`,
-    close: async () => {
-      if (child.exitCode === null) {
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await gone;
-      }
-    },
-  };
-}
 
 // A client connected straight to a server: a stdio command or a URL.
 async function connectDirect(sdk, target, setup) {

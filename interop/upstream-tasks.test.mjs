@@ -10,12 +10,9 @@
 // until bob decides: approved, it goes on as the upstream's task under the
 // same id; denied, it ends with DECLINED and never reaches the upstream.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 
 import {
@@ -27,14 +24,20 @@ import {
   ListTasksResultSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
-import { SDK1, assertGatewayError, removeDir, startHttp, startStdio, tempDataDir } from './harness.mjs';
+import {
+  EVERYTHING,
+  SDK1,
+  assertGatewayError,
+  removeDir,
+  startEverythingHttp,
+  startHttp,
+  startStdio,
+  tempDataDir,
+} from './harness.mjs';
 
 const SLOW = { timeout: 60_000 };
 const RELATED = 'io.modelcontextprotocol/related-task';
 const TOOL = 'simulate-research-query';
-const EVERYTHING = fileURLToPath(
-  new URL('./node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
-);
 const sha256 = (s) => createHash('sha256').update(s).digest('hex');
 
 // alice and bob are in different tenants; alice@other has alice's name in
@@ -166,57 +169,6 @@ function reportText(res) {
   return texts.join('\n');
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.once('error', reject);
-  });
-}
-
-// server-everything over streamable HTTP, on a free port, as
-// reference.test.mjs starts it. Returns { url, close }.
-async function startEverythingHttp() {
-  const port = await freePort();
-  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
-    env: { ...process.env, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  await new Promise((resolve, reject) => {
-    // One that did not listen in time is stopped, or it would keep the
-    // test process alive.
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`server-everything did not listen within 30 s: ${err}`));
-    }, 30_000);
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d) => {
-      err += d;
-      if (/listening on port/.test(err)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server-everything exited (${code}): ${err}`));
-    });
-  });
-  return {
-    url: `http://127.0.0.1:${port}/mcp`,
-    close: async () => {
-      if (child.exitCode === null) {
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await gone;
-      }
-    },
-  };
-}
 
 // The two ways the gateway reaches server-everything. start() returns
 // { config, close() }: config is the upstream's entry.
