@@ -33,13 +33,21 @@ func (u *upstream) rawLinkOf(cs *mcp.ClientSession) rawLink {
 		return wire
 	}
 	if u.cfg.URL == "" {
-		return nil
+		return noRawLink{}
 	}
 	h := &httpSession{u: u, cs: cs, peer: u.peerOf(cs), id: cs.ID()}
 	if ir := cs.InitializeResult(); ir != nil {
 		h.protocol = ir.ProtocolVersion
 	}
 	return h
+}
+
+// noRawLink is the raw side of a link that has none: a child's link the
+// gateway did not wrap, which dial never makes.
+type noRawLink struct{}
+
+func (noRawLink) request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("the link has no raw side")
 }
 
 // peerOf is the client session that link cs serves alone; nil for a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"time"
 
@@ -111,9 +112,16 @@ func (l *lane) passTask(ctx context.Context, s *laneSession, extra *mcp.RequestE
 	})
 	if err != nil {
 		if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
-			// The upstream's own answer about its task: its code, and
-			// words that name the upstream's id at most.
-			return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: logText(rpcErr.Message)}
+			// The upstream's own answer about its task: its code; its
+			// words only where the upstream passes its errors on, as for
+			// a call (see upstream.failure).
+			if passed := u.passed(err); passed != nil {
+				return nil, passed
+			}
+			u.log().Warn("upstream answered "+method+" with an error", "upstream", u.cfg.Name, "task", t.ID,
+				"code", rpcErr.Code, "error", logText(rpcErr.Message))
+			return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: fmt.Sprintf("the server behind %s answered %s with JSON-RPC error %d; "+
+				"its message is in the gateway's log (upstream %s), not passed on", t.Tool, method, rpcErr.Code, u.cfg.Name)}
 		}
 		u.log().Warn("passing on "+method, "upstream", u.cfg.Name, "task", t.ID, "error", logText(err.Error()))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server behind " + t.Tool + " could not be asked about its task; ask again in a moment"}
