@@ -71,13 +71,17 @@ func Run(t *testing.T, open func(t *testing.T) (roster.Store, roster.Store)) {
 			t.Errorf("drift once both run one configuration: %q", d)
 		}
 
-		// Only those seen within the window are listed.
-		time.Sleep(20 * time.Millisecond)
+		// Only those seen within the window are listed. The window spans
+		// gw-b's announcement and a generous allowance for a loaded
+		// machine's store, and gw-a was seen well before it.
+		time.Sleep(500 * time.Millisecond)
+		announced := time.Now()
 		if err := b.Announce(ctx, roster.Gateway{ID: "gw-b", Version: "1.0", ConfigDigest: "abd"}); err != nil {
 			t.Fatal(err)
 		}
-		if gws, err = a.Gateways(ctx, 15*time.Millisecond); err != nil || len(gws) != 1 || gws[0].ID != "gw-b" {
-			t.Fatalf("seen within 15 ms: %+v %v", gws, err)
+		window := time.Since(announced) + 200*time.Millisecond
+		if gws, err = a.Gateways(ctx, window); err != nil || len(gws) != 1 || gws[0].ID != "gw-b" {
+			t.Fatalf("seen within %s: %+v %v", window, gws, err)
 		}
 
 		if err := a.Depart(ctx, "gw-a"); err != nil {
