@@ -53,6 +53,10 @@ func (noRawLink) request(context.Context, string, json.RawMessage) (json.RawMess
 // peerOf is the client session that link cs serves alone; nil for a
 // shared link.
 func (u *upstream) peerOf(cs *mcp.ClientSession) *mcp.ServerSession {
+	if !u.cfg.PerClient {
+		// Every link is shared: no call looks through the links.
+		return nil
+	}
 	u.linksMu.Lock()
 	defer u.linksMu.Unlock()
 	for ss, pl := range u.links {

@@ -442,11 +442,15 @@ func (l *lane) call(ctx context.Context, s *laneSession, m rpcMessage, p callPar
 		ctx = withState(ctx, func(s *requestState) { s.verbatim = v })
 	}
 	res, err := l.chain(ctx, "tools/call", req)
-	if fields, id, made := upstreamTaskOf(res); p.upstreamTask != nil && made && err == nil {
-		res, err = l.g.tasks.adopt(ctx, identify(ctx, req), p, fields, id)
-		laneServed.Add(1)
-		st.answer(m.ID, res, err)
-		return
+	if p.upstreamTask != nil && err == nil {
+		// Only a call passed on with its task is read for the upstream's:
+		// every other result goes on unread.
+		if fields, id, made := upstreamTaskOf(res); made {
+			res, err = l.g.tasks.adopt(ctx, identify(ctx, req), p, fields, id)
+			laneServed.Add(1)
+			st.answer(m.ID, res, err)
+			return
+		}
 	}
 	if p.task {
 		res, err = l.g.tasks.created(ctx, identify(ctx, req), p, res, err)
