@@ -111,6 +111,32 @@ export function removeDir(dir) {
   if (dir) rmSync(dir, { recursive: true, force: true });
 }
 
+// withDir waits for a gateway started on dir (its state and config) and
+// makes its close() remove dir too; dir is removed at once if it did not
+// start.
+export async function withDir(dir, starting) {
+  const gw = await starting.catch((err) => {
+    removeDir(dir);
+    throw err;
+  });
+  const close = gw.close.bind(gw);
+  gw.close = async () => {
+    try {
+      await close();
+    } finally {
+      removeDir(dir);
+    }
+  };
+  return gw;
+}
+
+// withKey is a fetch that sends key as the bearer credential.
+export const withKey = (key) => (url, init = {}) => {
+  const headers = new Headers(init.headers);
+  headers.set('Authorization', `Bearer ${key}`);
+  return fetch(url, { ...init, headers });
+};
+
 // The environment for a child gateway: the caller's, without MCP_DRY_RUN
 // unless dryRun is given (a string, set verbatim).
 function childEnv(dryRun) {

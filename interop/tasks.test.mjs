@@ -13,7 +13,17 @@ import { after, before, describe, it } from 'node:test';
 
 import { createApplicationInputHandler, createTaskSessionFromClient, resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
 
-import { BIN, SDK2, TEST_TIMEOUT, assertGatewayError, assertRan, removeDir, startHttp, tempDataDir } from './harness.mjs';
+import {
+  BIN,
+  SDK2,
+  TEST_TIMEOUT,
+  assertGatewayError,
+  assertRan,
+  startHttp,
+  tempDataDir,
+  withDir,
+  withKey,
+} from './harness.mjs';
 
 const T = { timeout: TEST_TIMEOUT };
 const MRTR = '2026-07-28';
@@ -56,12 +66,6 @@ function writeConfig(dir) {
   return path;
 }
 
-// A fetch that sends key as the bearer credential.
-const withKey = (key) => (url, init = {}) => {
-  const headers = new Headers(init.headers);
-  headers.set('Authorization', `Bearer ${key}`);
-  return fetch(url, { ...init, headers });
-};
 
 // The answer of a POST of one JSON-RPC message, read from JSON or from the
 // last event of a stream.
@@ -128,25 +132,16 @@ async function bobApprovesTheReminder(base) {
 // close() also removes its directory.
 async function startTasksGateway(clientOptions) {
   const dir = tempDataDir();
-  const gw = await startHttp({
-    dryRun: 'false',
-    sdk: SDK2,
-    extraArgs: ['--config', writeConfig(dir)],
-    fetch: withKey('agent-key'),
-    clientOptions,
-  }).catch((err) => {
-    removeDir(dir);
-    throw err;
-  });
-  const close = gw.close.bind(gw);
-  gw.close = async () => {
-    try {
-      await close();
-    } finally {
-      removeDir(dir);
-    }
-  };
-  return gw;
+  return withDir(
+    dir,
+    startHttp({
+      dryRun: 'false',
+      sdk: SDK2,
+      extraArgs: ['--config', writeConfig(dir)],
+      fetch: withKey('agent-key'),
+      clientOptions,
+    }),
+  );
 }
 
 describe('approvals as tasks: client 2.x (2026-07-28) with @modelcontextprotocol/ext-tasks over streamable HTTP', () => {

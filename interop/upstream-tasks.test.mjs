@@ -28,11 +28,12 @@ import {
   EVERYTHING,
   SDK1,
   assertGatewayError,
-  removeDir,
   startEverythingHttp,
   startHttp,
   startStdio,
   tempDataDir,
+  withDir,
+  withKey,
 } from './harness.mjs';
 
 const SLOW = { timeout: 60_000 };
@@ -85,12 +86,6 @@ function writeConfig(dir, upstream, { approval = false } = {}) {
   return path;
 }
 
-// A fetch that sends key as the bearer credential.
-const withKey = (key) => (url, init = {}) => {
-  const headers = new Headers(init.headers);
-  headers.set('Authorization', `Bearer ${key}`);
-  return fetch(url, { ...init, headers });
-};
 
 // What alice's client answers when asked to clarify: server-everything
 // offers programming, snake and comedy for "python".
@@ -224,22 +219,7 @@ async function startGateway(transport, upstream, seen, config) {
     clientOptions: CLIENT_OPTIONS,
     setup: aliceSetup(seen),
   };
-  const gw = await (transport === 'stdio'
-    ? startStdio(opts)
-    : startHttp({ ...opts, fetch: withKey(KEYS.alice.key) })
-  ).catch((err) => {
-    removeDir(dir);
-    throw err;
-  });
-  const close = gw.close.bind(gw);
-  gw.close = async () => {
-    try {
-      await close();
-    } finally {
-      removeDir(dir);
-    }
-  };
-  return gw;
+  return withDir(dir, transport === 'stdio' ? startStdio(opts) : startHttp({ ...opts, fetch: withKey(KEYS.alice.key) }));
 }
 
 for (const { up, transport } of UPSTREAMS.flatMap((up) => ['http', 'stdio'].map((transport) => ({ up, transport })))) {
