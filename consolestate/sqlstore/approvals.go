@@ -203,6 +203,10 @@ func (s *Approvals) Request(ctx context.Context, a *approval.Approval) (*approva
 			if _, err := w.exec(ctx, t.lock, a.Key); err != nil {
 				return err
 			}
+			// The time is read once the binding is this change's alone:
+			// one read before waiting for the lock could come before a
+			// change that already found the approval lapsed and said so.
+			now = time.Now()
 		}
 		live, err := scanApproval(w.row(ctx, t.live, a.Key))
 		if err != nil && !errors.Is(err, approval.ErrUnknown) {
@@ -274,6 +278,11 @@ func changeRow[T any](s *Approvals, ctx context.Context, read, id string, scan f
 		v, err := scan(w.row(ctx, read+s.d.forUpdate, id))
 		if err != nil {
 			return err
+		}
+		if s.d.forUpdate != "" {
+			// Read once the row is locked, for the reason Request reads
+			// it after its lock.
+			now = time.Now()
 		}
 		if err := fn(v, now); err != nil {
 			return err
