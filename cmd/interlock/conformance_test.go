@@ -20,27 +20,13 @@ import (
 // interlock serve with that server as a stdio upstream, with sessions and
 // without: every scenario that passes directly must pass through interlock.
 func TestConformance(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("..", "..", "conformance"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance")); err != nil {
-		t.Fatalf("the conformance suite is not installed: run `npm ci --prefix conformance` first (%v)", err)
-	}
+	dir := conformanceDir(t)
 	everything := filepath.Join(t.TempDir(), "everything-server")
 	build := exec.Command("go", "build", "-o", everything, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the everything-server: %v\n%s", err, out)
 	}
-	config := filepath.Join(t.TempDir(), "interlock.yaml")
-	yaml, err := os.ReadFile(filepath.Join(dir, "interlock.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml = []byte(strings.Replace(string(yaml), "command: [everything-server]", fmt.Sprintf("command: [%q]", everything), 1))
-	if err := os.WriteFile(config, yaml, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := conformanceConfig(t, dir, fmt.Sprintf("command: [%q]", everything))
 	// least is how many scenarios must pass directly: as many as the
 	// pinned suite and everything-server pass, 30 with sessions and 26
 	// without. A baseline that fails more than these says the run, not interlock,
@@ -85,13 +71,7 @@ func TestConformance(t *testing.T) {
 // interlock serve with it as a stdio child: every scenario that passes
 // directly must pass through interlock.
 func TestConformanceReferenceServer(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("..", "..", "conformance"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance")); err != nil {
-		t.Fatalf("the conformance suite is not installed: run `npm ci --prefix conformance` first (%v)", err)
-	}
+	dir := conformanceDir(t)
 	server, err := filepath.Abs(filepath.Join("..", "..", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
 	if err != nil {
 		t.Fatal(err)
@@ -103,15 +83,7 @@ func TestConformanceReferenceServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(t.TempDir(), "interlock.yaml")
-	yaml, err := os.ReadFile(filepath.Join(dir, "interlock.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml = []byte(strings.Replace(string(yaml), "command: [everything-server]", fmt.Sprintf("command: [%q, %q, stdio]", node, server), 1))
-	if err := os.WriteFile(config, yaml, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := conformanceConfig(t, dir, fmt.Sprintf("command: [%q, %q, stdio]", node, server))
 	url := startReferenceEverything(t, node, server)
 	direct := runSuite(t, dir, url)
 	through := runSuite(t, dir, servedHTTPWith(t, []string{"MCP_DRY_RUN=false"}, "--config", config))
@@ -146,6 +118,36 @@ func TestConformanceReferenceServer(t *testing.T) {
 	}
 	t.Logf("%d of %d scenarios pass directly against server-everything; through interlock all of them but the %d of unknown tools",
 		passed, len(direct), excused)
+}
+
+// conformanceDir returns the directory of the conformance suite, failing
+// the test when the suite is not installed.
+func conformanceDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "conformance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance")); err != nil {
+		t.Fatalf("the conformance suite is not installed: run `npm ci --prefix conformance` first (%v)", err)
+	}
+	return dir
+}
+
+// conformanceConfig writes the suite's interlock.yaml with its upstream's
+// command line replaced by command, and returns the file's path.
+func conformanceConfig(t *testing.T, dir, command string) string {
+	t.Helper()
+	yaml, err := os.ReadFile(filepath.Join(dir, "interlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml = []byte(strings.Replace(string(yaml), "command: [everything-server]", command, 1))
+	config := filepath.Join(t.TempDir(), "interlock.yaml")
+	if err := os.WriteFile(config, yaml, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config
 }
 
 // toolsAt lists the tools of the MCP server at url.
@@ -217,15 +219,7 @@ func startEverything(t *testing.T, binary string, stateless bool) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the everything-server did not listen")
-		}
-	}
+	waitListening(t, addr)
 	return "http://" + addr + "/mcp"
 }
 
