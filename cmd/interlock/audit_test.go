@@ -28,7 +28,7 @@ import (
 	"github.com/interlock-mcp/interlock/internal/testdb"
 )
 
-// runCLI runs the binary and returns its exit code and output.
+// runCLI runs the binary to completion and returns its exit code and output.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := command("", args...)

@@ -286,22 +286,6 @@ func TestServeHTTP(t *testing.T) {
 	}
 }
 
-// runBinary runs the binary to completion and returns its exit code and output.
-func runBinary(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := command("", args...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if exit, ok := err.(*exec.ExitError); ok {
-		return exit.ExitCode(), stdout.String(), stderr.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, stdout.String(), stderr.String()
-}
-
 func TestCommandLineErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -338,7 +322,7 @@ func TestCommandLineErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runBinary(t, tt.args...)
+			code, stdout, stderr := runCLI(t, tt.args...)
 			if code != tt.wantCode {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
 			}
@@ -352,13 +336,13 @@ func TestCommandLineErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, _, stderr := runBinary(t, "check", "--config", bad); strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "panic") {
+	if _, _, stderr := runCLI(t, "check", "--config", bad); strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "panic") {
 		t.Errorf("stack trace on bad input:\n%s", stderr)
 	}
 }
 
 func TestKeyOutputIsAValidConfig(t *testing.T) {
-	code, stdout, _ := runBinary(t, "key", "--principal", "ci", "--tenant", "acme")
+	code, stdout, _ := runCLI(t, "key", "--principal", "ci", "--tenant", "acme")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -366,7 +350,7 @@ func TestKeyOutputIsAValidConfig(t *testing.T) {
 	if err := os.WriteFile(p, []byte(stdout), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := runBinary(t, "check", "--config", p)
+	code, out, stderr := runCLI(t, "check", "--config", p)
 	if code != 0 || !strings.Contains(out, "1 API keys") {
 		t.Errorf("check: exit %d, %s %s", code, out, stderr)
 	}

@@ -182,7 +182,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	if res := callTool(t, cs, "refund_invoice", map[string]any{"invoice_id": "inv_1003", "amount": 1, interlock.MetaConfirmToken: token}); res.IsError {
 		t.Errorf("redeeming a token from before the reloads: %+v", res.StructuredContent)
 	}
-	rc, out, errOut := runBinary(t, "audit", "export", "--data", data)
+	rc, out, errOut := runCLI(t, "audit", "export", "--data", data)
 	if rc != 0 || !strings.Contains(out, `"config_rejected"`) || !strings.Contains(out, `"config_reloaded"`) {
 		t.Errorf("audit export (exit %d) lacks the reload events:\n%s%s", rc, out, errOut)
 	}
@@ -221,7 +221,7 @@ func TestWatchPicksUpARenamedFile(t *testing.T) {
 
 // TestWatchNeedsAFile: --watch without --config is a usage error.
 func TestWatchNeedsAFile(t *testing.T) {
-	rc, _, stderr := runBinary(t, "serve", "--watch", "--data", t.TempDir())
+	rc, _, stderr := runCLI(t, "serve", "--watch", "--data", t.TempDir())
 	if rc != 2 || !strings.Contains(stderr, "--watch needs --config") {
 		t.Errorf("exit %d, stderr %q", rc, stderr)
 	}
@@ -300,7 +300,7 @@ func TestWatchPicksUpAChangedShadowPolicy(t *testing.T) {
 		t.Fatalf("send_reminder under the live policy: %d %v", status, body)
 	}
 	waitFor(t, "the new shadow's difference in the audit log", func() bool {
-		_, out, _ := runBinary(t, "audit", "export", "--data", data)
+		_, out, _ := runCLI(t, "audit", "export", "--data", data)
 		return strings.Contains(out, `"shadow_rule":"no-reminders"`)
 	})
 }

@@ -422,7 +422,7 @@ rules:
 		t.Errorf("tool calls per replica: %v, want both to serve", served)
 	}
 	// Both replicas wrote one audit chain, and it holds.
-	rc, out, errOut := runBinary(t, "audit", "verify", "--config", config)
+	rc, out, errOut := runCLI(t, "audit", "verify", "--config", config)
 	if rc != 0 || !strings.HasPrefix(out, "ok: ") {
 		t.Errorf("audit verify: exit %d %s%s", rc, out, errOut)
 	}
