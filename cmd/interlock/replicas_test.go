@@ -223,17 +223,25 @@ type roundRobin struct {
 
 func newRoundRobin(t *testing.T, bases ...string) *httptest.Server {
 	t.Helper()
-	rr := &roundRobin{}
-	for _, b := range bases {
-		u, err := url.Parse(b)
+	srv := httptest.NewServer(&roundRobin{backends: reverseProxies(t, bases)})
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// reverseProxies returns a reverse proxy to each of bases. The Host header
+// passes as the client sent it, as a load balancer's does: the console's
+// passkeys are made for that host.
+func reverseProxies(t *testing.T, bases []string) []*httputil.ReverseProxy {
+	t.Helper()
+	var proxies []*httputil.ReverseProxy
+	for _, base := range bases {
+		u, err := url.Parse(base)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rr.backends = append(rr.backends, httputil.NewSingleHostReverseProxy(u))
+		proxies = append(proxies, httputil.NewSingleHostReverseProxy(u))
 	}
-	srv := httptest.NewServer(rr)
-	t.Cleanup(srv.Close)
-	return srv
+	return proxies
 }
 
 func (rr *roundRobin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -457,16 +465,7 @@ type balanced struct {
 
 func newConsoleBalancer(t *testing.T, bases []string) (*consoleBalancer, *httptest.Server) {
 	t.Helper()
-	b := &consoleBalancer{streams: make([]int, len(bases))}
-	for _, base := range bases {
-		u, err := url.Parse(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The Host header passes as the browser sent it, as a load
-		// balancer's does: the console's passkeys are made for that host.
-		b.backends = append(b.backends, httputil.NewSingleHostReverseProxy(u))
-	}
+	b := &consoleBalancer{backends: reverseProxies(t, bases), streams: make([]int, len(bases))}
 	srv := httptest.NewServer(b)
 	t.Cleanup(srv.Close)
 	return b, srv
