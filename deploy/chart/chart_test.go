@@ -331,6 +331,19 @@ func serveFlags(t *testing.T) map[string]bool {
 	return flags
 }
 
+// renderChecked renders and decodes the chart with vals, and checks what
+// every rendering must give the gateway.
+func renderChecked(t *testing.T, vals map[string]any) *rendered {
+	t.Helper()
+	files, err := render(t, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decode(t, files)
+	checkPod(t, r)
+	return r
+}
+
 // checkPod asserts what every rendering must give the gateway.
 func checkPod(t *testing.T, r *rendered) {
 	t.Helper()
@@ -657,12 +670,7 @@ func TestChart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			vals := values(t, tt.file)
 			lintStrict(t, vals)
-			files, err := render(t, vals)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := decode(t, files)
-			checkPod(t, r)
+			r := renderChecked(t, vals)
 			spec := r.deployment.Spec
 			switch {
 			case tt.replicas == 0 && spec.Replicas != nil:
@@ -756,12 +764,7 @@ func TestDocumentedValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			lintStrict(t, vals)
-			files, err := render(t, vals)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := decode(t, files)
-			checkPod(t, r)
+			r := renderChecked(t, vals)
 			r.parseConfig(t)
 		})
 	}

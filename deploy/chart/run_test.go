@@ -428,7 +428,7 @@ func TestRenderedDeploymentRuns(t *testing.T) {
 	im := imageOf(t)
 
 	t.Run("defaults: one gateway on SQLite, dry run on", func(t *testing.T) {
-		r := renderRun(t, values(t, ""))
+		r := renderChecked(t, values(t, ""))
 		p := r.start(t, "gateway", binary, im)
 		p.waitProbes(t, r.container())
 		m := connect(t, p.base(), r.apiKey(t, "admin"))
@@ -447,7 +447,7 @@ func TestRenderedDeploymentRuns(t *testing.T) {
 		store := vals["store"].(map[string]any)
 		store["postgres"].(map[string]any)["url"] = testdb.Schema(t, "interlock_chart_")
 		store["prefix"] = fmt.Sprintf("%s%d:", store["prefix"], time.Now().UnixNano())
-		r := renderRun(t, vals)
+		r := renderChecked(t, vals)
 		replicas := int(*r.deployment.Spec.Replicas)
 		if replicas != 3 {
 			t.Fatalf("%d replicas rendered, want 3", replicas)
@@ -498,17 +498,4 @@ func TestRenderedDeploymentRuns(t *testing.T) {
 			t.Errorf("the same refund again on replica 0: %+v, want a new approval", res)
 		}
 	})
-}
-
-// renderRun renders and decodes the chart with vals, checked as TestChart
-// checks every rendering.
-func renderRun(t *testing.T, vals map[string]any) *rendered {
-	t.Helper()
-	files, err := render(t, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := decode(t, files)
-	checkPod(t, r)
-	return r
 }
