@@ -12,6 +12,7 @@ import {
   callAsTask,
   invoice,
   launchBrowser,
+  listening,
   mcp,
   screenshot,
   serve,
@@ -27,12 +28,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-// listening waits until a page's live updates are connected: a change made
-// before then sends the page no event.
-function listening(page) {
-  return page.locator('html[data-live="open"]').waitFor();
-}
 
 describe('the built-in demo: no API keys, the operator signs in with the one-time link', () => {
   let gw;

@@ -47,6 +47,12 @@ export async function launchBrowser() {
   });
 }
 
+// listening waits until a page's live updates are connected: a change made
+// before then sends the page no event.
+export function listening(page) {
+  return page.locator('html[data-live="open"]').waitFor();
+}
+
 export async function screenshot(page, name) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 }

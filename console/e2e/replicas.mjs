@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { T, assertPending, call, invoice, launchBrowser, screenshot, signIn } from './harness.mjs';
+import { T, assertPending, call, invoice, launchBrowser, listening, screenshot, signIn } from './harness.mjs';
 
 function required(name) {
   const v = process.env[name];
@@ -28,11 +28,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-// listening waits until a page's live updates are connected.
-function listening(page) {
-  return page.locator('html[data-live="open"]').waitFor();
-}
 
 // told waits until a page's live status, which only an event sets, says
 // text.
