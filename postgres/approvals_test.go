@@ -124,26 +124,7 @@ func TestConsoleSignalAfterItsConnectionDrops(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec(t, testURL, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "%s"'`, c.channel))
-	gap := false
-	for {
-		if gap {
-			if err := c.Raise(ctx, "after"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		select {
-		case w, ok := <-heard:
-			switch {
-			case !ok:
-				t.Fatalf("the listener stopped (gap reported: %v)", gap)
-			case w == "":
-				gap = true
-			case w == "after":
-				return
-			}
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	consolestatetest.HearsAfterGap(t, c, heard, 20*time.Second)
 }
 
 func TestRosterConformance(t *testing.T) {

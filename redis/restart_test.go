@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlock-mcp/interlock/approval"
 	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/consolestate/consolestatetest"
 	"github.com/interlock-mcp/interlock/redis"
 )
 
@@ -109,32 +110,7 @@ func TestConsoleAfterARestart(t *testing.T) {
 		t.Fatalf("the session written before the restart: %v", err)
 	}
 	// The listener says it may have missed words, then hears new ones.
-	deadline := time.After(10 * time.Second)
-	gap := false
-	for {
-		if gap {
-			if err := c.Raise(ctx, "after"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		select {
-		case w := <-heard:
-			switch w {
-			case "":
-				gap = true
-				continue
-			case "after":
-				if !gap {
-					t.Fatal("heard a word after the restart without being told of the gap")
-				}
-				return
-			}
-		case <-time.After(200 * time.Millisecond):
-			continue
-		case <-deadline:
-			t.Fatalf("the listener did not hear again after the restart (gap reported: %v)", gap)
-		}
-	}
+	consolestatetest.HearsAfterGap(t, c, heard, 10*time.Second)
 }
 
 func waitFor(cond func() (bool, error)) (bool, error) {

@@ -481,6 +481,40 @@ func runLinks(t *testing.T, open Open) {
 	})
 }
 
+// HearsAfterGap checks a listener whose connection to the store was lost:
+// heard, a channel of s.Listen, receives "" to say it may have missed
+// words, and then, within the time given, hears a word raised after that.
+// It raises the word only once the gap has been told.
+func HearsAfterGap(t *testing.T, s consolestate.Signal, heard <-chan string, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	gap := false
+	for {
+		if gap {
+			if err := s.Raise(t.Context(), "after"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case w, ok := <-heard:
+			switch {
+			case !ok:
+				t.Fatalf("the listener stopped (gap reported: %v)", gap)
+			case w == "":
+				gap = true
+			case w == "after":
+				if !gap {
+					t.Fatal("heard a word after the gap without being told of the gap")
+				}
+				return
+			}
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("the listener did not hear again after the gap (gap reported: %v)", gap)
+		}
+	}
+}
+
 // RunSignal runs the signal's conformance tests, on real time: a word
 // must arrive within five seconds.
 func RunSignal(t *testing.T, open OpenSignal) {
