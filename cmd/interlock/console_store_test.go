@@ -1,66 +1,16 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/interlock-mcp/interlock/internal/testdb"
 )
-
-// ownRedis is a Redis server of the test's own, which it may kill and
-// start again (the shared one it must not), appending every write to its
-// file before answering, as a store that must lose no session would.
-type ownRedis struct {
-	t    *testing.T
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func startOwnRedis(t *testing.T) *ownRedis {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &ownRedis{t: t, port: l.Addr().(*net.TCPAddr).Port, dir: t.TempDir()}
-	l.Close()
-	r.start()
-	t.Cleanup(r.kill)
-	return r
-}
-
-func (r *ownRedis) start() {
-	r.t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
-		"--appendonly", "yes", "--appendfsync", "always", "--save", "")
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("redis-server must be installed: %v", err)
-	}
-	waitFor(r.t, "redis-server", func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-}
-
-// kill ends the server as a crash would.
-func (r *ownRedis) kill() {
-	if r.cmd != nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-		r.cmd = nil
-	}
-}
 
 // TestConsoleWhileItsStoreIsAway: a gateway whose store is Redis. While
 // Redis is away, a signed-in approver's console page is a clear error,
@@ -68,9 +18,9 @@ func (r *ownRedis) kill() {
 // the session made before is there again, without a restart of the
 // gateway.
 func TestConsoleWhileItsStoreIsAway(t *testing.T) {
-	rs := startOwnRedis(t)
+	rs := testdb.OwnRedis(t)
 	dir := t.TempDir()
-	config := keyedDemoConfig(t, dir, fmt.Sprintf("store:\n  redis: redis://127.0.0.1:%d/0", rs.port), "")
+	config := keyedDemoConfig(t, dir, "store:\n  redis: "+rs.URL(), "")
 	base := strings.TrimSuffix(servedHTTPWith(t, []string{"INTERLOCK_SECRET=" + strings.Repeat("d", 40)}, "--config", config), "/mcp")
 	bob := &approverClient{t: t, client: newConsoleBrowser(), base: base}
 	do, signIn := bob.do, func() int { return bob.signIn("bob-key") }
@@ -81,7 +31,7 @@ func TestConsoleWhileItsStoreIsAway(t *testing.T) {
 		t.Fatalf("the pending list: %d\n%s", status, page)
 	}
 
-	rs.kill()
+	rs.Kill()
 	for _, path := range []string{"/console/", "/console/events"} {
 		status, page := do(http.MethodGet, path, nil)
 		if status != http.StatusServiceUnavailable || strings.Contains(page, "Signed in as") || strings.Contains(page, "redis") ||
@@ -93,7 +43,7 @@ func TestConsoleWhileItsStoreIsAway(t *testing.T) {
 		t.Errorf("a sign-in while Redis is away: %d", status)
 	}
 
-	rs.start()
+	rs.Start()
 	var status int
 	var page string
 	deadline := time.Now().Add(15 * time.Second)

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/interlock-mcp/interlock/internal/testdb"
 )
 
 // ownPostgres is a PostgreSQL cluster of the test's own, which it may
@@ -230,8 +232,8 @@ func TestGatedCallsWhileTheStoreIsAway(t *testing.T) {
 		needs []string
 	}{
 		{"redis", func(t *testing.T) (string, func(), func()) {
-			rs := startOwnRedis(t)
-			return fmt.Sprintf("store:\n  redis: redis://127.0.0.1:%d/0\n", rs.port), rs.kill, rs.start
+			rs := testdb.OwnRedis(t)
+			return "store:\n  redis: " + rs.URL() + "\n", rs.Kill, rs.Start
 		}, []string{byToken, byApproval, byBudget}},
 		{"postgres", func(t *testing.T) (string, func(), func()) {
 			pg := startOwnPostgres(t)

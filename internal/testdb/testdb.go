@@ -1,6 +1,7 @@
 // Package testdb gives a test or benchmark a PostgreSQL schema of its own
 // on the shared test server (127.0.0.1:5432, database test), so that runs
-// at once, of one package or several, never see each other's tables.
+// at once, of one package or several, never see each other's tables; and
+// a test a Redis server of its own, which it may kill and start again.
 package testdb
 
 import (
