@@ -18,6 +18,17 @@ import (
 	"github.com/interlock-mcp/interlock/audit"
 )
 
+// payoutsNeedAPasskey is the policy of the passkey tests: bob approves
+// pay_out, with a passkey.
+const payoutsNeedAPasskey = `
+rules:
+  - name: payouts
+    match: {tools: [pay_out]}
+    mode: approval
+    approvers: [bob]
+    require_passkey: true
+`
+
 // signingVerifier stands in for the console: an "assertion" is the JSON
 // encoding of the challenge it signs, made by the approver it names.
 type signingVerifier struct{}
@@ -54,14 +65,7 @@ func TestPasskeyApprovals(t *testing.T) {
 	alice := interlock.Identity{Principal: "alice", Tenant: "acme"}
 	bob := interlock.Identity{Principal: "bob", Tenant: "acme"}
 	setup := func(t *testing.T, verifier interlock.PasskeyVerifier) (*interlock.Gate, func(args string) interlock.Body, *atomic.Int64) {
-		g := approvalGateWith(t, `
-rules:
-  - name: payouts
-    match: {tools: [pay_out]}
-    mode: approval
-    approvers: [bob]
-    require_passkey: true
-`, interlock.ApprovalOptions{Passkeys: verifier})
+		g := approvalGateWith(t, payoutsNeedAPasskey, interlock.ApprovalOptions{Passkeys: verifier})
 		tool, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
 		runs := &atomic.Int64{}
 		call := func(args string) interlock.Body {
@@ -196,14 +200,7 @@ func TestPasskeyReplayIsRecorded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			log := &audit.Memory{}
-			g := approvalGateWith(t, `
-rules:
-  - name: payouts
-    match: {tools: [pay_out]}
-    mode: approval
-    approvers: [bob]
-    require_passkey: true
-`, interlock.ApprovalOptions{Passkeys: failingVerifier{tt.err}, Audit: log})
+			g := approvalGateWith(t, payoutsNeedAPasskey, interlock.ApprovalOptions{Passkeys: failingVerifier{tt.err}, Audit: log})
 			tool, _ := interlock.NewTool("pay_out", "", interlock.HintsOf(nil), nil)
 			b := interlock.BodyOfResult(g.Call(ctx, tool, alice, json.RawMessage(`{"amount":100}`), nil))
 			if b.Code != interlock.CodeApprovalPending {
