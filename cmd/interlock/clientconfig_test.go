@@ -36,10 +36,7 @@ func TestClaudeDesktopConfig(t *testing.T) {
 		t.Fatalf("check: %d %q %q", code, out, errText)
 	}
 	cmd := command("false", "serve", "--stdio", "--config", config, "--data", data)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "claude"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "claude", &mcp.CommandTransport{Command: cmd})
 	defer cs.Close()
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {

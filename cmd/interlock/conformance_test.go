@@ -153,10 +153,7 @@ func conformanceConfig(t *testing.T, dir, command string) string {
 // toolsAt lists the tools of the MCP server at url.
 func toolsAt(t *testing.T, url string) map[string]bool {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conformance"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "conformance", &mcp.StreamableClientTransport{Endpoint: url})
 	defer cs.Close()
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -131,10 +130,7 @@ func TestBuiltinConfigWorksWhenCopied(t *testing.T) {
 	cmd := command("", "serve", "--stdio", "--config", config, "--data", dir)
 	cmd.Env = append(cmd.Env, "PATH=/nonexistent")
 	cmd.Dir = dir
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "copy"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "copy", &mcp.CommandTransport{Command: cmd})
 	defer cs.Close()
 	if res := callTool(t, cs, "list_customers", map[string]any{}); res.IsError {
 		t.Errorf("list_customers: %+v", res)
@@ -147,10 +143,7 @@ func TestJSONLogs(t *testing.T) {
 	cmd := command("false", "serve", "--stdio", "--data", t.TempDir(), "--log-format", "json", "--log-level", "debug")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "logs"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "logs", &mcp.CommandTransport{Command: cmd})
 	callTool(t, cs, "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true})
 	cs.Close()
 	found := false

@@ -57,13 +57,21 @@ func command(dryRun string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func connectStdio(t *testing.T, dryRun string) *mcp.ClientSession {
+// connectClient connects a go-sdk client named name over tr; closing the
+// session is the caller's.
+func connectClient(t *testing.T, name string, tr mcp.Transport) *mcp.ClientSession {
 	t.Helper()
-	cmd := command(dryRun, "serve", "--stdio", "--data", t.TempDir())
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "it"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: name}, nil).Connect(context.Background(), tr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cs
+}
+
+func connectStdio(t *testing.T, dryRun string) *mcp.ClientSession {
+	t.Helper()
+	cmd := command(dryRun, "serve", "--stdio", "--data", t.TempDir())
+	cs := connectClient(t, "it", &mcp.CommandTransport{Command: cmd})
 	t.Cleanup(func() { cs.Close() })
 	return cs
 }
@@ -268,10 +276,7 @@ func TestServeHTTP(t *testing.T) {
 				extra = append(extra, "--stateless")
 			}
 			url := servedHTTP(t, extra...)
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "it"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs := connectClient(t, "it", &mcp.StreamableClientTransport{Endpoint: url})
 			defer cs.Close()
 			if res := callTool(t, cs, "list_customers", map[string]any{}); res.IsError {
 				t.Errorf("list_customers: %+v", res)

@@ -323,10 +323,7 @@ func (s *readmeSandbox) clientSession(t *testing.T, clientFile, dryRun string) *
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stderr = io.Discard
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "claude-code"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "claude-code", &mcp.CommandTransport{Command: cmd})
 	t.Cleanup(func() { cs.Close() })
 	return cs
 }
@@ -447,10 +444,7 @@ func TestReadme(t *testing.T) {
 				t.Errorf("the demo's banner lacks %q:\n%s", want, banner.String())
 			}
 		}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "newcomer"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := connectClient(t, "newcomer", &mcp.StreamableClientTransport{Endpoint: base + "/mcp"})
 		defer cs.Close()
 		if body, _ := callBody(t, cs, "send_reminder", map[string]any{"customer_id": "acct_9931", "__confirm": true}); body.Code != interlock.CodeDryRunPreview {
 			t.Errorf("send_reminder on the demo: %+v", body)

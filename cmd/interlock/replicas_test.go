@@ -361,11 +361,7 @@ rules:
 	})
 
 	t.Run("a client without elicitation gets a token and redeems it", func(t *testing.T) {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "no-forms"}, nil).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: lb.URL + "/mcp", HTTPClient: &http.Client{Transport: withKey("agent-key")}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := connectClient(t, "no-forms", &mcp.StreamableClientTransport{Endpoint: lb.URL + "/mcp", HTTPClient: &http.Client{Transport: withKey("agent-key")}})
 		defer cs.Close()
 		body := structured(t, callTool(t, cs, "delete_customer", map[string]any{"id": "acct_2048"}))
 		token, _ := body["confirm_token"].(string)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -36,10 +35,7 @@ type demoCall struct {
 func callsThroughServe(t *testing.T, config, data string, calls []demoCall) []interlock.Code {
 	t.Helper()
 	cmd := command("", "serve", "--stdio", "--config", config, "--data", data)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "it"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "it", &mcp.CommandTransport{Command: cmd})
 	var codes []interlock.Code
 	for _, c := range calls {
 		res := callTool(t, cs, c.tool, c.args)

@@ -111,10 +111,7 @@ func stdioReminders(t *testing.T, config, data string, banner io.Writer) func() 
 	t.Helper()
 	cmd := command("false", "serve", "--stdio", "--config", config, "--data", data)
 	cmd.Stderr = banner
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "editor"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "editor", &mcp.CommandTransport{Command: cmd})
 	t.Cleanup(func() { cs.Close() })
 	return func() interlock.Body {
 		t.Helper()
@@ -185,10 +182,7 @@ func TestTokensOutliveTheProcess(t *testing.T) {
 	connect := func() *mcp.ClientSession {
 		t.Helper()
 		cmd := command("false", "serve", "--stdio", "--data", data)
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "editor"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := connectClient(t, "editor", &mcp.CommandTransport{Command: cmd})
 		return cs
 	}
 	upgrade := func(cs *mcp.ClientSession, token string) interlock.Body {

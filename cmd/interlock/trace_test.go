@@ -43,10 +43,7 @@ func TestTracesReachOTLP(t *testing.T) {
 
 	cmd := command("false", "serve", "--stdio", "--data", t.TempDir())
 	cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "traces"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connectClient(t, "traces", &mcp.CommandTransport{Command: cmd})
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_customer", Arguments: map[string]any{"id": "acct_9931"},
 		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}})
