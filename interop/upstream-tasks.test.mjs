@@ -222,26 +222,31 @@ async function startGateway(transport, upstream, seen, config) {
   return withDir(dir, transport === 'stdio' ? startStdio(opts) : startHttp({ ...opts, fetch: withKey(KEYS.alice.key) }));
 }
 
+// Before the suite's tests, starts up and then the gateway that start
+// returns in front of it; after them, closes both.
+function gatewayInFrontOf(up, start) {
+  let upstream;
+  let gw;
+  before(async () => {
+    upstream = await up.start();
+    gw = await start(upstream);
+  }, SLOW);
+  after(async () => {
+    try {
+      await gw?.close();
+    } finally {
+      await upstream?.close();
+    }
+  });
+}
+
 for (const { up, transport } of UPSTREAMS.flatMap((up) => ['http', 'stdio'].map((transport) => ({ up, transport })))) {
   const label = transport === 'http' ? 'streamable HTTP with sessions' : 'serve --stdio';
 
   describe(`an upstream's own tasks through interlock: client 1.x (2025-11-25), ${label}, ${up.title}`, () => {
     let gw;
-    let upstream;
     const seen = [];
-
-    before(async () => {
-      upstream = await up.start();
-      gw = await startGateway(transport, upstream.config, seen);
-    }, SLOW);
-
-    after(async () => {
-      try {
-        await gw?.close();
-      } finally {
-        await upstream?.close();
-      }
-    });
+    gatewayInFrontOf(up, async (upstream) => (gw = await startGateway(transport, upstream.config, seen)));
 
     it(`${TOOL} requires a task, and the call answers with the gateway's task`, SLOW, async () => {
       const { tools } = await gw.client.listTools();
@@ -380,21 +385,8 @@ const UPSTREAM_STAGE = /^(Gathering sources|Analyzing content|Synthesizing findi
 for (const up of UPSTREAMS) {
   describe(`approval, then the upstream's task: client 1.x (2025-11-25), streamable HTTP with sessions, ${up.title}`, () => {
     let gw;
-    let upstream;
     const seen = [];
-
-    before(async () => {
-      upstream = await up.start();
-      gw = await startGateway('http', upstream.config, seen, { approval: true });
-    }, SLOW);
-
-    after(async () => {
-      try {
-        await gw?.close();
-      } finally {
-        await upstream?.close();
-      }
-    });
+    gatewayInFrontOf(up, async (upstream) => (gw = await startGateway('http', upstream.config, seen, { approval: true })));
 
     // The task the call waits as, checked as the table of docs/modes.md
     // says while the approval waits; returns its id and the approval's.
