@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,23 +24,14 @@ func TestRosterConformance(t *testing.T) {
 // rows, and then holds what gateways announce.
 func TestGatewaysOfAnOlderFile(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	older := strings.Replace(gatewaysSchema, ",\n\twarnings      TEXT NOT NULL DEFAULT '[]'", "", 1)
 	if older == gatewaysSchema {
 		t.Fatal("the test no longer makes the older table")
 	}
-	if _, err := db.ExecContext(ctx, older); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO gateways (id, version, console_url, since, seen) VALUES ('gw-old', '0.1.0', '', ?, ?)`,
-		time.Now().UnixNano(), time.Now().UnixNano()); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	path := earlierFile(t,
+		statement{older, nil},
+		statement{`INSERT INTO gateways (id, version, console_url, since, seen) VALUES ('gw-old', '0.1.0', '', ?, ?)`,
+			[]any{time.Now().UnixNano(), time.Now().UnixNano()}})
 	a := openApprovals(t, path)
 	warned := roster.Gateway{ID: "gw-new", Version: "0.2.0", Warnings: []string{`rule "refunds" matches no tool`}}
 	if err := a.Announce(ctx, warned); err != nil {

@@ -10,31 +10,41 @@ import (
 	"github.com/interlock-mcp/interlock/consolestate"
 )
 
+// statement is one SQL statement with its arguments.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// earlierFile makes a file as an earlier version left it: the statements
+// run, in order, on a new file, whose path it returns.
+func earlierFile(t *testing.T, stmts ...statement) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range stmts {
+		if _, err := db.ExecContext(context.Background(), stmt.sql, stmt.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
 // TestOperatorLinksOfEarlierVersionsMove: a file whose console_links
 // table, of earlier versions, holds a live and an expired link opens with
 // the live one among the console's one-time links, signing the local
 // operator in once, the expired one gone, and the old table dropped.
 func TestOperatorLinksOfEarlierVersionsMove(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	old, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	for _, stmt := range []struct {
-		sql  string
-		args []any
-	}{
-		{"CREATE TABLE console_links (hash TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID", nil},
-		{"INSERT INTO console_links VALUES (?, ?), (?, ?)", []any{consolestate.Key("live"), now.Add(10 * time.Minute).UnixNano(),
-			consolestate.Key("expired"), now.Add(-time.Minute).UnixNano()}},
-	} {
-		if _, err := old.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old.Close()
+	path := earlierFile(t,
+		statement{"CREATE TABLE console_links (hash TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID", nil},
+		statement{"INSERT INTO console_links VALUES (?, ?), (?, ?)", []any{consolestate.Key("live"), now.Add(10 * time.Minute).UnixNano(),
+			consolestate.Key("expired"), now.Add(-time.Minute).UnixNano()}})
 
 	st, err := OpenState(ctx, path)
 	if err != nil {
