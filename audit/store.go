@@ -4,17 +4,28 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // GroupCommit batches appends for an audit store: one goroutine commits
 // every record waiting at the time in one transaction, so concurrent
 // callers share the cost of a commit (and of a flush, when any of them
-// needs one).
+// needs one). An append that finds nothing waiting and nothing being
+// written commits its records itself, on its own goroutine: handing them
+// to the committing goroutine and hearing back would cost two wake-ups
+// and their latency, for a batch that could hold no one else's records.
 type GroupCommit struct {
 	requests chan *commitRequest
 	commit   func(ctx context.Context, durable bool, recs []*Record) error
 	done     chan struct{}
+
+	// writing holds a token while somebody commits: the goroutine, or an
+	// append that commits alone. waiting counts the requests handed to the
+	// goroutine and not yet committed, so that an append never commits
+	// before records queued ahead of it.
+	writing chan struct{}
+	waiting atomic.Int64
 
 	mu     sync.RWMutex
 	closed bool
@@ -36,7 +47,8 @@ const maxBatch = 256
 // one transaction and returns only once it is committed (and flushed when
 // durable is set).
 func NewGroupCommit(commit func(ctx context.Context, durable bool, recs []*Record) error) *GroupCommit {
-	g := &GroupCommit{requests: make(chan *commitRequest, maxBatch), commit: commit, done: make(chan struct{})}
+	g := &GroupCommit{requests: make(chan *commitRequest, maxBatch), commit: commit, done: make(chan struct{}),
+		writing: make(chan struct{}, 1)}
 	go g.loop()
 	return g
 }
@@ -48,6 +60,9 @@ var ErrClosed = errors.New("audit: log is closed")
 func (g *GroupCommit) Append(ctx context.Context, durable bool, recs ...*Record) error {
 	if len(recs) == 0 {
 		return nil
+	}
+	if alone, err := g.alone(durable, recs); alone {
+		return err
 	}
 	req := &commitRequest{recs: recs, durable: durable, result: make(chan error, 1)}
 	if err := g.enqueue(ctx, req); err != nil {
@@ -68,6 +83,33 @@ func (g *GroupCommit) Queue(done func(error), recs ...*Record) error {
 	return g.enqueue(context.Background(), &commitRequest{recs: recs, done: done})
 }
 
+// alone commits recs on the caller's goroutine when no request waits for
+// the committing goroutine and nobody is writing. It reports whether it
+// did (or found the log closed), and the commit's error.
+func (g *GroupCommit) alone(durable bool, recs []*Record) (bool, error) {
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return true, ErrClosed
+	}
+	// Close waits for writing once it has closed the log, and it cannot
+	// close it while this holds the read lock: a commit begun here ends
+	// before Close returns.
+	select {
+	case g.writing <- struct{}{}:
+		g.mu.RUnlock()
+	default:
+		g.mu.RUnlock()
+		return false, nil
+	}
+	defer func() { <-g.writing }()
+	if g.waiting.Load() > 0 {
+		// Records handed to the goroutine go first.
+		return false, nil
+	}
+	return true, g.commit(context.Background(), durable, recs)
+}
+
 // enqueue hands req to the committing goroutine, waiting while the queue
 // is full.
 func (g *GroupCommit) enqueue(ctx context.Context, req *commitRequest) error {
@@ -76,10 +118,12 @@ func (g *GroupCommit) enqueue(ctx context.Context, req *commitRequest) error {
 		g.mu.RUnlock()
 		return ErrClosed
 	}
+	g.waiting.Add(1)
 	select {
 	case g.requests <- req:
 		g.mu.RUnlock()
 	case <-ctx.Done():
+		g.waiting.Add(-1)
 		g.mu.RUnlock()
 		return ctx.Err()
 	}
@@ -93,6 +137,7 @@ func (g *GroupCommit) loop() {
 			close(g.done)
 			return
 		}
+		g.writing <- struct{}{}
 		// A batch gathers what is already waiting; it never waits for more.
 		batch := []*commitRequest{first}
 		n := len(first.recs)
@@ -119,6 +164,8 @@ func (g *GroupCommit) loop() {
 			recs = append(recs, r.recs...)
 		}
 		err := g.commit(context.Background(), durable, recs)
+		g.waiting.Add(-int64(len(batch)))
+		<-g.writing
 		for _, r := range batch {
 			if r.done != nil {
 				r.done(err)
@@ -177,6 +224,9 @@ func (g *GroupCommit) Close() {
 	}
 	g.mu.Unlock()
 	<-g.done
+	// An append committing alone began before the log closed.
+	g.writing <- struct{}{}
+	<-g.writing
 }
 
 // Rows is what the rows of database/sql and of pgx have in common.

@@ -1,8 +1,11 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -118,4 +121,65 @@ func TestQueuedRecordsLinger(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAppendAlone checks that an append that finds nothing waiting commits
+// on its caller's goroutine, that records handed to the committing
+// goroutine are committed before a later append, and that Close waits for
+// a commit an append began alone.
+func TestAppendAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var commits []string
+		var mu sync.Mutex
+		release := make(chan struct{})
+		g := NewGroupCommit(func(_ context.Context, _ bool, recs []*Record) error {
+			stack := make([]byte, 4096)
+			stack = stack[:runtime.Stack(stack, false)]
+			var tools []string
+			for _, r := range recs {
+				tools = append(tools, r.Tool)
+			}
+			if tools[0] == "held" {
+				<-release
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			commits = append(commits, fmt.Sprintf("%v by the goroutine=%v", tools, bytes.Contains(stack, []byte("GroupCommit).loop"))))
+			return nil
+		})
+		if err := g.Append(context.Background(), false, &Record{Tool: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		// Queued records go first: the append after them waits its turn.
+		if err := g.Queue(func(error) {}, &Record{Tool: "q"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Append(context.Background(), false, &Record{Tool: "b"}); err != nil {
+			t.Fatal(err)
+		}
+		// Close waits for the commit an append began alone.
+		appended := make(chan error, 1)
+		go func() { appended <- g.Append(context.Background(), false, &Record{Tool: "held"}) }()
+		synctest.Wait()
+		closed := make(chan struct{})
+		go func() { g.Close(); close(closed) }()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a commit was being written")
+		default:
+		}
+		close(release)
+		<-closed
+		if err := <-appended; err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Append(context.Background(), false, &Record{Tool: "late"}); !errors.Is(err, ErrClosed) {
+			t.Errorf("append after close: %v, want ErrClosed", err)
+		}
+		want := []string{"[a] by the goroutine=false", "[q b] by the goroutine=true", "[held] by the goroutine=false"}
+		if !slices.Equal(commits, want) {
+			t.Errorf("commits %q, want %q", commits, want)
+		}
+	})
 }
