@@ -87,11 +87,5 @@ func budgetSpent(c *Call, b Budget, wait time.Duration, what string) error {
 // budgetsUnavailable answers a call whose budgets could not be read: it
 // fails closed, as a spent budget would.
 func budgetsUnavailable(c *Call, err error) error {
-	return &Error{
-		Code:         CodeUpstreamUnavailable,
-		Message:      fmt.Sprintf("interlock's budget store cannot be reached, so %s cannot run now; nothing ran.", c.Tool),
-		Hint:         "Retry in a few seconds; if it keeps failing, tell the operator that interlock's store is down.",
-		RetryAfterMS: 2000,
-		Err:          err,
-	}
+	return storeDown(c, err, "budget", "run")
 }

@@ -75,13 +75,19 @@ func (g *Gate) issue(ctx context.Context, k grant, c *Call, ttl time.Duration, p
 }
 
 // confirmationStoreDown answers a call whose confirmation (a grant, an
-// approval, a standing grant) could not be written or read: a transient
-// failure of interlock's own store, in which nothing ran. Approvers meet
+// approval, a standing grant) could not be written or read. Approvers meet
 // the same failure as StoreUnavailable.
 func confirmationStoreDown(c *Call, err error) error {
+	return storeDown(c, err, "confirmation", "be confirmed")
+}
+
+// storeDown answers a call that could not go on because interlock's own
+// store of the kind named could not be reached: a transient failure, in
+// which nothing ran; the call could not do what it names.
+func storeDown(c *Call, err error, kind, do string) error {
 	return &Error{
 		Code:         CodeUpstreamUnavailable,
-		Message:      fmt.Sprintf("interlock's confirmation store cannot be reached, so %s cannot be confirmed now; nothing ran.", c.Tool),
+		Message:      fmt.Sprintf("interlock's %s store cannot be reached, so %s cannot %s now; nothing ran.", kind, c.Tool, do),
 		Hint:         "Retry in a few seconds; if it keeps failing, tell the operator that interlock's store is down.",
 		RetryAfterMS: 2000,
 		Err:          err,
