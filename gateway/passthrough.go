@@ -278,9 +278,10 @@ func (u *upstream) forwardError(method string, err error) error {
 const codeResourceNotFound = -32002
 
 // gather lists one kind of item from every upstream offering resources,
-// for the client request from, keeping the first item of each key.
+// for the client request from, keeping the first item of each key, and
+// keeps in *owned (a map of the catalog) the upstream of each key.
 func gather[T any](ctx context.Context, g *Gateway, from mcp.Request, method string,
-	list func(context.Context, *mcp.ClientSession) iter.Seq2[T, error], key func(T) string) ([]T, map[string]*upstream, error) {
+	list func(context.Context, *mcp.ClientSession) iter.Seq2[T, error], key func(T) string, owned *map[string]*upstream) ([]T, error) {
 	items := []T{}
 	owners := map[string]*upstream{}
 	for _, u := range g.offering(ctx, hasResources) {
@@ -298,39 +299,36 @@ func gather[T any](ctx context.Context, g *Gateway, from mcp.Request, method str
 			return nil
 		})
 		if err != nil {
-			return nil, nil, u.forwardError(method, err)
+			return nil, u.forwardError(method, err)
 		}
 	}
-	return items, owners, nil
+	g.catalog.mu.Lock()
+	*owned = owners
+	g.catalog.mu.Unlock()
+	return items, nil
 }
 
 func (g *Gateway) listResources(ctx context.Context, from mcp.Request) (*mcp.ListResourcesResult, error) {
-	items, owners, err := gather(ctx, g, from, "resources/list",
+	items, err := gather(ctx, g, from, "resources/list",
 		func(ctx context.Context, cs *mcp.ClientSession) iter.Seq2[*mcp.Resource, error] {
 			return cs.Resources(ctx, nil)
 		},
-		func(r *mcp.Resource) string { return r.URI })
+		func(r *mcp.Resource) string { return r.URI }, &g.catalog.resources)
 	if err != nil {
 		return nil, err
 	}
-	g.catalog.mu.Lock()
-	g.catalog.resources = owners
-	g.catalog.mu.Unlock()
 	return &mcp.ListResourcesResult{Resources: items, Cacheable: uncached}, nil
 }
 
 func (g *Gateway) listTemplates(ctx context.Context, from mcp.Request) (*mcp.ListResourceTemplatesResult, error) {
-	items, owners, err := gather(ctx, g, from, "resources/templates/list",
+	items, err := gather(ctx, g, from, "resources/templates/list",
 		func(ctx context.Context, cs *mcp.ClientSession) iter.Seq2[*mcp.ResourceTemplate, error] {
 			return cs.ResourceTemplates(ctx, nil)
 		},
-		func(t *mcp.ResourceTemplate) string { return t.URITemplate })
+		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, &g.catalog.templates)
 	if err != nil {
 		return nil, err
 	}
-	g.catalog.mu.Lock()
-	g.catalog.templates = owners
-	g.catalog.mu.Unlock()
 	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items, Cacheable: uncached}, nil
 }
 

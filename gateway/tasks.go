@@ -227,17 +227,7 @@ func created(fields map[string]any) (mcp.Result, error) {
 // taskFields are what the extension says of task t: its id, status and
 // times, and, once it ended, its result or error.
 func taskFields(t *task.Task) map[string]any {
-	f := map[string]any{
-		"taskId":         t.ID,
-		"status":         t.Status,
-		"createdAt":      t.CreatedAt.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt":  t.UpdatedAt.UTC().Format(time.RFC3339Nano),
-		"ttlMs":          t.ExpiresAt.Sub(t.CreatedAt).Milliseconds(),
-		"pollIntervalMs": taskPoll.Milliseconds(),
-	}
-	if t.Message != "" {
-		f["statusMessage"] = t.Message
-	}
+	f := taskState(t, t.Status, "ttlMs", "pollIntervalMs")
 	switch t.Status {
 	case task.Completed:
 		f["result"] = t.Result
@@ -557,12 +547,8 @@ var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools
 type initializeWithTasks struct{ *mcp.InitializeResult }
 
 func (r *initializeWithTasks) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(r.InitializeResult)
+	fields, err := resultFields(r.InitializeResult)
 	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
 	caps := map[string]json.RawMessage{}
@@ -720,13 +706,20 @@ func taskFieldsV1(t *task.Task) map[string]any {
 	if status == task.Completed && json.Unmarshal(t.Result, &result) == nil && result.IsError {
 		status = task.Failed
 	}
+	return taskState(t, status, "ttl", "pollInterval")
+}
+
+// taskState are the fields both generations give a task (its id, status,
+// message, times), its time to live and poll interval named ttl and poll
+// as the generation names them.
+func taskState(t *task.Task, status task.Status, ttl, poll string) map[string]any {
 	f := map[string]any{
 		"taskId":        t.ID,
 		"status":        status,
 		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
 		"lastUpdatedAt": t.UpdatedAt.UTC().Format(time.RFC3339Nano),
-		"ttl":           t.ExpiresAt.Sub(t.CreatedAt).Milliseconds(),
-		"pollInterval":  taskPoll.Milliseconds(),
+		ttl:             t.ExpiresAt.Sub(t.CreatedAt).Milliseconds(),
+		poll:            taskPoll.Milliseconds(),
 	}
 	if t.Message != "" {
 		f["statusMessage"] = t.Message

@@ -226,12 +226,8 @@ type toolsWithExtras struct {
 }
 
 func (r *toolsWithExtras) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(r.ListToolsResult)
+	fields, err := resultFields(r.ListToolsResult)
 	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
 	tools := make([]json.RawMessage, len(r.ListToolsResult.Tools))
