@@ -303,14 +303,7 @@ func TestLaneAnswersAsTheSDKDoes(t *testing.T) {
 					if generation == "2026-07-28" {
 						header["Mcp-Method"], header["Mcp-Name"] = []string{"tools/call"}, []string{c.tool}
 					}
-					status, b, contentType := rawMCPType(t, url, sid, header, body)
-					if status != http.StatusOK {
-						t.Fatalf("lane off %v: %d %s", off, status, b)
-					}
-					if strings.HasPrefix(contentType, "text/event-stream") {
-						_, data, _ := strings.Cut(b, "data: ")
-						b, _, _ = strings.Cut(data, "\n")
-					}
+					contentType, b := firstMessage(t, url, sid, header, body)
 					var m map[string]any
 					if err := json.Unmarshal([]byte(b), &m); err != nil {
 						t.Fatalf("%s: %v", b, err)

@@ -67,20 +67,37 @@ func (c taskClient) rpc(method, name, params string) (result, rpcErr map[string]
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":{%s%s}}`, method, params, latestMetaTasks)
 	header := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}, "Mcp-Name": {name},
 		"Authorization": {"Bearer " + c.key}}
-	status, b, contentType := rawMCPType(c.t, c.url, "", header, body)
+	return answerOf(c.t, c.url, "", header, method, body)
+}
+
+// firstMessage posts body to the gateway at url (in session, unless it
+// is "") and returns the answer's content type and the first message it
+// holds: the JSON body, or the first event of a stream.
+func firstMessage(t *testing.T, url, session string, header http.Header, body string) (contentType, msg string) {
+	t.Helper()
+	status, b, contentType := rawMCPType(t, url, session, header, body)
 	if status != http.StatusOK {
-		c.t.Fatalf("%s: status %d: %s", method, status, b)
+		t.Fatalf("status %d: %s", status, b)
 	}
 	if strings.HasPrefix(contentType, "text/event-stream") {
 		_, data, _ := strings.Cut(b, "data: ")
 		b, _, _ = strings.Cut(data, "\n")
 	}
+	return contentType, b
+}
+
+// answerOf posts body, a request of method, to the gateway at url (in
+// session, unless it is "") and returns its answer's result or error, read
+// from a JSON body or from the first event of a stream.
+func answerOf(t *testing.T, url, session string, header http.Header, method, body string) (result, rpcErr map[string]any) {
+	t.Helper()
+	_, b := firstMessage(t, url, session, header, body)
 	var answer struct {
 		Result map[string]any `json:"result"`
 		Error  map[string]any `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(b), &answer); err != nil {
-		c.t.Fatalf("%s: %v: %s", method, err, b)
+		t.Fatalf("%s: %v: %s", method, err, b)
 	}
 	return answer.Result, answer.Error
 }
@@ -473,22 +490,7 @@ func TestApprovalAsTaskOfEarlierClients(t *testing.T) {
 	rpc := func(cs *mcp.ClientSession, key, method, params string) (result, rpcErr map[string]any) {
 		t.Helper()
 		header := http.Header{"Authorization": {"Bearer " + key}, "Mcp-Protocol-Version": {protocolTasks}}
-		status, b, contentType := rawMCPType(t, url, cs.ID(), header, `{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":{`+params+`}}`)
-		if status != http.StatusOK {
-			t.Fatalf("%s: %d %s", method, status, b)
-		}
-		if strings.HasPrefix(contentType, "text/event-stream") {
-			_, data, _ := strings.Cut(b, "data: ")
-			b, _, _ = strings.Cut(data, "\n")
-		}
-		var answer struct {
-			Result map[string]any `json:"result"`
-			Error  map[string]any `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(b), &answer); err != nil {
-			t.Fatalf("%s: %v: %s", method, err, b)
-		}
-		return answer.Result, answer.Error
+		return answerOf(t, url, cs.ID(), header, method, `{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":{`+params+`}}`)
 	}
 	alice, other := open("alice-key"), open("other-alice-key")
 	list, _ := rpc(alice, "alice-key", "tools/list", "")
