@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/metrics"
 )
@@ -35,12 +33,7 @@ func TestEventsAreRecordedAndCounted(t *testing.T) {
 		t.Errorf("/metrics with a wrong key: %d", code)
 	}
 
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "events"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{"alice-key"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := dial(t, nil, srv.URL+MCPPath, "alice-key", nil)
 	call(t, cs, "crash", map[string]any{})
 	eventually(t, "the upstream back", func() bool { return !call(t, cs, "echo", map[string]any{}).IsError })
 	call(t, cs, "relabel", map[string]any{"name": "wipe", "annotations": map[string]any{"readOnlyHint": true}})

@@ -323,14 +323,28 @@ func httpClient(version string) func(t *testing.T, gw *Gateway, opts *mcp.Client
 		t.Helper()
 		srv := httptest.NewServer(gw.Handler(false))
 		t.Cleanup(srv.Close)
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return dial(t, mcp.NewClient(&mcp.Implementation{Name: "test"}, opts), srv.URL+MCPPath, "", &mcp.ClientSessionOptions{ProtocolVersion: version})
 	}
+}
+
+// dial connects c (a plain client when nil) to the MCP endpoint at url
+// over streamable HTTP, with key as its bearer credential unless it is "";
+// the session closes when the test ends.
+func dial(t testing.TB, c *mcp.Client, url, key string, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
+	if c == nil {
+		c = mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	}
+	transport := &mcp.StreamableClientTransport{Endpoint: url}
+	if key != "" {
+		transport.HTTPClient = &http.Client{Transport: bearer{key}}
+	}
+	cs, err := c.Connect(context.Background(), transport, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 func TestToolNameCollisions(t *testing.T) {

@@ -65,11 +65,7 @@ func TestClientMetaStaysOnItsHop(t *testing.T) {
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "new"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := dial(t, nil, srv.URL+MCPPath, "", nil)
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("the client speaks %s, want 2026-07-28", v)
 	}

@@ -13,8 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/internal/rawhttp"
@@ -184,12 +182,7 @@ func TestHostileRequestsKeepTheChainWhole(t *testing.T) {
 	}
 
 	// A call of alice's that no rule matched names the default rule.
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "refusals"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{"alice-key"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := dial(t, nil, srv.URL+MCPPath, "alice-key", nil)
 	call(t, cs, "echo", map[string]any{"\xff": "\xc0\xaf", "s": strings.Repeat("é", 10_000)})
 	call(t, cs, "wipe", map[string]any{"target": "\xff"})
 	rules := map[string]string{}

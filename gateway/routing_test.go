@@ -55,13 +55,8 @@ func TestQuestionRouting(t *testing.T) {
 			// Registered first, so it runs after the sessions are closed.
 			t.Cleanup(srv.Close)
 			connect := func(p *countingPicker) *mcp.ClientSession {
-				cs, err := mcp.NewClient(&mcp.Implementation{Name: "c"}, &mcp.ClientOptions{ElicitationHandler: p.answer}).Connect(
-					context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cs.Close() })
-				return cs
+				return dial(t, mcp.NewClient(&mcp.Implementation{Name: "c"}, &mcp.ClientOptions{ElicitationHandler: p.answer}),
+					srv.URL+MCPPath, "", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 			}
 			var a, b countingPicker
 			csA, csB := connect(&a), connect(&b)
@@ -105,12 +100,7 @@ func TestRootsAskedAsTheLinkOpens(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client := mcp.NewClient(&mcp.Implementation{Name: "c"}, nil)
 	client.AddRoots(&mcp.Root{URI: "file:///work/project"})
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := dial(t, client, srv.URL+MCPPath, "", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	// The first call makes the link; the fixture answers it at once.
 	if res := call(t, cs, "echo", map[string]any{}); res.IsError {
 		t.Fatalf("echo: %+v", res.Content)

@@ -54,13 +54,8 @@ func TestResourceUpdatesReachEverySubscriber(t *testing.T) {
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	connect := func(u *updates) *mcp.ClientSession {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c"}, &mcp.ClientOptions{ResourceUpdatedHandler: u.add}).Connect(
-			context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return dial(t, mcp.NewClient(&mcp.Implementation{Name: "c"}, &mcp.ClientOptions{ResourceUpdatedHandler: u.add}),
+			srv.URL+MCPPath, "", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	}
 	var a, b, c updates
 	csA, csB := connect(&a), connect(&b)

@@ -85,12 +85,7 @@ rules:
 	t.Cleanup(srv.Close)
 	url := srv.URL + MCPPath
 	session := func(key string) func(method, params string) string {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(),
-			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}, &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
+		cs := dial(t, nil, url, key, &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
 		return func(method, params string) string {
 			t.Helper()
 			header := http.Header{"Authorization": {"Bearer " + key}, "Mcp-Protocol-Version": {protocolTasks}}

@@ -52,13 +52,7 @@ budgets:
 		t.Run(gen.name, func(t *testing.T) {
 			connect := func(key string) *mcp.ClientSession {
 				t.Helper()
-				transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{key}}}
-				cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport, gen.opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cs.Close() })
-				return cs
+				return dial(t, nil, srv.URL+MCPPath, key, gen.opts)
 			}
 			acme, globex := connect("acme-key"), connect("globex-key")
 			if got := slices.Sorted(maps.Keys(listTools(t, acme))); !slices.Equal(got, []string{"echo", "wipe"}) {
