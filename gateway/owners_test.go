@@ -240,12 +240,7 @@ auth:
 					if withoutSession {
 						url = stateless.URL
 					}
-					cs, err := w.client().Connect(context.Background(), &mcp.StreamableClientTransport{
-						Endpoint: url + MCPPath, HTTPClient: &http.Client{Transport: bearer{key}}}, opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { cs.Close() })
+					cs := dial(t, w.client(), url+MCPPath, key, opts)
 					if opts != nil {
 						// A level set, so that a log line handed to this
 						// client would be seen.
@@ -383,8 +378,9 @@ func flightsOnLinks(gw *Gateway) int {
 // TestEveryForwardedRequestHasAnOwner reads the gateway's code: every
 // request the gateway sends on an upstream's link is made inside a send
 // function handed to forward, or by the few functions that enter their
-// flight in the table themselves (a tool call's attempt, a held call) or
-// that speak on a link nobody shares yet (dial). A request sent any other
+// flight in the table themselves (a tool call's attempt, and sendCall, which
+// only attempt calls, once the flight is entered; a held call) or that
+// speak on a link nobody shares yet (dial). A request sent any other
 // way would have no owner, and whatever the upstream said during it could
 // be handed to another client's request.
 func TestEveryForwardedRequestHasAnOwner(t *testing.T) {
@@ -394,8 +390,9 @@ func TestEveryForwardedRequestHasAnOwner(t *testing.T) {
 		"ListPrompts", "ListResources", "ListResourceTemplates"} {
 		requests[m] = true
 	}
-	// The functions that enter their own flight, or speak on a new link.
-	ownFlight := map[string]bool{"attempt": true, "dial": true, "forwardLevel": true}
+	// The functions that enter their own flight (sendCall is attempt's), or
+	// speak on a new link.
+	ownFlight := map[string]bool{"attempt": true, "sendCall": true, "dial": true, "forwardLevel": true}
 	fset := token.NewFileSet()
 	files, err := filepath.Glob("*.go")
 	if err != nil {

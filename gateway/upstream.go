@@ -462,19 +462,34 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 		return u.outcome(ctx, cs, name, fl, res, err)
 	}
 	defer untrack()
-	var res *mcp.CallToolResult
 	latest := cs.InitializeResult().ProtocolVersion >= protocolNew
-	v, wire := verbatimFor(ctx, cs), u.wireOf(cs)
-	switch {
-	case v != nil && v.task != nil && (latest || req == nil):
+	v := verbatimFor(ctx, cs)
+	if v != nil && v.task != nil && (latest || req == nil) {
 		// Only a link of the experimental tasks' protocol carries one.
 		done()
 		return nil, &interlock.Error{Code: interlock.CodeUpstreamError,
 			Message: fmt.Sprintf("The server behind %s runs it as a task, which interlock cannot pass on over this link; nothing ran.", name),
 			Hint:    "Call the tool without \"task\"."}
+	}
+	res, err := u.sendCall(ctx, cs, v, latest, params, req)
+	if err == nil {
+		u.settle(cs)
+	}
+	done()
+	return u.outcome(ctx, cs, name, fl, res, err)
+}
+
+// sendCall sends the call with params on the link cs, which speaks the
+// latest protocol or not, and returns the upstream's answer: over the
+// link's raw side, as bytes v keeps for the client, when the call's result
+// may travel verbatim (verbatim.go), and through the SDK's client
+// otherwise.
+func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verbatim, latest bool, params *mcp.CallToolParams, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	wire := u.wireOf(cs)
+	var raw, body json.RawMessage
+	switch {
 	case v != nil && v.task != nil:
 		// The upstream answers with the task it made, passed on as bytes.
-		var raw, body json.RawMessage
 		if body, err = callBody(params, v.task); err == nil {
 			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
 				v.keep(raw)
@@ -484,13 +499,11 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	case v != nil && wire != nil && req != nil && wire.ready(latest):
 		// The client's own call (a preview's result is read by the gate)
 		// on a child's connection: its bytes, not the SDK's client.
-		var raw json.RawMessage
 		if raw, err = wire.call(ctx, params, latest); err == nil {
 			res, err = plainResult(v.keep(raw), v.latest || v.older)
 		}
 	case v != nil && req != nil && u.cfg.URL != "" && !latest:
 		// The same on an HTTP upstream's session (httplink.go).
-		var raw, body json.RawMessage
 		if body, err = callBody(params, nil); err == nil {
 			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
 				res, err = plainResult(v.keep(raw), v.latest || v.older)
@@ -499,11 +512,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	default:
 		res, err = cs.CallTool(ctx, params)
 	}
-	if err == nil {
-		u.settle(cs)
-	}
-	done()
-	return u.outcome(ctx, cs, name, fl, res, err)
+	return res, err
 }
 
 // continueHeld gives the client's answer r to the held call it names, and
