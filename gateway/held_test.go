@@ -149,13 +149,7 @@ func TestHeldCallCarriesProgressOfEveryRound(t *testing.T) {
 			}
 			var cs *mcp.ClientSession
 			if transport == "HTTP" {
-				var err error
-				cs, err = mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(context.Background(),
-					&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cs.Close() })
+				cs = dial(t, mcp.NewClient(&mcp.Implementation{Name: "test"}, opts), srv.URL+MCPPath, "", &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
 			} else {
 				cs = newClient(t, gw, "2026-07-28", opts)
 			}

@@ -479,13 +479,7 @@ func TestApprovalAsTaskOfEarlierClients(t *testing.T) {
 	t.Cleanup(srv.Close)
 	url := srv.URL + MCPPath
 	open := func(key string) *mcp.ClientSession {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(),
-			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}, &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return dial(t, nil, url, key, &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
 	}
 	rpc := func(cs *mcp.ClientSession, key, method, params string) (result, rpcErr map[string]any) {
 		t.Helper()
