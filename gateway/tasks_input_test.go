@@ -21,10 +21,7 @@ var formRules = strings.Replace(taskRules, `  - name: wipes-need-approval
 // declined form ends it DECLINED; answers that come twice, or from
 // another identity, or to a task that asks nothing, are refused.
 func TestFormAsTask(t *testing.T) {
-	gw := start(t, testConfig(t, formRules, "fx"), "false")
-	srv := httptest.NewServer(gw.Handler(false))
-	defer srv.Close()
-	alice := taskClient{t, srv.URL + "/mcp", "alice-key"}
+	_, alice := taskGateway(t, formRules)
 	update := func(c taskClient, id, answer string) (map[string]any, map[string]any) {
 		return c.rpc("tasks/update", id, fmt.Sprintf(`"taskId":%q,"inputResponses":{"interlock_confirm":%s}`, id, answer))
 	}

@@ -57,6 +57,15 @@ const latestMetaTasks = `"_meta":{"io.modelcontextprotocol/protocolVersion":"202
 	`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}},` +
 	`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
 
+// taskGateway starts a gateway with rules in front of the fixture, serves
+// it over HTTP for the test, and returns it with alice's task client.
+func taskGateway(t *testing.T, rules string) (*Gateway, taskClient) {
+	gw := start(t, testConfig(t, rules, "fx"), "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	return gw, taskClient{t, srv.URL + "/mcp", "alice-key"}
+}
+
 // rpc sends method with params (an object's members, without _meta) and
 // returns the answer's result or error.
 func (c taskClient) rpc(method, name, params string) (result, rpcErr map[string]any) {
@@ -131,11 +140,7 @@ func (c taskClient) poll(id string) (map[string]any, map[string]any) {
 // and cancelled with its approval withdrawn; the task is its owner's
 // alone, and an allowed call is answered at once.
 func TestApprovalAsTask(t *testing.T) {
-	f := testConfig(t, taskRules, "fx")
-	gw := start(t, f, "false")
-	srv := httptest.NewServer(gw.Handler(false))
-	defer srv.Close()
-	alice := taskClient{t, srv.URL + "/mcp", "alice-key"}
+	gw, alice := taskGateway(t, taskRules)
 	bob := interlock.Identity{Tenant: "acme", Principal: "bob"}
 
 	tests := []struct {
@@ -373,11 +378,7 @@ func wipesRun(t *testing.T, log *sqlite.Audit) int {
 // answered with a JSON-RPC error that says what to fix and leaks nothing,
 // and a task whose stored call was changed fails without running.
 func TestTaskRequestsAnOutsiderSends(t *testing.T) {
-	f := testConfig(t, taskRules, "fx")
-	gw := start(t, f, "false")
-	srv := httptest.NewServer(gw.Handler(false))
-	defer srv.Close()
-	alice := taskClient{t, srv.URL + "/mcp", "alice-key"}
+	gw, alice := taskGateway(t, taskRules)
 	for _, tt := range []struct{ name, method, params, says string }{
 		{"no task id", "tasks/get", ``, "params.taskId"},
 		{"a number for an id", "tasks/get", `"taskId":7`, "params.taskId"},
