@@ -241,6 +241,9 @@ func TestUnreachableBudgetsFailClosed(t *testing.T) {
 	if ran || body.Code != CodeUpstreamUnavailable || body.RetryAfterMS <= 0 {
 		t.Errorf("ran %v, code %q, retry_after_ms %d: want UPSTREAM_UNAVAILABLE with retry_after_ms and nothing run", ran, body.Code, body.RetryAfterMS)
 	}
+	if want := "interlock's budget store cannot be reached, so " + testTool(t).Name + " cannot run now; nothing ran."; body.Message != want {
+		t.Errorf("message %q, want %q", body.Message, want)
+	}
 	if b, _ := json.Marshal(res); strings.Contains(string(b), errBudgetsDown.Error()) {
 		t.Errorf("the store's error reached the client: %s", b)
 	}
