@@ -18,6 +18,7 @@ import (
 	"github.com/interlock-mcp/interlock/postgres"
 	"github.com/interlock-mcp/interlock/redis"
 	"github.com/interlock-mcp/interlock/sqlite"
+	"github.com/interlock-mcp/interlock/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -572,5 +573,36 @@ func approveTask(t *testing.T, store, approvals *Gateway, id string) {
 	}
 	if _, err := approvals.approvals.Decide(t.Context(), stored.Approval, interlock.Identity{Tenant: stored.Tenant, Principal: "bob"}, approval.Approve, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTaskFieldsOfEachGeneration: a task is written with the names each
+// generation gives its time to live and poll interval (ttlMs and
+// pollIntervalMs in the extension of 2026-07-28, ttl and pollInterval in
+// 2025-11-25's tasks), the extension's with its result once completed,
+// and 2025-11-25's failed when its result is an error.
+func TestTaskFieldsOfEachGeneration(t *testing.T) {
+	created := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	done := &task.Task{ID: "tsk_1", Status: task.Completed, Message: "ran", Result: json.RawMessage(`{"isError":true,"content":[]}`),
+		CreatedAt: created, UpdatedAt: created.Add(time.Second), ExpiresAt: created.Add(time.Hour)}
+	for _, tt := range []struct {
+		name   string
+		fields map[string]any
+		want   string
+	}{
+		{"2026-07-28", taskFields(done), `{"createdAt":"2026-11-29T00:00:00Z","lastUpdatedAt":"2026-11-29T00:00:01Z","pollIntervalMs":2000,` +
+			`"result":{"isError":true,"content":[]},"status":"completed","statusMessage":"ran","taskId":"tsk_1","ttlMs":3600000}`},
+		{"2025-11-25", taskFieldsV1(done), `{"createdAt":"2026-11-29T00:00:00Z","lastUpdatedAt":"2026-11-29T00:00:01Z","pollInterval":2000,` +
+			`"status":"failed","statusMessage":"ran","taskId":"tsk_1","ttl":3600000}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tt.want {
+				t.Errorf("got  %s\nwant %s", b, tt.want)
+			}
+		})
 	}
 }
