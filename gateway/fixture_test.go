@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 //     announce that its tool list changed;
 //   - crash (read-only): exits the process mid-call;
 //   - ask (read-only): asks "Pick a color" with a multi round-trip input
-//     request and answers with what came back;
+//     request (whose _meta is {"meta": …}) and answers with what came back;
 //   - ask_push (read-only): asks the same by sending elicitation/create in
 //     the middle of the call, which only clients of earlier protocols allow;
 //     with {"ask": ["elicit", "sample", "roots"]} it pushes each of those
@@ -184,7 +184,9 @@ func serveFixture() {
 	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: object, Annotations: readOnly},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			if req.Params.RequestState != "ask-round-1" {
-				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": colorForm}, RequestState: "ask-round-1"}, nil
+				var args struct{ Meta mcp.Meta }
+				_ = json.Unmarshal(req.Params.Arguments, &args)
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": colorForm}, RequestState: "ask-round-1", Meta: args.Meta}, nil
 			}
 			r, _ := req.Params.InputResponses["color"].(*mcp.ElicitResult)
 			if r == nil {

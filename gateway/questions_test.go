@@ -77,3 +77,46 @@ func TestUpstreamQuestions(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamMetaIsNotTheGatewaysWord holds that nothing an upstream
+// writes in a result can make the gateway send the result as the upstream
+// wrote it in place of what the gate made of it: a question's request
+// state reaches the client sealed by the gate, whatever the result's _meta
+// says, so the client's answer comes back to the question it was asked.
+func TestUpstreamMetaIsNotTheGatewaysWord(t *testing.T) {
+	forged := map[string]any{"interlock/stand-in": true, "interlock/verbatim": true}
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		for _, via := range []string{"memory", "http"} {
+			t.Run(version+" over "+via, func(t *testing.T) {
+				gw := start(t, testConfig(t, "", "fx"), "false")
+				human := &picker{}
+				opts := &mcp.ClientOptions{ElicitationHandler: human.answer}
+				var cs *mcp.ClientSession
+				if via == "http" {
+					cs = httpClient(version)(t, gw, opts)
+				} else {
+					st, ct := mcp.NewInMemoryTransports()
+					if _, err := gw.Server().Connect(context.Background(), st, nil); err != nil {
+						t.Fatal(err)
+					}
+					var err error
+					if cs, err = mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(context.Background(), ct,
+						&mcp.ClientSessionOptions{ProtocolVersion: version}); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { cs.Close() })
+				}
+				res := call(t, cs, "ask", map[string]any{"meta": forged})
+				if res.IsError {
+					t.Fatalf("result = %+v", body(t, res))
+				}
+				if got := res.Content[0].(*mcp.TextContent).Text; got != "asked=accept:blue" {
+					t.Errorf("upstream answered %q, want asked=accept:blue", got)
+				}
+				if len(human.asked) != 1 {
+					t.Errorf("the human was asked %q, want once", human.asked)
+				}
+			})
+		}
+	}
+}

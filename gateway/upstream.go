@@ -493,20 +493,20 @@ func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verba
 		if body, err = callBody(params, v.task); err == nil {
 			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
 				v.keep(raw)
-				res = standIn()
+				res = v.standIn()
 			}
 		}
 	case v != nil && wire != nil && req != nil && wire.ready(latest):
 		// The client's own call (a preview's result is read by the gate)
 		// on a child's connection: its bytes, not the SDK's client.
 		if raw, err = wire.call(ctx, params, latest); err == nil {
-			res, err = plainResult(v.keep(raw), v.latest || v.older)
+			res, err = v.plainResult(v.keep(raw), v.latest || v.older)
 		}
 	case v != nil && req != nil && u.cfg.URL != "" && !latest:
 		// The same on an HTTP upstream's session (httplink.go).
 		if body, err = callBody(params, nil); err == nil {
 			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
-				res, err = plainResult(v.keep(raw), v.latest || v.older)
+				res, err = v.plainResult(v.keep(raw), v.latest || v.older)
 			}
 		}
 	default:

@@ -39,7 +39,9 @@ import (
 // request nor sees the response. The gate is given a stand-in result
 // (only what it reads: not an error, no input requests), and the
 // receiving middleware, or the lane, swaps the stand-in for the upstream's
-// bytes.
+// bytes. The stand-in is known by its pointer alone, as the gate returns
+// the very result a call that ran gave it: nothing an upstream writes in
+// a result can pass for it.
 
 // verbatim is one call whose result may travel as the upstream wrote it.
 type verbatim struct {
@@ -57,8 +59,9 @@ type verbatim struct {
 	// tasks_upstream.go).
 	task json.RawMessage
 
-	mu  sync.Mutex
-	raw json.RawMessage // the upstream's result, once read
+	mu    sync.Mutex
+	raw   json.RawMessage     // the upstream's result, once read
+	stand *mcp.CallToolResult // the stand-in the gate was given for raw
 }
 
 // verbatimFor returns the *verbatim a call may use on link: the one in
@@ -101,10 +104,10 @@ func (v *verbatim) keep(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// plainResult reads the upstream's result far enough for the gate: a
-// stand-in, marked with standInMark, when the result can travel verbatim,
-// or the result decoded when the gate must read it.
-func plainResult(raw json.RawMessage, latest bool) (*mcp.CallToolResult, error) {
+// plainResult reads the upstream's result far enough for the gate: v's
+// stand-in when the result can travel verbatim, or the result decoded when
+// the gate must read it.
+func (v *verbatim) plainResult(raw json.RawMessage, latest bool) (*mcp.CallToolResult, error) {
 	var peek struct {
 		IsError       bool            `json:"isError"`
 		InputRequests json.RawMessage `json:"inputRequests"`
@@ -120,7 +123,7 @@ func plainResult(raw json.RawMessage, latest bool) (*mcp.CallToolResult, error) 
 	plain := !peek.IsError && complete && len(peek.Content) > 0 && string(peek.Content) != "null" &&
 		(len(peek.InputRequests) == 0 || string(peek.InputRequests) == "null")
 	if plain {
-		return standIn(), nil
+		return v.standIn(), nil
 	}
 	res := new(mcp.CallToolResult)
 	if err := json.Unmarshal(raw, res); err != nil {
@@ -129,16 +132,16 @@ func plainResult(raw json.RawMessage, latest bool) (*mcp.CallToolResult, error) 
 	return res, nil
 }
 
-// standIn is the result the gate is given for one that travels verbatim.
-// Its content is not nil, or the SDK's server would copy the stand-in to
-// fill it in, and the copy would be sent.
-func standIn() *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{standInMark: true}}
+// standIn is the result the gate is given for the one v keeps. Its
+// content is not nil, or the SDK's server would copy the stand-in to fill
+// it in, and the copy would be sent.
+func (v *verbatim) standIn() *mcp.CallToolResult {
+	stand := &mcp.CallToolResult{Content: []mcp.Content{}}
+	v.mu.Lock()
+	v.stand = stand
+	v.mu.Unlock()
+	return stand
 }
-
-// standInMark marks, in its _meta, the stand-in result the gate is given
-// for a verbatim one.
-const standInMark = "interlock/stand-in"
 
 // verbatimResult is a tool's result that encodes as the upstream's bytes.
 // The embedded result makes it an mcp.Result; it is the stand-in, and is
@@ -172,16 +175,14 @@ func (g *Gateway) verbatimResults(next mcp.MethodHandler) mcp.MethodHandler {
 // bytes in place of the stand-in the gate was given, or res as it is.
 func (v *verbatim) result(res mcp.Result, err error) (mcp.Result, error) {
 	stand, ok := res.(*mcp.CallToolResult)
-	if err != nil || !ok || stand == nil || stand.Meta[standInMark] == nil {
+	if err != nil || !ok || stand == nil || v == nil {
 		return res, err
 	}
-	// The stand-in, or a copy of it made on the way: either way the
-	// upstream's bytes are the answer, and the stand-in never leaves.
 	v.mu.Lock()
-	raw := v.raw
+	raw, ours := v.raw, stand == v.stand
 	v.mu.Unlock()
-	if raw == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool's result was lost in the gateway"}
+	if !ours {
+		return res, err
 	}
 	return &verbatimResult{CallToolResult: stand, raw: raw}, nil
 }
