@@ -219,16 +219,7 @@ func TestLaneCarriesQuestions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	res := call(t, cs, "ask_push", map[string]any{})
-	if res.IsError {
-		t.Fatalf("result = %+v", body(t, res))
-	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != "pushed=accept:blue" {
-		t.Errorf("upstream answered %q", got)
-	}
-	if len(human.asked) != 1 {
-		t.Errorf("the human was asked %q", human.asked)
-	}
+	answeredOnce(t, cs, "ask_push", map[string]any{}, human, "pushed=accept:blue")
 	if !strings.Contains(posts.String(), `"id":"interlock-`) {
 		t.Errorf("the question did not travel on the call's stream; the client posted:\n%s", posts)
 	}

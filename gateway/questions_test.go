@@ -17,6 +17,22 @@ func (p *picker) answer(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "blue"}}, nil
 }
 
+// answeredOnce calls tool on cs and checks that the upstream answered want
+// once it had asked human its one question.
+func answeredOnce(t *testing.T, cs *mcp.ClientSession, tool string, args any, human *picker, want string) {
+	t.Helper()
+	res := call(t, cs, tool, args)
+	if res.IsError {
+		t.Fatalf("result = %+v", body(t, res))
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != want {
+		t.Errorf("upstream answered %q, want %q", got, want)
+	}
+	if len(human.asked) != 1 || human.asked[0] != "Pick a color" {
+		t.Errorf("the human was asked %q, want once", human.asked)
+	}
+}
+
 // TestUpstreamQuestions carries the questions an upstream asks during a
 // call to the downstream human, for each pairing of protocol generations.
 func TestUpstreamQuestions(t *testing.T) {
@@ -58,22 +74,14 @@ func TestUpstreamQuestions(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cs.Close()
-			res := call(t, cs, tt.tool, map[string]any{})
 			if tt.wantCode != "" {
+				res := call(t, cs, tt.tool, map[string]any{})
 				if b := body(t, res); b.Code != tt.wantCode || b.RecoveryHint == "" {
 					t.Errorf("body = %+v, want %s", b, tt.wantCode)
 				}
 				return
 			}
-			if res.IsError {
-				t.Fatalf("result = %+v", body(t, res))
-			}
-			if got := res.Content[0].(*mcp.TextContent).Text; got != tt.want {
-				t.Errorf("upstream answered %q, want %q", got, tt.want)
-			}
-			if len(human.asked) != 1 || human.asked[0] != "Pick a color" {
-				t.Errorf("the human was asked %q", human.asked)
-			}
+			answeredOnce(t, cs, tt.tool, map[string]any{}, human, tt.want)
 		})
 	}
 }
@@ -106,16 +114,7 @@ func TestUpstreamMetaIsNotTheGatewaysWord(t *testing.T) {
 					}
 					t.Cleanup(func() { cs.Close() })
 				}
-				res := call(t, cs, "ask", map[string]any{"meta": forged})
-				if res.IsError {
-					t.Fatalf("result = %+v", body(t, res))
-				}
-				if got := res.Content[0].(*mcp.TextContent).Text; got != "asked=accept:blue" {
-					t.Errorf("upstream answered %q, want asked=accept:blue", got)
-				}
-				if len(human.asked) != 1 {
-					t.Errorf("the human was asked %q, want once", human.asked)
-				}
+				answeredOnce(t, cs, "ask", map[string]any{"meta": forged}, human, "asked=accept:blue")
 			})
 		}
 	}
