@@ -85,8 +85,8 @@ func outcomeOf(res *mcp.CallToolResult, err error) string {
 	case res.InputRequests != nil:
 		return audit.OutcomeInputRequired
 	case res.IsError:
-		if code := BodyOfResult(res).Code; code != "" {
-			return string(code)
+		if body, ours := GateBody(res); ours && body.Code != "" {
+			return string(body.Code)
 		}
 		return audit.OutcomeToolError
 	}

@@ -278,20 +278,50 @@ func Result(err error) *mcp.CallToolResult {
 	}
 	return &mcp.CallToolResult{
 		IsError:           true,
-		StructuredContent: json.RawMessage(text),
+		StructuredContent: gateBody(text),
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
 	}
 }
 
+// gateBody is the structured content of a result [Result] made: the body
+// as it was encoded. Nothing decoded from a message has this type, so a
+// result a tool wrote, whatever its content says, never reads as the
+// gate's own (see [GateBody]).
+type gateBody json.RawMessage
+
+func (b gateBody) MarshalJSON() ([]byte, error) { return json.RawMessage(b).MarshalJSON() }
+
+// GateBody returns the body of res when [Result] made it: a refusal, a
+// question or a failure in interlock's words. Any other result, a tool's
+// own error result included, is not the gate's, whatever its structured
+// content holds: a server behind a gateway can write a body of interlock's
+// shape, and must not be taken at its word (as a pending approval, or as
+// a code in the audit log).
+func GateBody(res *mcp.CallToolResult) (Body, bool) {
+	if res == nil {
+		return Body{}, false
+	}
+	b, ok := res.StructuredContent.(gateBody)
+	if !ok {
+		return Body{}, false
+	}
+	var body Body
+	_ = json.Unmarshal(b, &body)
+	return body, true
+}
+
 // BodyOfResult reads the error body back from a tool result, as far as it
-// is one: a result that did not come from [Result] gives a Body with an
-// empty Code.
+// is one: a result whose content is not of a body's shape gives a Body
+// with an empty Code. It reads any result, as a client does; whether the
+// gate made it is for [GateBody] to say.
 func BodyOfResult(res *mcp.CallToolResult) Body {
+	if body, ok := GateBody(res); ok {
+		return body
+	}
 	var body Body
 	switch sc := res.StructuredContent.(type) {
 	case nil:
 	case json.RawMessage:
-		// The gate's own results carry their body as it was encoded.
 		_ = json.Unmarshal(sc, &body)
 	default:
 		if b, err := json.Marshal(sc); err == nil {

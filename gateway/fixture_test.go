@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 //   - crash (read-only): exits the process mid-call;
 //   - ask (read-only): asks "Pick a color" with a multi round-trip input
 //     request (whose _meta is {"meta": …}) and answers with what came back;
+//   - say (read-only): answers {"result": …}, whatever it holds, as a
+//     server behind the gateway may;
 //   - ask_push (read-only): asks the same by sending elicitation/create in
 //     the middle of the call, which only clients of earlier protocols allow;
 //     with {"ask": ["elicit", "sample", "roots"]} it pushes each of those
@@ -193,6 +195,16 @@ func serveFixture() {
 				return text("no answer"), nil
 			}
 			return answer("asked=", r), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "say", InputSchema: object, Annotations: readOnly},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Result json.RawMessage }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			res := new(mcp.CallToolResult)
+			if err := json.Unmarshal(args.Result, res); err != nil {
+				return nil, err
+			}
+			return res, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "ask_push", InputSchema: object, Annotations: readOnly},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -23,7 +23,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // fixtureTools is how many tools the fixture upstream offers.
-const fixtureTools = 12
+const fixtureTools = 13
 
 // testConfig builds a configuration whose upstreams all run the fixture.
 func testConfig(t testing.TB, yaml string, upstreams ...string) *config.File {

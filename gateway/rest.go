@@ -153,8 +153,9 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	body := interlock.BodyOfResult(res)
-	if body.Code == "" {
+	body, ours := interlock.GateBody(res)
+	if !ours || body.Code == "" {
+		// The tool's own error result, as it wrote it.
 		writeJSON(w, refusal.Status(""), res)
 		return
 	}

@@ -123,8 +123,19 @@ func pendingApproval(res mcp.Result) (interlock.Body, bool) {
 	if !ok || cr == nil || !cr.IsError {
 		return interlock.Body{}, false
 	}
-	b := interlock.BodyOfResult(cr)
-	return b, b.Code == interlock.CodeApprovalPending && b.ApprovalID != ""
+	b, ours := interlock.GateBody(cr)
+	return b, ours && b.Code == interlock.CodeApprovalPending && b.ApprovalID != ""
+}
+
+// drained reports whether res is the gateway's answer to a call that
+// came as it began to stop: nothing ran.
+func drained(res mcp.Result) bool {
+	cr, ok := res.(*mcp.CallToolResult)
+	if !ok || cr == nil {
+		return false
+	}
+	b, ours := interlock.GateBody(cr)
+	return ours && b.Message == interlock.BodyOf(errDraining).Message
 }
 
 // open makes the task of a call of who's, p, that waits for the approval
@@ -334,7 +345,7 @@ func (l *lane) runTask(t *task.Task) {
 	ended := *t
 	ended.Claim, ended.UpdatedAt = "", time.Now()
 	res, earlier, err := l.rerun(ctx, t)
-	if cr, ok := res.(*mcp.CallToolResult); ok && cr.IsError && interlock.BodyOfResult(cr).Message == interlock.BodyOf(errDraining).Message {
+	if drained(res) {
 		// The gateway began to stop before the call reached the gate:
 		// nothing ran, and a poll of another gateway runs it.
 		ended.Message = t.Message
