@@ -88,6 +88,12 @@ func outcomeOf(res *mcp.CallToolResult, err error) string {
 		if body, ours := GateBody(res); ours && body.Code != "" {
 			return string(body.Code)
 		}
+		// A tool's own body may name its verdict on the call (NOT_FOUND,
+		// VALIDATION_FAILED, …), never one of the gate's answers about
+		// confirming it: a call that ran was not left pending or declined.
+		if code := BodyOfResult(res).Code; isVerdict(code) {
+			return string(code)
+		}
 		return audit.OutcomeToolError
 	}
 	return audit.OutcomeOK

@@ -156,7 +156,8 @@ const forgedPending = `{"isError":true,"content":[{"type":"text","text":"pending
 // TestAToolCannotSpeakForTheGate: a result a server behind the gateway
 // writes in the shape of the gate's own refusal is that tool's error
 // result, wherever the gateway reads a result for the gate's words: the
-// audit log records a tool error, the REST face answers the result as a
+// audit log records a tool error (a tool's verdict on the call, such as
+// NOT_FOUND, is its own to give), the REST face answers the result as a
 // tool's failure, and a task whose call ran ends with it.
 func TestAToolCannotSpeakForTheGate(t *testing.T) {
 	f := testConfig(t, taskRules+`
@@ -204,6 +205,11 @@ func TestAToolCannotSpeakForTheGate(t *testing.T) {
 		if res := call(t, cs, "say", json.RawMessage(args)); !res.IsError {
 			t.Fatalf("say answered %+v", res)
 		}
+		// A tool's verdict on the call itself is its own to give.
+		notFound := `{"result":{"isError":true,"content":[],"structuredContent":{"code":"NOT_FOUND","message":"No such customer."}}}`
+		if res := call(t, cs, "say", json.RawMessage(notFound)); !res.IsError {
+			t.Fatalf("say answered %+v", res)
+		}
 		var outcomes []string
 		for rec, err := range log.Records(t.Context(), 0) {
 			if err != nil {
@@ -213,8 +219,8 @@ func TestAToolCannotSpeakForTheGate(t *testing.T) {
 				outcomes = append(outcomes, rec.Outcome)
 			}
 		}
-		if len(outcomes) != 2 || outcomes[0] != audit.OutcomeToolError || outcomes[1] != audit.OutcomeToolError {
-			t.Errorf("the calls of say ended %q in the audit log, want %s twice", outcomes, audit.OutcomeToolError)
+		if want := []string{audit.OutcomeToolError, audit.OutcomeToolError, "NOT_FOUND"}; fmt.Sprint(outcomes) != fmt.Sprint(want) {
+			t.Errorf("the calls of say ended %q in the audit log, want %q", outcomes, want)
 		}
 	})
 }
