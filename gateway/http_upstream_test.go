@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +11,10 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -230,4 +235,90 @@ func TestUpstreamConnectionPool(t *testing.T) {
 	if pa.MaxIdleConnsPerHost != maxIdleConnsPerUpstream {
 		t.Errorf("MaxIdleConnsPerHost = %d", pa.MaxIdleConnsPerHost)
 	}
+}
+
+// floodServer is an HTTP upstream of 2025-11-25 whose one tool, flood,
+// sends n notifications/tools/list_changed on the call's stream before its
+// result, as a broken or hostile server may; lists counts the tools/list
+// requests it is sent.
+func floodServer(t *testing.T, n int, lists *atomic.Int64) *httptest.Server {
+	return handRolledUpstream(t, func(w http.ResponseWriter, id json.RawMessage, method string, _ []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		switch method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "flood-session")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"flood","version":"1"}}}`, id)
+		case "tools/list":
+			lists.Add(1)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"flood","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}`, id)
+		case "tools/call":
+			w.Header().Set("Content-Type", "text/event-stream")
+			for range n {
+				fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+			}
+			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"flooded\"}]}}\n\n", id)
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, id)
+		}
+	})
+}
+
+// TestToolListChangeFlood: an upstream that says its tool list changed a
+// thousand times in a burst is listed again a few times, not a thousand:
+// changes heard while its tools are being listed are answered by one more
+// listing, after that one.
+func TestToolListChangeFlood(t *testing.T) {
+	var lists atomic.Int64
+	up := floodServer(t, 1000, &lists)
+	gw := start(t, testConfig(t, fmt.Sprintf(`
+upstreams:
+  - name: flood
+    url: %s
+`, up.URL)), "false")
+	cs := client(t, gw, nil)
+	if res := call(t, cs, "flood", map[string]any{}); res.IsError {
+		t.Fatalf("flood: %+v", body(t, res))
+	}
+	// Wait for the listings the burst set off to end.
+	for last := int64(-1); last != lists.Load(); {
+		last = lists.Load()
+		time.Sleep(300 * time.Millisecond)
+	}
+	if got := lists.Load(); got > 4 {
+		t.Errorf("the upstream was listed %d times after a burst of 1000 changes, want at most 4", got)
+	}
+	if _, ok := listTools(t, cs)["flood"]; !ok {
+		t.Error("flood is no longer listed")
+	}
+}
+
+// TestToolsChangedCoalesces: changes heard every millisecond for a second
+// set off one listing at once and then at most one per relistGap, the last
+// of them after the last change.
+func TestToolsChangedCoalesces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		life, stop := context.WithCancel(t.Context())
+		defer stop()
+		var lists []time.Time
+		var mu sync.Mutex
+		u := &upstream{life: life, onToolsChanged: func(*upstream, *mcp.ClientSession) {
+			mu.Lock()
+			lists = append(lists, time.Now())
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}}
+		start := time.Now()
+		for range 1000 {
+			u.toolsChanged(nil)
+			time.Sleep(time.Millisecond)
+		}
+		last := time.Now()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lists) < 2 || len(lists) > 1+int(last.Sub(start)/relistGap)+1 || lists[0] != start || !lists[len(lists)-1].After(last.Add(-time.Millisecond)) {
+			t.Errorf("listed at %v for changes from %v to %v", lists, start, last)
+		}
+	})
 }

@@ -197,7 +197,7 @@ func (h *httpSession) notified(ctx context.Context, n *jsonrpc.Request) {
 			u.relayLog(ctx, h.peer, &mcp.LoggingMessageRequest{Session: h.cs, Params: &p})
 		}
 	case "notifications/tools/list_changed":
-		go u.onToolsChanged(u, h.cs)
+		u.toolsChanged(h.cs)
 	case "notifications/prompts/list_changed":
 		if h.peer == nil {
 			u.hooks.promptsChanged()

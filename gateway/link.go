@@ -241,7 +241,7 @@ func (u *upstream) clientOptions(peer *mcp.ServerSession) *mcp.ClientOptions {
 	// child is not the shared link's; hints can only tighten whichever
 	// link announces them.
 	opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) {
-		go u.onToolsChanged(u, req.Session)
+		u.toolsChanged(req.Session)
 	}
 	if peer == nil {
 		// The shared link watches the other lists for every client; a

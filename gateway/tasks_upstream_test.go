@@ -16,27 +16,18 @@ import (
 // research, as a task of its own, and says too much: its error messages
 // hold a secret, and it answers about a task under whatever id it likes.
 func taskServer(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			http.Error(w, "no stream here", http.StatusMethodNotAllowed)
-			return
-		}
-		b, _ := io.ReadAll(r.Body)
+	return handRolledUpstream(t, func(w http.ResponseWriter, id json.RawMessage, method string, b []byte) {
 		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
+			Method string `json:"method"`
 			Params struct {
 				TaskID string          `json:"taskId"`
 				Task   json.RawMessage `json:"task"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(b, &m) != nil || len(m.ID) == 0 {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
+		_ = json.Unmarshal(b, &m)
 		answer := func(result string) {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,%s}`, m.ID, result)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,%s}`, id, result)
 		}
 		task := `{"taskId":"up-task-1","status":"%s","createdAt":"2026-11-29T00:00:00Z","lastUpdatedAt":"2026-11-29T00:00:00Z","ttl":60000}`
 		switch {
@@ -57,6 +48,29 @@ func taskServer(t *testing.T) *httptest.Server {
 		default:
 			answer(`"result":{}`)
 		}
+	})
+}
+
+// handRolledUpstream serves an MCP server written by hand over streamable
+// HTTP, as a server the SDK did not write may behave: it refuses a GET
+// stream, takes every notification and answer, and hands each request to
+// answer with its id, its method and its whole body.
+func handRolledUpstream(t *testing.T, answer func(w http.ResponseWriter, id json.RawMessage, method string, body []byte)) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "no stream here", http.StatusMethodNotAllowed)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(b, &m) != nil || len(m.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		answer(w, m.ID, m.Method, b)
 	}))
 	t.Cleanup(srv.Close)
 	return srv

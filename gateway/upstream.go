@@ -37,9 +37,13 @@ type upstream struct {
 	version string
 	logger  *slog.Logger
 	// onToolsChanged is called, off the client's goroutine, when the child
-	// announces that its tool list changed.
+	// announces that its tool list changed (see toolsChanged).
 	// via is the link that announced it, nil for the shared one.
 	onToolsChanged func(u *upstream, via *mcp.ClientSession)
+	// relisting holds the links whose changes onToolsChanged is hearing,
+	// each true when another change came since it began.
+	relistMu  sync.Mutex
+	relisting map[*mcp.ClientSession]bool
 	// onEvent hears the upstream's restarts; onUp whether a session with it
 	// is held. Either may be nil.
 	onEvent func(name, detail string)
@@ -181,7 +185,7 @@ func (u *upstream) connectLocked(ctx context.Context) (*mcp.ClientSession, error
 		if u.guard != nil {
 			u.guard.Reset()
 		}
-		go u.onToolsChanged(u, nil)
+		u.toolsChanged(nil)
 		if u.onEvent != nil && u.started {
 			_, what := u.describe()
 			u.onEvent("upstream_restarted", "reconnected to "+what)
@@ -313,6 +317,50 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return h.next.RoundTrip(r)
 }
+
+// toolsChanged hears that the tool list of the link via (nil: the shared
+// one) changed, and has onToolsChanged list it again, off the caller's
+// goroutine. One listing of a link runs at a time, and the changes heard
+// while it runs set off one more, relistGap after it: an upstream that
+// announces a thousand changes in a burst is listed twice, not a thousand
+// times, and one that never stops is listed ten times a second.
+func (u *upstream) toolsChanged(via *mcp.ClientSession) {
+	u.relistMu.Lock()
+	defer u.relistMu.Unlock()
+	if _, running := u.relisting[via]; running {
+		u.relisting[via] = true
+		return
+	}
+	if u.relisting == nil {
+		u.relisting = map[*mcp.ClientSession]bool{}
+	}
+	u.relisting[via] = false
+	go func() {
+		for {
+			u.onToolsChanged(u, via)
+			u.relistMu.Lock()
+			again := u.relisting[via]
+			if !again {
+				delete(u.relisting, via)
+			} else {
+				u.relisting[via] = false
+			}
+			u.relistMu.Unlock()
+			if !again {
+				return
+			}
+			select {
+			case <-time.After(relistGap):
+			case <-u.life.Done():
+				return
+			}
+		}
+	}()
+}
+
+// relistGap is the least time between two listings of a link that its
+// changes set off.
+const relistGap = 100 * time.Millisecond
 
 // tools lists every tool the upstream offers, following pagination, over
 // the link via, or the shared one when via is nil.
