@@ -91,7 +91,7 @@ func outcomeOf(res *mcp.CallToolResult, err error) string {
 		// A tool's own body may name its verdict on the call (NOT_FOUND,
 		// VALIDATION_FAILED, …), never one of the gate's answers about
 		// confirming it: a call that ran was not left pending or declined.
-		if code := BodyOfResult(res).Code; isVerdict(code) {
+		if code := BodyOfResult(res).Code; code.Verdict() {
 			return string(code)
 		}
 		return audit.OutcomeToolError

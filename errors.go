@@ -95,6 +95,28 @@ func (c Code) ServerSide() bool {
 // might succeed. Unknown codes are not retriable.
 func (c Code) Retriable() bool { return retriable[c] }
 
+// Verdict reports whether c says of a call itself that it cannot succeed
+// as asked (NOT_FOUND, VALIDATION_FAILED, PERMISSION_DENIED, …): a code a
+// tool may answer of its own call, or a preview of the call it describes.
+// The gate's answers about confirming a call (CONFIRMATION_REQUIRED,
+// APPROVAL_PENDING, DECLINED, …), failures that a retry may mend and
+// unknown codes are not verdicts.
+func (c Code) Verdict() bool {
+	_, known := retriable[c]
+	return known && !c.Retriable() && c != CodeInternal && !c.handshake()
+}
+
+// handshake reports whether c is one of the gate's answers about
+// confirming a call rather than about the call itself.
+func (c Code) handshake() bool {
+	switch c {
+	case CodeDryRunPreview, CodeConfirmationRequired, CodeConsentTokenInvalid, CodeConsentTokenExpired,
+		CodeConsentTokenMismatch, CodeApprovalPending, CodeDeclined:
+		return true
+	}
+	return false
+}
+
 // ValidationIssue names one argument that failed validation.
 type ValidationIssue struct {
 	Path    string `json:"path"`

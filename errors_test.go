@@ -56,6 +56,51 @@ func TestRetriable(t *testing.T) {
 	}
 }
 
+// TestVerdict: the codes a tool may answer of its own call are those that
+// say the call cannot succeed as asked; every code is decided here.
+func TestVerdict(t *testing.T) {
+	verdicts := map[Code]bool{CodeValidationFailed: true, CodeNotFound: true, CodePermissionDenied: true,
+		CodeAuthInvalid: true, CodeScopeRejected: true, CodeToolNotAllowed: true}
+	for _, c := range Codes() {
+		if c.Verdict() != verdicts[c] {
+			t.Errorf("%s.Verdict() = %t", c, c.Verdict())
+		}
+	}
+	if Code("SOMETHING_ELSE").Verdict() {
+		t.Error("an unknown code is a verdict")
+	}
+}
+
+// TestGateBody: only a result Result made is the gate's, however exactly
+// another result copies its body.
+func TestGateBody(t *testing.T) {
+	res := Result(&Error{Code: CodeApprovalPending, Message: "Waiting.", ApprovalID: "apv_1"})
+	if b, ours := GateBody(res); !ours || b.Code != CodeApprovalPending || b.ApprovalID != "apv_1" {
+		t.Fatalf("GateBody(Result(…)) = %+v, %t", b, ours)
+	}
+	encoded, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := new(mcp.CallToolResult)
+	if err := json.Unmarshal(encoded, copied); err != nil {
+		t.Fatal(err)
+	}
+	if b, ours := GateBody(copied); ours {
+		t.Errorf("a copy decoded from the wire is the gate's: %+v", b)
+	}
+	if b := BodyOfResult(copied); b.Code != CodeApprovalPending {
+		t.Errorf("BodyOfResult of the copy = %+v", b)
+	}
+	copied.StructuredContent = json.RawMessage(encoded)
+	if _, ours := GateBody(copied); ours {
+		t.Error("a result holding raw JSON is the gate's")
+	}
+	if _, ours := GateBody(nil); ours {
+		t.Error("no result is the gate's")
+	}
+}
+
 func decodeBody(t *testing.T, res *mcp.CallToolResult) Body {
 	t.Helper()
 	if !res.IsError {

@@ -70,9 +70,9 @@ func (g *Gate) runPreview(ctx context.Context, c *Call, p *PreviewCall) (any, er
 	}
 	judge := func(body Body, cause error) error {
 		switch {
-		case isVerdict(body.Code):
+		case body.Code.Verdict():
 			return refusedByPreview(c, p, body, cause)
-		case isHandshake(body.Code):
+		case body.Code.handshake():
 			return fmt.Errorf("preview tool %q for %s answered %s: a preview must run without a confirmation of its own", p.Tool, c.Tool, body.Code)
 		}
 		return failed(cause)
@@ -108,25 +108,6 @@ func resultText(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(text, "\n")
-}
-
-// isVerdict reports whether a preview that answers code has judged the call:
-// the code is deterministic (the same arguments fail the same way) and
-// speaks of the call, not of a confirmation.
-func isVerdict(code Code) bool {
-	_, known := retriable[code]
-	return known && !code.Retriable() && code != CodeInternal && !isHandshake(code)
-}
-
-// isHandshake reports whether code is one of a gate's answers about
-// confirming a call rather than about the call itself.
-func isHandshake(code Code) bool {
-	switch code {
-	case CodeDryRunPreview, CodeConfirmationRequired, CodeConsentTokenInvalid, CodeConsentTokenExpired,
-		CodeConsentTokenMismatch, CodeApprovalPending, CodeDeclined:
-		return true
-	}
-	return false
 }
 
 // refusedByPreview ends c with the verdict of its preview: the preview's

@@ -154,10 +154,15 @@ func (g *Gateway) restCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, ours := interlock.GateBody(res)
-	if !ours || body.Code == "" {
-		// The tool's own error result, as it wrote it.
-		writeJSON(w, refusal.Status(""), res)
-		return
+	if !ours {
+		// The tool's own error result: its verdict on the call (NOT_FOUND,
+		// …) keeps the status of its code; any other is the tool's
+		// failure, as it wrote it.
+		body = interlock.BodyOfResult(res)
+		if !body.Code.Verdict() {
+			writeJSON(w, refusal.Status(""), res)
+			return
+		}
 	}
 	writeJSON(w, refusal.Status(body.Code), body)
 }
