@@ -242,7 +242,7 @@ func TestUpstreamConnectionPool(t *testing.T) {
 // result, as a broken or hostile server may; lists counts the tools/list
 // requests it is sent.
 func floodServer(t *testing.T, n int, lists *atomic.Int64) *httptest.Server {
-	return handRolledUpstream(t, func(w http.ResponseWriter, id json.RawMessage, method string, _ []byte) {
+	return handRolledUpstream(t, func(w http.ResponseWriter, _ *http.Request, id json.RawMessage, method string, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		switch method {
 		case "initialize":

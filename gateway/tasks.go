@@ -368,7 +368,7 @@ func (l *lane) runTask(t *task.Task) {
 	if fields, id, made := upstreamTaskOf(res); made && err == nil {
 		// The upstream made a task of the approved call: this task stands
 		// for it from now on (see tasks_upstream.go).
-		ended.UpstreamTask, ended.Message = id, ""
+		ended.UpstreamTask, ended.RunByGateway, ended.Message = id, true, ""
 		readStatus(&ended, fields)
 		l.settle(ctx, t, &ended)
 		return

@@ -101,10 +101,22 @@ func (l *lane) passTask(ctx context.Context, s *laneSession, extra *mcp.RequestE
 	u := m.upstream
 	params, _ := json.Marshal(map[string]string{"taskId": t.UpstreamTask})
 	// The owner of the flight is the client's session, whose questions
-	// about the task (during tasks/result) are asked on it.
+	// about the task (during tasks/result) are asked on it. The link is
+	// the one that made the task: the client's, or the gateway's own
+	// session's when the gateway ran the call (see runTask).
 	from := &mcp.ListToolsRequest{Session: s.ss, Extra: extra}
+	link := sessionLink
+	if t.RunByGateway {
+		own := l.stateless()
+		if own == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the gateway is closing; ask again in a moment"}
+		}
+		link = func(ctx context.Context, u *upstream, _ *inflight) (*mcp.ClientSession, error) {
+			return u.linkFor(ctx, own.ss)
+		}
+	}
 	var raw json.RawMessage
-	err := u.forward(ctx, method, from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := u.forward(ctx, method, from, link, func(ctx context.Context, cs *mcp.ClientSession) error {
 		u.flights.about(stateOf(ctx).flight, taskIDs{gateway: t.ID, upstream: t.UpstreamTask})
 		var err error
 		raw, err = u.rawLinkOf(cs).request(ctx, method, params)

@@ -7,43 +7,55 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // taskServer is an HTTP MCP server of 2025-11-25 that runs its one tool,
-// research, as a task of its own, and says too much: its error messages
-// hold a secret, and it answers about a task under whatever id it likes.
+// research, as a task of its own, and knows a task only in the session
+// that made it, as a server that keeps tasks per session does. It says too
+// much: its error messages hold a secret.
 func taskServer(t *testing.T) *httptest.Server {
-	return handRolledUpstream(t, func(w http.ResponseWriter, id json.RawMessage, method string, b []byte) {
+	var mu sync.Mutex
+	sessions, madeIn := 0, map[string]string{} // task id → the session that made it
+	return handRolledUpstream(t, func(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, b []byte) {
 		var m struct {
-			Method string `json:"method"`
 			Params struct {
 				TaskID string          `json:"taskId"`
 				Task   json.RawMessage `json:"task"`
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(b, &m)
+		session := r.Header.Get("Mcp-Session-Id")
 		answer := func(result string) {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,%s}`, id, result)
 		}
-		task := `{"taskId":"up-task-1","status":"%s","createdAt":"2026-11-29T00:00:00Z","lastUpdatedAt":"2026-11-29T00:00:00Z","ttl":60000}`
+		mu.Lock()
+		defer mu.Unlock()
+		task := `{"taskId":"%s","status":"%s","createdAt":"2026-11-29T00:00:00Z","lastUpdatedAt":"2026-11-29T00:00:00Z","ttl":60000}`
 		switch {
-		case m.Method == "initialize":
-			w.Header().Set("Mcp-Session-Id", "up-session")
+		case method == "initialize":
+			sessions++
+			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("up-session-%d", sessions))
 			answer(`"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"tasker","version":"1"}}`)
-		case m.Method == "tools/list":
+		case method == "tools/list":
 			answer(`"result":{"tools":[{"name":"research","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"execution":{"taskSupport":"required"}}]}`)
-		case m.Method == "tools/call" && len(m.Params.Task) > 0:
-			answer(`"result":{"task":` + fmt.Sprintf(task, "working") + `}`)
-		case m.Method == "tools/call":
+		case method == "tools/call" && len(m.Params.Task) > 0:
+			made := fmt.Sprintf("up-task-%d", len(madeIn)+1)
+			madeIn[made] = session
+			answer(`"result":{"task":` + fmt.Sprintf(task, made, "working") + `}`)
+		case method == "tools/call":
 			answer(`"error":{"code":-32602,"message":"research runs only as a task"}`)
-		case m.Method == "tasks/get" && m.Params.TaskID == "up-task-1":
-			answer(`"result":` + strings.Replace(fmt.Sprintf(task, "completed"), `}`,
-				`,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-task-1"}}}`, 1))
-		case m.Method == "tasks/result":
+		case method == "tasks/get" && madeIn[m.Params.TaskID] == session:
+			answer(`"result":` + strings.Replace(fmt.Sprintf(task, m.Params.TaskID, "completed"), `}`,
+				`,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"`+m.Params.TaskID+`"}}}`, 1))
+		case method == "tasks/get":
+			answer(`"error":{"code":-32602,"message":"no such task in this session"}`)
+		case method == "tasks/result":
 			answer(`"error":{"code":-32603,"message":"database password hunter2 at 10.0.0.5"}`)
 		default:
 			answer(`"result":{}`)
@@ -55,7 +67,7 @@ func taskServer(t *testing.T) *httptest.Server {
 // HTTP, as a server the SDK did not write may behave: it refuses a GET
 // stream, takes every notification and answer, and hands each request to
 // answer with its id, its method and its whole body.
-func handRolledUpstream(t *testing.T, answer func(w http.ResponseWriter, id json.RawMessage, method string, body []byte)) *httptest.Server {
+func handRolledUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, body []byte)) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "no stream here", http.StatusMethodNotAllowed)
@@ -70,34 +82,43 @@ func handRolledUpstream(t *testing.T, answer func(w http.ResponseWriter, id json
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		answer(w, m.ID, m.Method, b)
+		answer(w, r, m.ID, m.Method, b)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// taskerGateway starts a gateway in front of taskServer (its upstream
+// per_client or not), whose research takes mode (and what follows it in
+// the rule), and serves it over HTTP at the returned MCP endpoint. alice
+// and bob of acme and alice of tenant other have keys.
+func taskerGateway(t *testing.T, perClient bool, mode string) (*Gateway, string) {
+	up := taskServer(t)
+	gw := start(t, testConfig(t, fmt.Sprintf(`
+upstreams:
+  - name: tasker
+    url: %s
+    per_client: %t
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+    - {sha256: %s, principal: bob, tenant: acme}
+    - {sha256: %s, principal: alice, tenant: other}
+rules:
+  - name: research
+    match: {tools: [research]}
+    mode: %s
+`, up.URL, perClient, HashKey("alice-key"), HashKey("bob-key"), HashKey("other-alice-key"), mode)), "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	return gw, srv.URL + MCPPath
 }
 
 // TestUpstreamTaskOfAHostileServer: a task an HTTP upstream makes reaches
 // its client under the gateway's id alone, the server's error words stay
 // in the gateway's log, and another identity cannot reach the task.
 func TestUpstreamTaskOfAHostileServer(t *testing.T) {
-	up := taskServer(t)
-	f := testConfig(t, fmt.Sprintf(`
-upstreams:
-  - name: tasker
-    url: %s
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-    - {sha256: %s, principal: alice, tenant: other}
-rules:
-  - name: research-runs
-    match: {tools: [research]}
-    mode: allow
-`, up.URL, HashKey("alice-key"), HashKey("other-alice-key")))
-	gw := start(t, f, "false")
-	srv := httptest.NewServer(gw.Handler(false))
-	t.Cleanup(srv.Close)
-	url := srv.URL + MCPPath
+	_, url := taskerGateway(t, false, "allow")
 	session := func(key string) func(method, params string) string {
 		cs := dial(t, nil, url, key, &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
 		return func(method, params string) string {
@@ -132,5 +153,38 @@ rules:
 		if !strings.Contains(theirs, "no task with this id") || theirs != none {
 			t.Errorf("%s of alice's task by alice of another tenant: %s; of no task: %s", method, theirs, none)
 		}
+	}
+}
+
+// TestApprovedUpstreamTask: a call of an upstream's task tool that waited
+// for approval runs once approved, and the task the upstream made of it is
+// asked about on the link that made it, also where each client has a link
+// of its own (per_client) and the approved run was the gateway's.
+func TestApprovedUpstreamTask(t *testing.T) {
+	for _, perClient := range []bool{false, true} {
+		t.Run(fmt.Sprintf("per_client %t", perClient), func(t *testing.T) {
+			gw, url := taskerGateway(t, perClient, "approval\n    approvers: [bob]")
+			cs := dial(t, nil, url, "alice-key", &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
+			header := http.Header{"Authorization": {"Bearer alice-key"}, "Mcp-Protocol-Version": {protocolTasks}}
+			rpc := func(method, params string) (map[string]any, map[string]any) {
+				return answerOf(t, url, cs.ID(), header, method, `{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":{`+params+`}}`)
+			}
+			created, rpcErr := rpc("tools/call", `"name":"research","arguments":{},"task":{"ttl":60000}`)
+			task, _ := created["task"].(map[string]any)
+			id, _ := task["taskId"].(string)
+			if rpcErr != nil || !strings.HasPrefix(id, "tsk_") {
+				t.Fatalf("tools/call answered %v %v", created, rpcErr)
+			}
+			approveTask(t, gw, gw, id)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				res, rpcErr := rpc("tasks/get", `"taskId":"`+id+`"`)
+				if rpcErr == nil && res["status"] == "completed" {
+					break
+				}
+				if rpcErr != nil || res["status"] == "failed" || time.Now().After(deadline) {
+					t.Fatalf("tasks/get answered %v %v", res, rpcErr)
+				}
+			}
+		})
 	}
 }

@@ -52,6 +52,11 @@ type Task struct {
 	// for a tool whose server runs tasks of its own: the gateway's task
 	// stands for it, and each request about it is passed on with this id.
 	UpstreamTask string `json:"upstream_task,omitempty"`
+	// RunByGateway says the gateway made the call itself, for its caller,
+	// once the task's approval was decided or its question answered: the
+	// upstream's task was made on the link of the gateway's own session,
+	// not of the caller's.
+	RunByGateway bool   `json:"run_by_gateway,omitempty"`
 	Status       Status `json:"status"`
 	Message      string `json:"message,omitempty"`
 	// Result is a tool's result and Error a JSON-RPC error object, each a

@@ -119,6 +119,7 @@ func Run(t *testing.T, open Open) {
 		at := time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.FixedZone("UTC+2", 2*3600))
 		full := newTask("tsk_full", "acme", "alice", at, time.Hour)
 		full.Upstream, full.Approval, full.Message, full.Claim = "billing", "apr_1", "Waiting for bob.", "gw-1"
+		full.UpstreamTask, full.RunByGateway = "up-task-1", true
 		full.Call = []byte{0, 1, 2, 0xff, '"', '\\', '\n'}
 		full.Status, full.Result, full.Error = task.Completed, json.RawMessage(result), json.RawMessage(rpcError)
 		full.UpdatedAt = at.Add(time.Second)
