@@ -174,8 +174,9 @@ func (g *Gateway) Ready(ctx context.Context) []NotReady {
 	return out
 }
 
-// inFlight counts the tool calls and REST requests being served, so that a
-// gateway shutting down can let them finish (see [Gateway.Drain]).
+// inFlight counts the tool calls, REST requests and reads passed on to the
+// upstreams being served, so that a gateway shutting down can let them
+// finish (see [Gateway.Drain]).
 type inFlight struct {
 	mu       sync.Mutex
 	n        int
@@ -205,9 +206,10 @@ func (f *inFlight) leave() {
 	}
 }
 
-// Drain refuses every tool call and REST request from now on
-// (UPSTREAM_UNAVAILABLE, retriable: nothing ran; 503 on the REST face) and
-// waits until those in flight have ended, or ctx has. Upstreams keep
+// Drain refuses every tool call, REST request and read of resources and
+// prompts from now on (UPSTREAM_UNAVAILABLE, retriable: nothing ran; 503
+// on the REST face; a JSON-RPC error for a read) and waits until those in
+// flight have ended, or ctx has. Upstreams keep
 // running until [Gateway.Close].
 func (g *Gateway) Drain(ctx context.Context) error {
 	f := &g.inFlight

@@ -268,20 +268,7 @@ func TestDrain(t *testing.T) {
 				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": tt.slowMS}})
 				ran <- err == nil && !res.IsError
 			}()
-			eventually(t, "the slow call in flight", func() bool {
-				gw.inFlight.mu.Lock()
-				defer gw.inFlight.mu.Unlock()
-				return gw.inFlight.n == 1
-			})
-			ctx, cancel := context.WithTimeout(context.Background(), tt.bound)
-			defer cancel()
-			drained := make(chan error, 1)
-			go func() { drained <- gw.Drain(ctx) }()
-			eventually(t, "draining", func() bool {
-				gw.inFlight.mu.Lock()
-				defer gw.inFlight.mu.Unlock()
-				return gw.inFlight.draining
-			})
+			drained := drainOne(t, gw, tt.bound)
 			refused := body(t, call(t, cs, "echo", map[string]any{}))
 			if refused.Code != interlock.CodeUpstreamUnavailable || !refused.Retriable {
 				t.Errorf("a call while draining: %+v", refused)
@@ -307,6 +294,58 @@ func TestDrain(t *testing.T) {
 				t.Error("the call in flight did not run")
 			}
 		})
+	}
+}
+
+// drainOne waits until gw has one request in flight, then drains gw for
+// at most bound; it returns once the drain began, with where the drain's
+// outcome will be told.
+func drainOne(t *testing.T, gw *Gateway, bound time.Duration) <-chan error {
+	t.Helper()
+	eventually(t, "one request in flight", func() bool {
+		gw.inFlight.mu.Lock()
+		defer gw.inFlight.mu.Unlock()
+		return gw.inFlight.n == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	drained := make(chan error, 1)
+	go func() {
+		defer cancel()
+		drained <- gw.Drain(ctx)
+	}()
+	eventually(t, "draining", func() bool {
+		gw.inFlight.mu.Lock()
+		defer gw.inFlight.mu.Unlock()
+		return gw.inFlight.draining
+	})
+	return drained
+}
+
+// TestDrainWaitsForReads: a resource read in flight is let finish by a
+// drain, and one that comes while it drains is refused, nothing asked.
+func TestDrainWaitsForReads(t *testing.T) {
+	f := testConfig(t, "", "fx")
+	f.Upstreams[0].Env["INTERLOCK_FIXTURE"] = "probe"
+	gw := start(t, f, "false")
+	cs := client(t, gw, nil)
+	read := make(chan error, 1)
+	go func() {
+		res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "slow://500"})
+		if err == nil && (len(res.Contents) != 1 || res.Contents[0].Text != "slept") {
+			err = fmt.Errorf("read %+v", res.Contents)
+		}
+		read <- err
+	}()
+	drained := drainOne(t, gw, 10*time.Second)
+	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "slow://0"}); err == nil ||
+		!strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("a read while draining: %v", err)
+	}
+	if err := <-drained; err != nil {
+		t.Errorf("Drain = %v", err)
+	}
+	if err := <-read; err != nil {
+		t.Errorf("the read in flight: %v", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,8 @@ import (
 // back is kept by data, and the tool probe_seen {data} answers it, so a
 // test reads what the upstream heard whatever the request's kind.
 // wait_file {path} answers once the file exists: a request that stays in
-// flight for as long as a test needs.
+// flight for as long as a test needs; so does a read of slow://{ms}, for
+// that many milliseconds.
 func probeServer() *mcp.Server {
 	var seen sync.Map // data → what came back
 	push := func(ctx context.Context, ss *mcp.ServerSession, data string, progress any) {
@@ -121,6 +123,15 @@ func probeServer() *mcp.Server {
 		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			push(ctx, req.Session, req.Params.Arguments["data"], nil)
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "probed"}}}}, nil
+		})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "slow", URITemplate: "slow://{ms}"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			ms, _ := strconv.Atoi(strings.TrimPrefix(req.Params.URI, "slow://"))
+			select {
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "slept"}}}, nil
 		})
 	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "probe", URITemplate: "probe://{data}"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

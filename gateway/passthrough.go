@@ -46,6 +46,14 @@ type catalog struct {
 func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if forwarded(method) {
+			// Counted in flight as a tool call is, so that a gateway that
+			// stops lets it end, and refused once it drains.
+			if !g.inFlight.enter() {
+				return nil, errShuttingDown
+			}
+			defer g.inFlight.leave()
+		}
 		switch method {
 		case "initialize":
 			res, err := next(ctx, method, req)
@@ -247,6 +255,21 @@ func (g *Gateway) offering(ctx context.Context, has func(*mcp.ServerCapabilities
 
 func hasResources(c *mcp.ServerCapabilities) bool { return c.Resources != nil }
 func hasPrompts(c *mcp.ServerCapabilities) bool   { return c.Prompts != nil }
+
+// forwarded reports whether passThrough passes a request of method on to
+// the upstreams.
+func forwarded(method string) bool {
+	switch method {
+	case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get":
+		return true
+	}
+	return false
+}
+
+// errShuttingDown answers a request to be passed on that arrives while the
+// gateway shuts down.
+var errShuttingDown = &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+	Message: "the gateway is shutting down and asked nothing of the servers behind it; ask again in a few seconds"}
 
 // errUnreachable is what a client is told when an upstream could not
 // serve a forwarded request; the reason stays in the log.
