@@ -260,7 +260,7 @@ func hasPrompts(c *mcp.ServerCapabilities) bool   { return c.Prompts != nil }
 // the upstreams.
 func forwarded(method string) bool {
 	switch method {
-	case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get":
+	case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
 		return true
 	}
 	return false
