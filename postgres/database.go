@@ -39,12 +39,7 @@ func (s statements) Query(ctx context.Context, each func(sqlstore.Row) error, qu
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlstore.Each(rows, each)
 }
 
 // database is a pool as package sqlstore's stores use it: every change is

@@ -42,6 +42,24 @@ type Row interface {
 	Scan(dest ...any) error
 }
 
+// Rows is a query's rows, as both drivers give them.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+}
+
+// Each calls each with every row of rows in turn, until each fails, and
+// then tells why rows stopped: a Querier's Query over its driver's rows.
+func Each(rows Rows, each func(Row) error) error {
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // Database is a store's database as this package uses it: it reads on
 // the Querier, and writes in changes only.
 type Database interface {
