@@ -209,8 +209,8 @@ func (f *inFlight) leave() {
 // Drain refuses every tool call, REST request and read of resources and
 // prompts from now on (UPSTREAM_UNAVAILABLE, retriable: nothing ran; 503
 // on the REST face; a JSON-RPC error for a read) and waits until those in
-// flight have ended, or ctx has. Upstreams keep
-// running until [Gateway.Close].
+// flight have ended, or ctx has. Upstreams keep running until
+// [Gateway.Close].
 func (g *Gateway) Drain(ctx context.Context) error {
 	f := &g.inFlight
 	f.mu.Lock()
