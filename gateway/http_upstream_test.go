@@ -237,21 +237,38 @@ func TestUpstreamConnectionPool(t *testing.T) {
 	}
 }
 
+// floodLog counts, for each session of a floodServer, its calls of flood
+// and the tools/list requests sent on it after the first call.
+type floodLog struct {
+	mu     sync.Mutex
+	called map[string]int
+	lists  map[string]int
+}
+
 // floodServer is an HTTP upstream of 2025-11-25 whose one tool, flood,
 // sends n notifications/tools/list_changed on the call's stream before its
-// result, as a broken or hostile server may; lists counts the tools/list
-// requests it is sent.
-func floodServer(t *testing.T, n int, lists *atomic.Int64) *httptest.Server {
-	return handRolledUpstream(t, func(w http.ResponseWriter, _ *http.Request, id json.RawMessage, method string, _ []byte) {
+// result, as a broken or hostile server may.
+func floodServer(t *testing.T, n int, log *floodLog) *httptest.Server {
+	var sessions atomic.Int64
+	log.called, log.lists = map[string]int{}, map[string]int{}
+	return handRolledUpstream(t, func(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, _ []byte) {
+		session := r.Header.Get("Mcp-Session-Id")
 		w.Header().Set("Content-Type", "application/json")
 		switch method {
 		case "initialize":
-			w.Header().Set("Mcp-Session-Id", "flood-session")
+			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("flood-%d", sessions.Add(1)))
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"flood","version":"1"}}}`, id)
 		case "tools/list":
-			lists.Add(1)
+			log.mu.Lock()
+			if log.called[session] > 0 {
+				log.lists[session]++
+			}
+			log.mu.Unlock()
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"flood","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}`, id)
 		case "tools/call":
+			log.mu.Lock()
+			log.called[session]++
+			log.mu.Unlock()
 			w.Header().Set("Content-Type", "text/event-stream")
 			for range n {
 				fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
@@ -265,32 +282,74 @@ func floodServer(t *testing.T, n int, lists *atomic.Int64) *httptest.Server {
 
 // TestToolListChangeFlood: an upstream that says its tool list changed a
 // thousand times in a burst is listed again a few times, not a thousand:
-// changes heard while its tools are being listed are answered by one more
-// listing, after that one.
+// changes heard while a link's tools are being listed are answered by one
+// more listing, after that one. Two tenants whose links are their own
+// flood at once, and each link is listed again, apart from the other.
 func TestToolListChangeFlood(t *testing.T) {
-	var lists atomic.Int64
-	up := floodServer(t, 1000, &lists)
-	gw := start(t, testConfig(t, fmt.Sprintf(`
+	for _, tt := range []struct {
+		name      string
+		perClient bool
+		clients   int
+	}{{"one shared link", false, 1}, {"two tenants on links of their own", true, 2}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var log floodLog
+			up := floodServer(t, 1000, &log)
+			gw := start(t, testConfig(t, fmt.Sprintf(`
 upstreams:
   - name: flood
     url: %s
-`, up.URL)), "false")
-	cs := client(t, gw, nil)
-	began, before := time.Now(), lists.Load()
-	if res := call(t, cs, "flood", map[string]any{}); res.IsError {
-		t.Fatalf("flood: %+v", body(t, res))
-	}
-	// Wait for the listings the burst set off to end: one at once, then at
-	// most one a relistGap for as long as changes are heard.
-	for last := int64(-1); last != lists.Load(); {
-		last = lists.Load()
-		time.Sleep(300 * time.Millisecond)
-	}
-	if got, most := lists.Load()-before, 1+int64(time.Since(began)/relistGap); got > most {
-		t.Errorf("the upstream was listed %d times after a burst of 1000 changes, want at most %d", got, most)
-	}
-	if _, ok := listTools(t, cs)["flood"]; !ok {
-		t.Error("flood is no longer listed")
+    per_client: %t
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+    - {sha256: %s, principal: alice, tenant: other}
+`, up.URL, tt.perClient, HashKey("alice-key"), HashKey("other-alice-key"))), "false")
+			srv := httptest.NewServer(gw.Handler(false))
+			t.Cleanup(srv.Close)
+			var sessions []*mcp.ClientSession
+			for _, key := range []string{"alice-key", "other-alice-key"}[:tt.clients] {
+				// Clients before 2026-07-28 on sessions, which per_client
+				// gives links of their own.
+				sessions = append(sessions, dial(t, nil, srv.URL+MCPPath, key, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}))
+			}
+			began := time.Now()
+			var wg sync.WaitGroup
+			for _, cs := range sessions {
+				wg.Go(func() {
+					if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "flood", Arguments: map[string]any{}}); err != nil || res.IsError {
+						t.Errorf("flood: %v %+v", err, res)
+					}
+				})
+			}
+			wg.Wait()
+			// Wait for the listings the bursts set off to end: one at once,
+			// then at most one a relistGap for as long as changes are heard.
+			listed := func() string {
+				log.mu.Lock()
+				defer log.mu.Unlock()
+				return fmt.Sprint(log.lists)
+			}
+			for last := ""; last != listed(); {
+				last = listed()
+				time.Sleep(300 * time.Millisecond)
+			}
+			most := 1 + int(time.Since(began)/relistGap)
+			for _, cs := range sessions {
+				if _, ok := listTools(t, cs)["flood"]; !ok {
+					t.Error("flood is no longer listed")
+				}
+			}
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			if len(log.called) != tt.clients {
+				t.Fatalf("the calls came on sessions %v, want %d", log.called, tt.clients)
+			}
+			for session := range log.called {
+				if got := log.lists[session]; got < 1 || got > most {
+					t.Errorf("session %s was listed %d times after a burst of 1000 changes, want 1 to %d", session, got, most)
+				}
+			}
+		})
 	}
 }
 
