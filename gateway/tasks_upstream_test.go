@@ -159,30 +159,48 @@ func TestUpstreamTaskOfAHostileServer(t *testing.T) {
 // TestApprovedUpstreamTask: a call of an upstream's task tool that waited
 // for approval runs once approved, and the task the upstream made of it is
 // asked about on the link that made it, also where each client has a link
-// of its own (per_client) and the approved run was the gateway's.
+// of its own (per_client) and the approved run was the gateway's. Two
+// tenants' tasks run so at once, on the gateway's one session, and neither
+// reaches the other's.
 func TestApprovedUpstreamTask(t *testing.T) {
 	for _, perClient := range []bool{false, true} {
 		t.Run(fmt.Sprintf("per_client %t", perClient), func(t *testing.T) {
 			gw, url := taskerGateway(t, perClient, "approval\n    approvers: [bob]")
-			cs := dial(t, nil, url, "alice-key", &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
-			header := http.Header{"Authorization": {"Bearer alice-key"}, "Mcp-Protocol-Version": {protocolTasks}}
-			rpc := func(method, params string) (map[string]any, map[string]any) {
-				return answerOf(t, url, cs.ID(), header, method, `{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":{`+params+`}}`)
-			}
-			created, rpcErr := rpc("tools/call", `"name":"research","arguments":{},"task":{"ttl":60000}`)
-			task, _ := created["task"].(map[string]any)
-			id, _ := task["taskId"].(string)
-			if rpcErr != nil || !strings.HasPrefix(id, "tsk_") {
-				t.Fatalf("tools/call answered %v %v", created, rpcErr)
-			}
-			approveTask(t, gw, gw, id)
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				res, rpcErr := rpc("tasks/get", `"taskId":"`+id+`"`)
-				if rpcErr == nil && res["status"] == "completed" {
-					break
+			rpcOf := func(key string) func(method, params string) (map[string]any, map[string]any) {
+				cs := dial(t, nil, url, key, &mcp.ClientSessionOptions{ProtocolVersion: protocolTasks})
+				header := http.Header{"Authorization": {"Bearer " + key}, "Mcp-Protocol-Version": {protocolTasks}}
+				return func(method, params string) (map[string]any, map[string]any) {
+					return answerOf(t, url, cs.ID(), header, method, `{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":{`+params+`}}`)
 				}
-				if rpcErr != nil || res["status"] == "failed" || time.Now().After(deadline) {
-					t.Fatalf("tasks/get answered %v %v", res, rpcErr)
+			}
+			tenants := []func(method, params string) (map[string]any, map[string]any){rpcOf("alice-key"), rpcOf("other-alice-key")}
+			var ids []string
+			for _, rpc := range tenants {
+				created, rpcErr := rpc("tools/call", `"name":"research","arguments":{},"task":{"ttl":60000}`)
+				task, _ := created["task"].(map[string]any)
+				id, _ := task["taskId"].(string)
+				if rpcErr != nil || !strings.HasPrefix(id, "tsk_") {
+					t.Fatalf("tools/call answered %v %v", created, rpcErr)
+				}
+				ids = append(ids, id)
+			}
+			for _, id := range ids {
+				approveTask(t, gw, gw, id)
+			}
+			for i, rpc := range tenants {
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					res, rpcErr := rpc("tasks/get", `"taskId":"`+ids[i]+`"`)
+					if rpcErr == nil && res["status"] == "completed" {
+						break
+					}
+					if rpcErr != nil || res["status"] == "failed" || time.Now().After(deadline) {
+						t.Fatalf("tasks/get answered %v %v", res, rpcErr)
+					}
+				}
+				_, theirs := rpc("tasks/get", `"taskId":"`+ids[1-i]+`"`)
+				_, none := rpc("tasks/get", `"taskId":"tsk_none"`)
+				if theirs == nil || fmt.Sprint(theirs) != fmt.Sprint(none) {
+					t.Errorf("tasks/get of the other tenant's task answered %v, of no task %v", theirs, none)
 				}
 			}
 		})
