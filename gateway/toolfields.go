@@ -25,10 +25,13 @@ import (
 // as the upstream wrote them. Policy changes only the modelled fields
 // (annotations, input and output schema), never these.
 
-// modelledToolFields are the JSON members of the SDK's Tool.
+// modelledToolFields are the JSON members of the SDK's Tool, in lower
+// case: a member that differs from one only in case is not an extra
+// either, since a client that reads JSON without regard to case (Go's
+// encoding/json does) would take it for the gate's.
 var modelledToolFields = map[string]bool{
-	"_meta": true, "annotations": true, "description": true, "inputSchema": true,
-	"name": true, "outputSchema": true, "title": true, "icons": true,
+	"_meta": true, "annotations": true, "description": true, "inputschema": true,
+	"name": true, "outputschema": true, "title": true, "icons": true,
 }
 
 // toolExtras are the fields of an upstream's tools the SDK does not model,
@@ -59,7 +62,7 @@ func (x *toolExtras) note(result json.RawMessage) {
 		}
 		extra := map[string]json.RawMessage{}
 		for k, v := range t {
-			if !modelledToolFields[k] {
+			if !modelledToolFields[strings.ToLower(k)] {
 				extra[k] = v
 			}
 		}

@@ -17,8 +17,11 @@ import (
 // HTTP upstream's answer (JSON or an event stream), and put back on the
 // tool as clients are shown it; modelled fields stay the gate's.
 func TestToolExtrasTravel(t *testing.T) {
+	// An upstream may also write modelled fields again in another case,
+	// which a client that reads JSON without regard to case would take
+	// for the gate's view of the tool: they are not extras.
 	const list = `{"tools":[{"name":"run","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"},"x-future":[1,2]},` +
-		`{"name":"plain","inputSchema":{"type":"object"}}]}`
+		`{"name":"plain","inputSchema":{"type":"object"},"Annotations":{"readOnlyHint":true},"InputSchema":{},"NAME":"other"}]}`
 	for _, tc := range []struct {
 		name string
 		read func(x *toolExtras)
