@@ -165,6 +165,13 @@ func TestGateFailures(t *testing.T) {
 			wantCode: CodeValidationFailed,
 		},
 		{
+			// A server that reads keys without regard to case would run
+			// with the second customer, not the one the gate checked.
+			name:     "an argument that differs from a declared one only in case",
+			raw:      `{"customer_id":"a","Customer_ID":"b"}`,
+			wantCode: CodeValidationFailed,
+		},
+		{
 			name:     "the policy fails",
 			policy:   fixedPolicy{err: errors.New("boom")},
 			raw:      `{"customer_id":"a"}`,

@@ -122,6 +122,7 @@ rules:
 		{"unknown body field", "echo", `{"args":{}}`, http.StatusBadRequest, interlock.CodeValidationFailed},
 		{"arguments not an object", "echo", `{"arguments":[1]}`, http.StatusBadRequest, interlock.CodeValidationFailed},
 		{"schema violation", "wipe", `{"arguments":{}}`, http.StatusBadRequest, interlock.CodeValidationFailed},
+		{"an argument in another case", "wipe", `{"arguments":{"target":"scratch","Target":"all"}}`, http.StatusBadRequest, interlock.CodeValidationFailed},
 		{"forged token", "wipe", `{"arguments":{"target":"all"},"confirm_token":"ilt1_AAAA"}`, http.StatusForbidden, interlock.CodeConsentTokenInvalid},
 		{"body too large", "echo", `{"arguments":{"x":"` + strings.Repeat("x", 2<<20) + `"}}`, http.StatusBadRequest, interlock.CodeValidationFailed},
 	}

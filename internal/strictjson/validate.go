@@ -58,6 +58,7 @@ type Issue struct {
 type Validator struct {
 	fast   *argSchema
 	schema *jsonschema.Resolved
+	twins  *caseTwins // arguments that differ from declared ones only in case are refused
 }
 
 // Compile compiles an input schema (any form the SDK accepts; nil for
@@ -66,14 +67,18 @@ func Compile(inputSchema any) (Validator, error) {
 	if inputSchema == nil {
 		return Validator{}, nil
 	}
-	if fast := compileArgSchema(inputSchema); fast != nil {
-		return Validator{fast: fast}, nil
+	var twins *caseTwins
+	if m, err := SchemaMap(inputSchema); err == nil {
+		twins = caseTwinsOf(m)
+		if fast := compileObject(m); fast != nil {
+			return Validator{fast: fast, twins: twins}, nil
+		}
 	}
 	s, err := ResolveSchema(inputSchema)
 	if err != nil {
 		return Validator{}, err
 	}
-	return Validator{schema: s}, nil
+	return Validator{schema: s, twins: twins}, nil
 }
 
 // Check returns the first issue with args, or nil. The fast path and
@@ -81,13 +86,18 @@ func Compile(inputSchema any) (Validator, error) {
 func (v Validator) Check(args map[string]any) *Issue {
 	switch {
 	case v.fast != nil:
-		return v.fast.validate("", args)
+		if issue := v.fast.validate("", args); issue != nil {
+			return issue
+		}
 	case v.schema != nil:
 		if err := v.schema.Validate(args); err != nil {
 			issue := issueOf(err.Error())
 			issue.Err = err
 			return &issue
 		}
+	}
+	if v.twins != nil {
+		return v.twins.find("", args)
 	}
 	return nil
 }

@@ -98,3 +98,56 @@ func TestCompileArgSchemaFallsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestCaseTwins: an argument that is not declared but differs from a
+// declared one only in case (by Unicode simple folding, as Go's
+// encoding/json matches struct fields) is refused, at the top and in a
+// declared object, by the fast validator and by jsonschema-go's alike; the
+// keys of an object that declares no properties are not compared.
+func TestCaseTwins(t *testing.T) {
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"amount": map[string]any{"type": "number"},
+			"kind":   map[string]any{"type": "string"},
+			"refund": map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}},
+			"env":    map[string]any{"type": "object"},
+		},
+	}
+	fast, err := Compile(schema)
+	if err != nil || fast.fast == nil {
+		t.Fatalf("the schema should compile to the fast validator (%v)", err)
+	}
+	// A keyword the fast path does not cover sends the schema to jsonschema-go.
+	slowSchema := map[string]any{"type": "object", "properties": schema["properties"], "not": map[string]any{"required": []any{"never"}}}
+	slow, err := Compile(slowSchema)
+	if err != nil || slow.schema == nil {
+		t.Fatalf("the schema should compile to jsonschema-go (%v)", err)
+	}
+	tests := []struct {
+		name     string
+		args     map[string]any
+		wantPath string // "" means valid
+	}{
+		{"declared names", map[string]any{"amount": 5.0, "kind": "x", "refund": map[string]any{"amount": 1.0}}, ""},
+		{"an undeclared name of its own", map[string]any{"amount": 5.0, "note": "x"}, ""},
+		{"a twin at the top", map[string]any{"amount": 5.0, "Amount": 5000.0}, "Amount"},
+		{"a twin alone", map[string]any{"AMOUNT": 5000.0}, "AMOUNT"},
+		{"a twin by the Kelvin sign", map[string]any{"\u212aind": "x"}, "\u212aind"},
+		{"a twin in a declared object", map[string]any{"refund": map[string]any{"amount": 1.0, "aMount": 9.0}}, "refund.aMount"},
+		{"a map's keys", map[string]any{"env": map[string]any{"HTTP_PROXY": "a", "http_proxy": "b"}}, ""},
+	}
+	for vname, v := range map[string]Validator{"fast": fast, "jsonschema": slow} {
+		for _, tt := range tests {
+			t.Run(vname+"/"+tt.name, func(t *testing.T) {
+				issue := v.Check(tt.args)
+				switch {
+				case tt.wantPath == "" && issue != nil:
+					t.Fatalf("unexpected issue: %+v", issue)
+				case tt.wantPath != "" && (issue == nil || issue.Path != tt.wantPath || issue.Code != "case_twin"):
+					t.Fatalf("issue %+v, want a case_twin at %s", issue, tt.wantPath)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package strictjson
+
+import (
+	"strings"
+	"unicode"
+)
+
+// caseTwins are the property names a schema declares for an object, by
+// their case fold, and the same for each property that is an object of
+// declared properties itself. A reader that matches keys without regard to
+// case (Go's encoding/json binding a struct does) takes an argument that
+// differs from a declared one only in case for the declared one, so the
+// gate would check one value and the tool run with another: {"amount": 5,
+// "Amount": 5000} is 5 to the gate's policy and 5000 to such a server.
+// Keys of objects with no declared properties (a map of environment
+// variables, where HTTP_PROXY and http_proxy are two) are not compared.
+type caseTwins struct {
+	names  map[string]*caseTwins // the declared names, each with its own declared properties' (nil for none)
+	folded map[string]string     // the declared names by their fold
+}
+
+// caseTwinsOf compiles the declared properties of schema; nil when it
+// declares none.
+func caseTwinsOf(schema map[string]any) *caseTwins {
+	props, _ := schema["properties"].(map[string]any)
+	if len(props) == 0 {
+		return nil
+	}
+	c := &caseTwins{names: make(map[string]*caseTwins, len(props)), folded: make(map[string]string, len(props))}
+	for name, sub := range props {
+		m, _ := sub.(map[string]any)
+		c.names[name] = caseTwinsOf(m)
+		c.folded[fold(name)] = name
+	}
+	return c
+}
+
+// find returns the first argument in v, at path, that is not declared but
+// differs from a declared one only in case. A declared name costs a map
+// lookup; only another is folded.
+func (c *caseTwins) find(path string, v map[string]any) *Issue {
+	for k, e := range v {
+		if inner, declared := c.names[k]; declared {
+			if m, ok := e.(map[string]any); ok && inner != nil {
+				if issue := inner.find(join(path, k), m); issue != nil {
+					return issue
+				}
+			}
+			continue
+		}
+		if name, twin := c.folded[fold(k)]; twin {
+			return &Issue{Path: join(path, k), Code: "case_twin",
+				Message: "differs from the argument " + PathKey(name) + " only in case, which some servers read as that argument"}
+		}
+	}
+	return nil
+}
+
+// fold is s with each letter replaced by the least of the letters that
+// match it without regard to case (Unicode simple folding, as
+// bytes.EqualFold and Go's encoding/json compare): two names match so
+// exactly when their folds are equal.
+func fold(s string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, s)
+}
