@@ -15,22 +15,31 @@ import (
 // Keys of objects with no declared properties (a map of environment
 // variables, where HTTP_PROXY and http_proxy are two) are not compared.
 type caseTwins struct {
-	names  map[string]*caseTwins // the declared names, each with its own declared properties' (nil for none)
+	names  map[string]*caseTwins // an object's declared names, each with its own value's twins (nil for none)
 	folded map[string]string     // the declared names by their fold
+	items  *caseTwins            // an array's items'
 }
 
-// caseTwinsOf compiles the declared properties of schema; nil when it
-// declares none.
+// caseTwinsOf compiles the declared properties of schema, and of the
+// objects it holds as properties or array items; nil when it declares
+// none.
 func caseTwinsOf(schema map[string]any) *caseTwins {
-	props, _ := schema["properties"].(map[string]any)
-	if len(props) == 0 {
+	if schema == nil {
 		return nil
 	}
-	c := &caseTwins{names: make(map[string]*caseTwins, len(props)), folded: make(map[string]string, len(props))}
+	props, _ := schema["properties"].(map[string]any)
+	items, _ := schema["items"].(map[string]any)
+	c := &caseTwins{items: caseTwinsOf(items)}
+	if len(props) > 0 {
+		c.names, c.folded = make(map[string]*caseTwins, len(props)), make(map[string]string, len(props))
+	}
 	for name, sub := range props {
 		m, _ := sub.(map[string]any)
 		c.names[name] = caseTwinsOf(m)
 		c.folded[fold(name)] = name
+	}
+	if c.names == nil && c.items == nil {
+		return nil
 	}
 	return c
 }
@@ -38,19 +47,30 @@ func caseTwinsOf(schema map[string]any) *caseTwins {
 // find returns the first argument in v, at path, that is not declared but
 // differs from a declared one only in case. A declared name costs a map
 // lookup; only another is folded.
-func (c *caseTwins) find(path string, v map[string]any) *Issue {
-	for k, e := range v {
-		if inner, declared := c.names[k]; declared {
-			if m, ok := e.(map[string]any); ok && inner != nil {
-				if issue := inner.find(join(path, k), m); issue != nil {
+func (c *caseTwins) find(path string, v any) *Issue {
+	switch v := v.(type) {
+	case []any:
+		if c.items != nil {
+			for _, e := range v {
+				if issue := c.items.find(path+"[]", e); issue != nil {
 					return issue
 				}
 			}
-			continue
 		}
-		if name, twin := c.folded[fold(k)]; twin {
-			return &Issue{Path: join(path, k), Code: "case_twin",
-				Message: "differs from the argument " + PathKey(name) + " only in case, which some servers read as that argument"}
+	case map[string]any:
+		for k, e := range v {
+			if inner, declared := c.names[k]; declared {
+				if inner != nil {
+					if issue := inner.find(join(path, k), e); issue != nil {
+						return issue
+					}
+				}
+				continue
+			}
+			if name, twin := c.folded[fold(k)]; twin {
+				return &Issue{Path: join(path, k), Code: "case_twin",
+					Message: "differs from the argument " + PathKey(name) + " only in case, which some servers read as that argument"}
+			}
 		}
 	}
 	return nil

@@ -101,9 +101,10 @@ func TestCompileArgSchemaFallsBack(t *testing.T) {
 
 // TestCaseTwins: an argument that is not declared but differs from a
 // declared one only in case (by Unicode simple folding, as Go's
-// encoding/json matches struct fields) is refused, at the top and in a
-// declared object, by the fast validator and by jsonschema-go's alike; the
-// keys of an object that declares no properties are not compared.
+// encoding/json matches struct fields) is refused, at the top, in a
+// declared object and in the objects of an array, by the fast validator
+// and by jsonschema-go's alike; the keys of an object that declares no
+// properties are not compared.
 func TestCaseTwins(t *testing.T) {
 	schema := map[string]any{
 		"type": "object",
@@ -112,6 +113,8 @@ func TestCaseTwins(t *testing.T) {
 			"kind":   map[string]any{"type": "string"},
 			"refund": map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}},
 			"env":    map[string]any{"type": "object"},
+			"lines": map[string]any{"type": "array", "items": map[string]any{"type": "object",
+				"properties": map[string]any{"sku": map[string]any{"type": "string"}}}},
 		},
 	}
 	fast, err := Compile(schema)
@@ -136,6 +139,8 @@ func TestCaseTwins(t *testing.T) {
 		{"a twin by the Kelvin sign", map[string]any{"\u212aind": "x"}, "\u212aind"},
 		{"a twin in a declared object", map[string]any{"refund": map[string]any{"amount": 1.0, "aMount": 9.0}}, "refund.aMount"},
 		{"a map's keys", map[string]any{"env": map[string]any{"HTTP_PROXY": "a", "http_proxy": "b"}}, ""},
+		{"declared names in array items", map[string]any{"lines": []any{map[string]any{"sku": "a"}, map[string]any{"sku": "b"}}}, ""},
+		{"a twin in an array item", map[string]any{"lines": []any{map[string]any{"sku": "a"}, map[string]any{"SKU": "b"}}}, "lines[].SKU"},
 	}
 	for vname, v := range map[string]Validator{"fast": fast, "jsonschema": slow} {
 		for _, tt := range tests {
