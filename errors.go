@@ -99,11 +99,13 @@ func (c Code) Retriable() bool { return retriable[c] }
 // as asked (NOT_FOUND, VALIDATION_FAILED, PERMISSION_DENIED, …): a code a
 // tool may answer of its own call, or a preview of the call it describes.
 // The gate's answers about confirming a call (CONFIRMATION_REQUIRED,
-// APPROVAL_PENDING, DECLINED, …), failures that a retry may mend and
-// unknown codes are not verdicts.
+// APPROVAL_PENDING, DECLINED, …), failures that a retry may mend, unknown
+// codes, and AUTH_INVALID, which speaks of the caller's credential to
+// interlock (a tool that says it spoke of its own, and the caller's is
+// fine), are not verdicts.
 func (c Code) Verdict() bool {
 	_, known := retriable[c]
-	return known && !c.Retriable() && c != CodeInternal && !c.handshake()
+	return known && !c.Retriable() && c != CodeInternal && c != CodeAuthInvalid && !c.handshake()
 }
 
 // handshake reports whether c is one of the gate's answers about

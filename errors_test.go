@@ -60,7 +60,7 @@ func TestRetriable(t *testing.T) {
 // say the call cannot succeed as asked; every code is decided here.
 func TestVerdict(t *testing.T) {
 	verdicts := map[Code]bool{CodeValidationFailed: true, CodeNotFound: true, CodePermissionDenied: true,
-		CodeAuthInvalid: true, CodeScopeRejected: true, CodeToolNotAllowed: true}
+		CodeScopeRejected: true, CodeToolNotAllowed: true}
 	for _, c := range Codes() {
 		if c.Verdict() != verdicts[c] {
 			t.Errorf("%s.Verdict() = %t", c, c.Verdict())
