@@ -293,24 +293,12 @@ func TestToolListChangeFlood(t *testing.T) {
 	}{{"one shared link", false, 1}, {"two tenants on links of their own", true, 2}} {
 		t.Run(tt.name, func(t *testing.T) {
 			var log floodLog
-			up := floodServer(t, 1000, &log)
-			gw := start(t, testConfig(t, fmt.Sprintf(`
-upstreams:
-  - name: flood
-    url: %s
-    per_client: %t
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-    - {sha256: %s, principal: alice, tenant: other}
-`, up.URL, tt.perClient, HashKey("alice-key"), HashKey("other-alice-key"))), "false")
-			srv := httptest.NewServer(gw.Handler(false))
-			t.Cleanup(srv.Close)
+			_, url := httpGateway(t, floodServer(t, 1000, &log).URL, tt.perClient, "")
 			var sessions []*mcp.ClientSession
 			for _, key := range []string{"alice-key", "other-alice-key"}[:tt.clients] {
 				// Clients before 2026-07-28 on sessions, which per_client
 				// gives links of their own.
-				sessions = append(sessions, dial(t, nil, srv.URL+MCPPath, key, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}))
+				sessions = append(sessions, dial(t, nil, url, key, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}))
 			}
 			began := time.Now()
 			var wg sync.WaitGroup

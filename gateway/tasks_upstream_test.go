@@ -88,15 +88,13 @@ func handRolledUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http
 	return srv
 }
 
-// taskerGateway starts a gateway in front of taskServer (its upstream
-// per_client or not), whose research takes mode (and what follows it in
-// the rule), and serves it over HTTP at the returned MCP endpoint. alice
-// and bob of acme and alice of tenant other have keys.
-func taskerGateway(t *testing.T, perClient bool, mode string) (*Gateway, string) {
-	up := taskServer(t)
+// httpGateway starts a gateway in front of the HTTP upstream at url (per
+// client or not) with rules, and serves it over HTTP at the returned MCP
+// endpoint. alice and bob of acme and alice of tenant other have keys.
+func httpGateway(t *testing.T, url string, perClient bool, rules string) (*Gateway, string) {
 	gw := start(t, testConfig(t, fmt.Sprintf(`
 upstreams:
-  - name: tasker
+  - name: up
     url: %s
     per_client: %t
 auth:
@@ -104,14 +102,20 @@ auth:
     - {sha256: %s, principal: alice, tenant: acme}
     - {sha256: %s, principal: bob, tenant: acme}
     - {sha256: %s, principal: alice, tenant: other}
-rules:
-  - name: research
-    match: {tools: [research]}
-    mode: %s
-`, up.URL, perClient, HashKey("alice-key"), HashKey("bob-key"), HashKey("other-alice-key"), mode)), "false")
+%s`, url, perClient, HashKey("alice-key"), HashKey("bob-key"), HashKey("other-alice-key"), rules)), "false")
 	srv := httptest.NewServer(gw.Handler(false))
 	t.Cleanup(srv.Close)
 	return gw, srv.URL + MCPPath
+}
+
+// taskerGateway is httpGateway in front of taskServer, whose research
+// takes mode (and what follows it in the rule).
+func taskerGateway(t *testing.T, perClient bool, mode string) (*Gateway, string) {
+	return httpGateway(t, taskServer(t).URL, perClient, `
+rules:
+  - name: research
+    match: {tools: [research]}
+    mode: `+mode+"\n")
 }
 
 // TestUpstreamTaskOfAHostileServer: a task an HTTP upstream makes reaches
