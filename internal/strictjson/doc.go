@@ -13,7 +13,10 @@
 // reader, to exactly what was decided and confirmed.
 //
 // A [Validator] then checks the decoded arguments against the tool's input
-// schema and names the first [Issue]. Errors here carry a path, a message
+// schema and names the first [Issue]; it also refuses an argument the
+// schema does not declare that differs from a declared one only in case,
+// which a reader matching keys without regard to case would take for the
+// declared one. Errors here carry a path, a message
 // and a code; the root package turns them into the VALIDATION_FAILED a
 // client sees.
 package strictjson
