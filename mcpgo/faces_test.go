@@ -514,3 +514,38 @@ func TestFaces(t *testing.T) {
 		})
 	}
 }
+
+// TestArgumentsInAnotherCase: mcp-go binds a typed handler's arguments
+// with encoding/json, which takes "Amount" for the field named amount.
+// Reached directly, such a server runs with an amount that a gate in front
+// of it, reading the arguments as written, would not have seen at all (a
+// rule on args.amount would not apply); behind the gate, the call is
+// refused and the handler is not called.
+func TestArgumentsInAnotherCase(t *testing.T) {
+	var bound []float64
+	handler := mcp.NewTypedToolHandler(func(_ context.Context, _ mcp.CallToolRequest, a struct {
+		Amount float64 `json:"amount"`
+	}) (*mcp.CallToolResult, error) {
+		bound = append(bound, a.Amount)
+		return mcp.NewToolResultText("quoted"), nil
+	})
+	quote := mcp.NewTool("quote_refund", mcp.WithNumber("amount"), mcp.WithReadOnlyHintAnnotation(true))
+	args := map[string]any{"Amount": 5000}
+
+	direct := server.NewMCPServer("billing", "1.0.0")
+	direct.AddTool(quote, handler)
+	if _, failed := connectMCPGo(t, direct, modern, nil)(t.Context(), "quote_refund", args); failed || !slices.Equal(bound, []float64{5000}) {
+		t.Fatalf("mcp-go bound %v: the case this test guards against is gone", bound)
+	}
+
+	g, err := interlock.NewGate(interlock.ByAnnotations{Mode: interlock.ModeFlag}, &interlock.GateOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := server.NewMCPServer("billing", "1.0.0")
+	mcpgo.AddTool(gated, g, quote, handler)
+	body, failed := connectMCPGo(t, gated, modern, nil)(t.Context(), "quote_refund", args)
+	if !failed || !strings.Contains(body, `"code":"VALIDATION_FAILED"`) || !strings.Contains(body, `"case_twin"`) || len(bound) != 1 {
+		t.Errorf("behind the gate: %s (handler bound %v)", body, bound)
+	}
+}
