@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlock-mcp/interlock/gateway/internal/sdkrules"
 )
 
 // rawLink sends the gateway's own requests on an upstream's link and
@@ -35,7 +37,12 @@ func (u *upstream) rawLinkOf(cs *mcp.ClientSession) rawLink {
 	if u.cfg.URL == "" {
 		return noRawLink{}
 	}
-	h := &httpSession{u: u, cs: cs, peer: u.peerOf(cs), id: cs.ID()}
+	return u.httpLinkOf(cs)
+}
+
+// httpLinkOf is the raw side of cs, a link to an HTTP upstream.
+func (u *upstream) httpLinkOf(cs *mcp.ClientSession) *httpSession {
+	h := &httpSession{u: u, cs: cs, peer: u.peerOf(cs), id: cs.ID(), caller: u.sideOf(cs).caller}
 	if ir := cs.InitializeResult(); ir != nil {
 		h.protocol = ir.ProtocolVersion
 	}
@@ -70,10 +77,10 @@ func (u *upstream) peerOf(cs *mcp.ClientSession) *mcp.ServerSession {
 	return nil
 }
 
-// httpSession is a link to an HTTP upstream of a protocol before
-// 2026-07-28, as the gateway's own requests use it: each is a POST on the
-// session the SDK's client opened, with the headers the SDK's client
-// sends. The answer is read from a JSON body or from the event stream the
+// httpSession is a link to an HTTP upstream as the gateway's own requests
+// use it: each is a POST on the session the SDK's client opened (none
+// from 2026-07-28 on), with the headers and, from 2026-07-28 on, the _meta
+// the SDK's client sends. The answer is read from a JSON body or from the event stream the
 // upstream opens for the request. What else the upstream sends on that
 // stream goes where the SDK's client would hand it: a question (a form,
 // sampling, roots) to the client whose request it is, its answer posted
@@ -86,15 +93,47 @@ type httpSession struct {
 	// id and protocol are the session's id and protocol version, as the
 	// SDK's client names them in its headers.
 	id, protocol string
+	caller       *clientMeta // what the link's requests say of its client
+}
+
+// latest reports whether the link speaks 2026-07-28.
+func (h *httpSession) latest() bool { return h.protocol >= protocolNew }
+
+// ready reports whether the link can carry the gateway's own call of the
+// upstream's tool: on a link of 2026-07-28, once the SDK's client has said
+// who the client is (see clientMeta), and for a tool none of whose
+// arguments the SDK's client would send in headers as well (see
+// upstream.headed), which the gateway leaves to it.
+func (h *httpSession) ready(tool string) bool {
+	return !h.latest() || (h.caller != nil && h.caller.known() && !h.u.headed(tool))
+}
+
+// call makes a tools/call with params on the link, and returns the
+// upstream's result as it wrote it, or its JSON-RPC error.
+func (h *httpSession) call(ctx context.Context, params *mcp.CallToolParams) (json.RawMessage, error) {
+	if h.latest() {
+		h.caller.sign(params)
+	}
+	body, err := callBody(params, nil)
+	if err != nil {
+		return nil, err
+	}
+	return h.send(ctx, "tools/call", params.Name, body)
 }
 
 func (h *httpSession) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return h.send(ctx, method, "", params)
+}
+
+// send makes the request method with params on the link; name is what
+// its Mcp-Name header says on a link of 2026-07-28 (a tool's name).
+func (h *httpSession) send(ctx context.Context, method, name string, params json.RawMessage) (json.RawMessage, error) {
 	id, _ := jsonrpc.MakeID("interlock-" + strconv.FormatUint(callSeq.Add(1), 10))
 	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: method, Params: params})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := h.post(ctx, body)
+	resp, err := h.post(ctx, method, name, body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -110,7 +149,7 @@ func (h *httpSession) request(ctx context.Context, method string, params json.Ra
 		return answerTo(id, b)
 	}
 	events := bufio.NewScanner(resp.Body)
-	events.Buffer(make([]byte, 0, 64<<10), maxUpstreamMessage)
+	events.Buffer(nil, maxUpstreamMessage)
 	var data bytes.Buffer
 	for events.Scan() {
 		line := events.Text()
@@ -145,7 +184,7 @@ func (h *httpSession) cancel(ctx context.Context, id jsonrpc.ID) {
 		if err != nil {
 			return
 		}
-		if resp, err := h.post(nctx, note); err == nil {
+		if resp, err := h.post(nctx, "notifications/cancelled", "", note); err == nil {
 			resp.Body.Close()
 		}
 	}()
@@ -236,7 +275,7 @@ func (h *httpSession) answer(ctx context.Context, q *jsonrpc.Request) {
 	if err != nil {
 		return
 	}
-	if resp, err := h.post(ctx, reply); err == nil {
+	if resp, err := h.post(ctx, "", "", reply); err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
 		resp.Body.Close()
 	}
@@ -285,8 +324,9 @@ func (h *httpSession) peerCapabilities() *mcp.ClientCapabilities {
 	return nil
 }
 
-// post sends body on the session, as the SDK's client would.
-func (h *httpSession) post(ctx context.Context, body []byte) (*http.Response, error) {
+// post sends body, a request of method (or an answer, with none) on the
+// session, as the SDK's client would; name is its Mcp-Name.
+func (h *httpSession) post(ctx context.Context, method, name string, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.u.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -298,6 +338,12 @@ func (h *httpSession) post(ctx context.Context, body []byte) (*http.Response, er
 	}
 	if h.protocol != "" {
 		req.Header.Set(protocolVersionHeader, h.protocol)
+	}
+	if h.latest() && method != "" {
+		req.Header.Set(sdkrules.MethodHeader, method)
+		if name != "" {
+			req.Header.Set(sdkrules.NameHeader, name)
+		}
 	}
 	resp, err := h.u.httpClient().Do(req)
 	if err != nil {
@@ -325,4 +371,28 @@ func answerTo(id jsonrpc.ID, b []byte) (json.RawMessage, error) {
 		return nil, r.Error
 	}
 	return r.Result, nil
+}
+
+// callerTrip reads what the requests of a link of 2026-07-28 say of the
+// link's client (see clientMeta), from the first the SDK's client sends
+// that is not a call of a tool: only those carry the Mcp-Method header,
+// so a link of an earlier protocol is never read.
+type callerTrip struct {
+	next   http.RoundTripper
+	caller *clientMeta
+}
+
+func (t callerTrip) RoundTrip(r *http.Request) (*http.Response, error) {
+	if m := r.Header.Get(sdkrules.MethodHeader); m != "" && m != "tools/call" && !t.caller.known() && r.GetBody != nil {
+		if copied, err := r.GetBody(); err == nil {
+			body, err := io.ReadAll(io.LimitReader(copied, maxListBody))
+			_ = copied.Close()
+			if msg, derr := jsonrpc.DecodeMessage(body); err == nil && derr == nil {
+				if q, ok := msg.(*jsonrpc.Request); ok {
+					t.caller.learn(q.Method, q.Params)
+				}
+			}
+		}
+	}
+	return t.next.RoundTrip(r)
 }

@@ -160,3 +160,121 @@ func TestHTTPSessionRequest(t *testing.T) {
 		}
 	})
 }
+
+// statelessUpstream serves over streamable HTTP without sessions (so it
+// speaks 2026-07-28 to a link that asks for it) a tool "exact", whose
+// result holds a number a decoding into Go values would round and the
+// call's n, and a tool "headed", whose region argument the SDK's client
+// must also send in an Mcp-Param-Region header. seen keeps the headers of
+// each tools/call the upstream served.
+func statelessUpstream(t *testing.T, seen chan<- http.Header) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "stateless"}, nil)
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	s.AddTool(&mcp.Tool{Name: "exact", Annotations: readOnly,
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ N int }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(args.N)}},
+				StructuredContent: json.RawMessage(fmt.Sprintf(`{"id":12345678901234567891,"n":%d}`, args.N))}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "headed", Annotations: readOnly,
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "headed"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/call" {
+			select {
+			case seen <- r.Header.Clone():
+			default:
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestLatestHTTPLinkIsRaw: a tool's result from an HTTP upstream of
+// 2026-07-28 reaches clients of either generation, with sessions and
+// without, as the upstream wrote it, two tenants calling at once each
+// getting their own; the call carries the headers and _meta the protocol
+// asks of it (the upstream's SDK refuses it otherwise), and a tool whose
+// arguments travel in headers too still gets them.
+func TestLatestHTTPLinkIsRaw(t *testing.T) {
+	seen := make(chan http.Header, 64)
+	gw, sessions := httpGateway(t, statelessUpstream(t, seen), false, "")
+	stateless := httptest.NewServer(gw.Handler(true))
+	t.Cleanup(stateless.Close)
+	for _, c := range []struct{ version, url string }{
+		{"2025-11-25", sessions},
+		{"2026-07-28", sessions},
+		// A client of 2025-11-25 without sessions shares the link of
+		// 2026-07-28.
+		{"2025-11-25", stateless.URL + MCPPath},
+	} {
+		version, url := c.version, c.url
+		t.Run(version+" "+url, func(t *testing.T) {
+			errs := make(chan error, 2)
+			for i, key := range []string{"alice-key", "other-alice-key"} {
+				go func() {
+					var wire bytes.Buffer
+					transport := &mcp.LoggingTransport{Writer: &wire,
+						Transport: &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}}
+					cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), transport,
+						&mcp.ClientSessionOptions{ProtocolVersion: version})
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer cs.Close()
+					for n := i * 100; n < i*100+10; n++ {
+						res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exact", Arguments: map[string]any{"n": n}})
+						if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != fmt.Sprint(n) {
+							errs <- fmt.Errorf("%s's call %d: %v, %+v", key, n, err, res)
+							return
+						}
+						if want := fmt.Sprintf(`{"id":12345678901234567891,"n":%d}`, n); !strings.Contains(wire.String(), want) {
+							errs <- fmt.Errorf("%s's call %d: %s is not on the wire as the upstream wrote it:\n%s", key, n, want, wire.String())
+							return
+						}
+					}
+					// The client's SDK sends the header from the schema it listed.
+					if _, err := cs.ListTools(context.Background(), nil); err != nil {
+						errs <- err
+						return
+					}
+					res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "headed", Arguments: map[string]any{"region": "eu"}})
+					if err != nil || res.IsError {
+						errs <- fmt.Errorf("%s's headed call: %v, %+v", key, err, res)
+						return
+					}
+					errs <- nil
+				}()
+			}
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	close(seen)
+	regions := 0
+	for h := range seen {
+		if h.Get("Mcp-Protocol-Version") != "2026-07-28" || h.Get("Mcp-Name") == "" {
+			t.Errorf("a tools/call reached the upstream with headers %v", h)
+		}
+		if h.Get("Mcp-Name") == "headed" && h.Get("Mcp-Param-Region") == "eu" {
+			regions++
+		}
+	}
+	// Only links of 2026-07-28 send the headers: the clients of 2025-11-25
+	// with sessions are served on a link of their own protocol.
+	if regions != 4 {
+		t.Errorf("%d headed calls carried their region in a header, want 4", regions)
+	}
+}

@@ -14,15 +14,15 @@ import (
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
-// echoUpstream serves, over streamable HTTP, one read-only tool that
-// answers its arguments.
-func echoUpstream(b *testing.B) *httptest.Server {
+// echoUpstream serves, over streamable HTTP (with opts), one read-only
+// tool that answers its arguments.
+func echoUpstream(b *testing.B, opts *mcp.StreamableHTTPOptions) *httptest.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil)
 	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 		})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts))
 	b.Cleanup(srv.Close)
 	return srv
 }
@@ -30,7 +30,7 @@ func echoUpstream(b *testing.B) *httptest.Server {
 // BenchmarkUpstreamLeg compares a call to an HTTP upstream made by a plain
 // SDK client with the same call made by the gateway's upstream leg.
 func BenchmarkUpstreamLeg(b *testing.B) {
-	srv := echoUpstream(b)
+	srv := echoUpstream(b, nil)
 	ctx := context.Background()
 	args := json.RawMessage(`{"text":"hello"}`)
 	b.Run("sdk-client", func(b *testing.B) {
@@ -84,6 +84,26 @@ func BenchmarkUpstreamLeg(b *testing.B) {
 			callEcho(b, overHTTP(b, audited.Handler(false)), args)
 		})
 	})
+}
+
+// BenchmarkLatestHTTPUpstream is a call of a client of 2026-07-28, without
+// sessions, through the gateway to an HTTP upstream of 2026-07-28.
+func BenchmarkLatestHTTPUpstream(b *testing.B) {
+	srv := echoUpstream(b, &mcp.StreamableHTTPOptions{Stateless: true})
+	f, err := config.Parse("gateway.yaml", []byte("upstreams:\n  - name: echo\n    url: "+srv.URL+"\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw := startForBench(b, f, Options{})
+	front := httptest.NewServer(gw.Handler(true))
+	b.Cleanup(front.Close)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: front.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	callEcho(b, cs, json.RawMessage(`{"text":"hello"}`))
 }
 
 // BenchmarkChildUpstream is a client's call through the gateway to a

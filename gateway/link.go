@@ -170,12 +170,18 @@ func (u *upstream) ownLink(ctx context.Context, ss *mcp.ServerSession) (*mcp.Cli
 // version it asks for, "" for the latest.
 func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol string) (*mcp.ClientSession, error) {
 	transport, what, stderr := u.transport(peer == nil && protocol == "")
-	var wire *childConn
-	if child, _ := u.describe(); child {
-		// Only a child's connection can be wrapped: an HTTP upstream's
-		// tells the SDK things through methods only the SDK implements.
-		opened := func(c *childConn) { wire = c }
-		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: new(atomic.Int64), opened: opened}, extras: &u.extras}
+	side := rawSide{caller: new(clientMeta)}
+	switch t := transport.(type) {
+	case *mcp.StreamableClientTransport:
+		// An HTTP upstream's connection tells the SDK things through
+		// methods only the SDK implements, so it cannot be wrapped: what
+		// the link says of its client is read from its HTTP requests.
+		c := *t.HTTPClient
+		c.Transport = callerTrip{next: c.Transport, caller: side.caller}
+		t.HTTPClient = &c
+	default:
+		opened := func(c *childConn) { side.wire = c }
+		transport = extrasTransport{Transport: childTransport{Transport: transport, pending: new(atomic.Int64), caller: side.caller, opened: opened}, extras: &u.extras}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: u.version}, u.clientOptions(peer))
 	client.AddReceivingMiddleware(u.questions(peer))
@@ -190,20 +196,18 @@ func (u *upstream) dial(ctx context.Context, peer *mcp.ServerSession, protocol s
 		return nil, fmt.Errorf("upstream %q (%s): %s did not answer as an MCP server: %w; fix it in %s",
 			u.cfg.Name, u.where(), what, withStderr(err, stderr), u.where())
 	}
-	if wire != nil {
-		u.wiresMu.Lock()
-		if u.wires == nil {
-			u.wires = map[*mcp.ClientSession]*childConn{}
-		}
-		u.wires[cs] = wire
-		u.wiresMu.Unlock()
-		go func() {
-			_ = cs.Wait()
-			u.wiresMu.Lock()
-			delete(u.wires, cs)
-			u.wiresMu.Unlock()
-		}()
+	u.sidesMu.Lock()
+	if u.sides == nil {
+		u.sides = map[*mcp.ClientSession]rawSide{}
 	}
+	u.sides[cs] = side
+	u.sidesMu.Unlock()
+	go func() {
+		_ = cs.Wait()
+		u.sidesMu.Lock()
+		delete(u.sides, cs)
+		u.sidesMu.Unlock()
+	}()
 	if peer != nil {
 		u.forwardLevel(ctx, cs, peer)
 	} else if c := cs.InitializeResult().Capabilities; c != nil && c.Logging != nil && cs.InitializeResult().ProtocolVersion < protocolNew {
@@ -559,11 +563,22 @@ func heldCanShow(call *mcp.CallToolRequest, q *mcp.ElicitParams) bool {
 // notifications the upstream sent before its result to be passed on.
 const maxNotificationWait = time.Second
 
+// rawSide is what the gateway keeps of a link beside the SDK's client.
+type rawSide struct {
+	wire   *childConn  // the wrapped connection of a link to a child
+	caller *clientMeta // what the link's requests say of its client
+}
+
+// sideOf is link's raw side; zero for a link that is closed.
+func (u *upstream) sideOf(link *mcp.ClientSession) rawSide {
+	u.sidesMu.Lock()
+	defer u.sidesMu.Unlock()
+	return u.sides[link]
+}
+
 // wireOf is the wrapped connection of link, when link is to a child.
 func (u *upstream) wireOf(link *mcp.ClientSession) *childConn {
-	u.wiresMu.Lock()
-	defer u.wiresMu.Unlock()
-	return u.wires[link]
+	return u.sideOf(link).wire
 }
 
 // handled marks one counted notification of link as passed on.

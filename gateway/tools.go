@@ -219,6 +219,10 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool, was *mirroredToo
 		return res, nil
 	}
 	schema, _ := json.Marshal(adv.InputSchema)
+	headerBound := bytes.Contains(schema, []byte(`"x-mcp-header"`))
+	if headerBound {
+		u.headers.Store(upstreamName, true)
+	}
 	return &mirroredTool{
 		upstream:   u,
 		advertised: adv,
@@ -227,7 +231,7 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool, was *mirroredToo
 			return u.call(ctx, upstreamName, args, nil, repeatable)
 		},
 		handler:     handler,
-		headerBound: bytes.Contains(schema, []byte(`"x-mcp-header"`)),
+		headerBound: headerBound,
 	}, nil
 }
 

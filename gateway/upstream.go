@@ -83,11 +83,16 @@ type upstream struct {
 	levelsMu sync.Mutex
 	levels   map[*mcp.ServerSession]mcp.LoggingLevel
 
-	// wires are the wrapped connections of the links to a child, which
-	// count the notifications read and not yet passed on, and carry the
-	// calls whose results travel verbatim (see childConn).
-	wiresMu sync.Mutex
-	wires   map[*mcp.ClientSession]*childConn
+	// sides are the raw sides of the links: for a link to a child, its
+	// wrapped connection, which counts the notifications read and not yet
+	// passed on, and carries the calls whose results travel verbatim (see
+	// childConn); for every link, what its requests say of its client.
+	sidesMu sync.Mutex
+	sides   map[*mcp.ClientSession]rawSide
+	// headers holds, as keys, the upstream's names of the tools mirrored
+	// with an argument the SDK's client also sends in a header (see
+	// headed).
+	headers sync.Map
 
 	// heldCalls are the calls of clients of 2026-07-28 parked at a
 	// question of an upstream of an earlier protocol (see held.go).
@@ -378,6 +383,15 @@ func (u *upstream) tools(ctx context.Context, via *mcp.ClientSession) ([]*mcp.To
 	return out, err
 }
 
+// headed reports whether a call of the upstream's tool sends an argument
+// in a header as well, on a link of 2026-07-28 (the schema's x-mcp-header):
+// the SDK's client writes such headers from the tool's schema, so such a
+// call goes through it rather than on the link's raw side.
+func (u *upstream) headed(tool string) bool {
+	_, ok := u.headers.Load(tool)
+	return ok
+}
+
 func (u *upstream) log() *slog.Logger {
 	if u.logger != nil {
 		return u.logger
@@ -534,6 +548,10 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 // otherwise.
 func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verbatim, latest bool, params *mcp.CallToolParams, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 	wire := u.wireOf(cs)
+	var h *httpSession
+	if wire == nil && u.cfg.URL != "" {
+		h = u.httpLinkOf(cs)
+	}
 	var raw, body json.RawMessage
 	switch {
 	case v != nil && v.task != nil:
@@ -550,12 +568,10 @@ func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verba
 		if raw, err = wire.call(ctx, params, latest); err == nil {
 			res, err = v.plainResult(v.keep(raw), v.latest || v.older)
 		}
-	case v != nil && req != nil && u.cfg.URL != "" && !latest:
-		// The same on an HTTP upstream's session (httplink.go).
-		if body, err = callBody(params, nil); err == nil {
-			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
-				res, err = v.plainResult(v.keep(raw), v.latest || v.older)
-			}
+	case v != nil && req != nil && h != nil && h.ready(params.Name):
+		// The same on an HTTP upstream's link (httplink.go).
+		if raw, err = h.call(ctx, params); err == nil {
+			res, err = v.plainResult(v.keep(raw), v.latest || v.older)
 		}
 	default:
 		res, err = cs.CallTool(ctx, params)

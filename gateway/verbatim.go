@@ -22,20 +22,27 @@ import (
 // beyond the SDK's reading of each message, so an allowed call's result
 // travels verbatim when both legs allow it:
 //
-//   - the upstream is a child, whose connection the gateway wraps (an HTTP
-//     upstream's connection tells the SDK things through methods only the
-//     SDK can implement, so it stays unwrapped);
-//   - the link and the client speak the same generation of the protocol:
-//     both before 2026-07-28, so that neither SDK adds to the result on its
-//     way, or both 2026-07-28 on the lane (lane.go), which completes the
-//     result itself as the SDK's server would (a result type, the server's
-//     name in _meta);
+//   - the link has a raw side (httplink.go): a child's connection, which
+//     the gateway wraps, or an HTTP upstream's link, on which the gateway
+//     makes its own POSTs (its connection tells the SDK things through
+//     methods only the SDK can implement, so it stays unwrapped). On a
+//     link of 2026-07-28 the raw side carries a call once it knows what
+//     the SDK's client says of itself in each request (clientMeta), and
+//     over HTTP only for a tool none of whose arguments travel in headers
+//     too, which the SDK's client writes;
+//   - the client speaks the link's generation of the protocol, or an
+//     earlier one: both before 2026-07-28, so that neither SDK adds to the
+//     result on its way; both 2026-07-28 on the lane (lane.go), which
+//     completes the result itself as the SDK's server would (a result
+//     type, the server's name in _meta); or a client before 2026-07-28 on
+//     a link of 2026-07-28, whose result loses what that protocol added
+//     (sdkrules.Earlier);
 //   - the result is a plain one: not an error, and not asking the client
 //     for input. Those are decoded as before, because the gate reads them.
 //
-// Such a call does not go through the SDK's client at all: the wrapped
-// connection writes it with an id of the gateway's own and hands its
-// answer back as bytes (childConn.call), so the SDK neither encodes the
+// Such a call does not go through the SDK's client at all: the raw side
+// writes it with an id of the gateway's own and hands its answer back as
+// bytes (childConn.call, httpSession.call), so the SDK neither encodes the
 // request nor sees the response. The gate is given a stand-in result
 // (only what it reads: not an error, no input requests), and the
 // receiving middleware, or the lane, swaps the stand-in for the upstream's
@@ -212,6 +219,7 @@ func earlierProtocol(req mcp.Request) bool {
 type childTransport struct {
 	mcp.Transport
 	pending *atomic.Int64
+	caller  *clientMeta
 	opened  func(*childConn)
 }
 
@@ -220,7 +228,7 @@ func (t childTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &childConn{Connection: conn, pending: t.pending, calls: map[jsonrpc.ID]chan *jsonrpc.Response{}}
+	c := &childConn{Connection: conn, pending: t.pending, caller: t.caller, calls: map[jsonrpc.ID]chan *jsonrpc.Response{}}
 	if t.opened != nil {
 		t.opened(c)
 	}
@@ -239,41 +247,76 @@ type childConn struct {
 	calls   map[jsonrpc.ID]chan *jsonrpc.Response // the gateway's calls written and not yet answered
 	readErr error                                 // why reading stopped, once it has
 
-	// caller is what every request of 2026-07-28 says of its client in
-	// _meta (protocol version, client info, capabilities), as the SDK's
-	// client wrote it on this connection; nil until it wrote a request.
-	caller atomic.Pointer[map[string]json.RawMessage]
+	// caller is what the link's requests say of its client.
+	caller *clientMeta
+}
+
+// clientMeta is what every request of 2026-07-28 on a link says of its
+// client in _meta (protocol version, client info, capabilities), as the
+// SDK's client wrote it on the link; the gateway's own calls say it
+// again. It is learned from the SDK's small requests (server/discover,
+// the tools/list a link makes first), never by reading through a call's
+// arguments: a link of an earlier protocol has nothing to learn and would
+// scan every call.
+type clientMeta struct {
+	p atomic.Pointer[map[string]json.RawMessage] // nil until learned
 }
 
 // callerKeys are the _meta keys of a request of 2026-07-28 that describe
 // its client.
 var callerKeys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities}
 
+// learn reads what a request of method with params, which the SDK's
+// client wrote on the link, says of the client.
+func (m *clientMeta) learn(method string, params json.RawMessage) {
+	if method == "tools/call" || m.known() || !bytes.Contains(params, []byte(mcp.MetaKeyClientCapabilities)) {
+		return
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Meta[mcp.MetaKeyProtocolVersion] == nil {
+		return
+	}
+	caller := map[string]json.RawMessage{}
+	for _, k := range callerKeys {
+		if v, ok := p.Meta[k]; ok {
+			caller[k] = v
+		}
+	}
+	m.p.Store(&caller)
+}
+
+// known reports whether the link's client is known.
+func (m *clientMeta) known() bool { return m.p.Load() != nil }
+
+// sign says in params's _meta who the link's client is, as the SDK's
+// client would, leaving what params sets itself.
+func (m *clientMeta) sign(params *mcp.CallToolParams) {
+	caller := m.p.Load()
+	if caller == nil {
+		return
+	}
+	if params.Meta == nil {
+		params.Meta = mcp.Meta{}
+	}
+	for k, v := range *caller {
+		if _, set := params.Meta[k]; !set {
+			params.Meta[k] = v
+		}
+	}
+}
+
 // ready reports whether the connection can carry a call of the gateway's
 // own: on a link of 2026-07-28 (latest), once the SDK's client has said
 // in a request of its own who the client is, which the call says again.
 func (c *childConn) ready(latest bool) bool {
-	return !latest || c.caller.Load() != nil
+	return !latest || c.caller.known()
 }
 
 func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	// Learned from the SDK's small requests (the tools/list a link makes
-	// first), never by reading through a call's arguments: a link of an
-	// earlier protocol has nothing to learn and would scan every call.
-	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && r.Method != "tools/call" && c.caller.Load() == nil &&
-		bytes.Contains(r.Params, []byte(mcp.MetaKeyClientCapabilities)) {
-		var p struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		}
-		if json.Unmarshal(r.Params, &p) == nil && p.Meta[mcp.MetaKeyProtocolVersion] != nil {
-			caller := map[string]json.RawMessage{}
-			for _, k := range callerKeys {
-				if v, ok := p.Meta[k]; ok {
-					caller[k] = v
-				}
-			}
-			c.caller.Store(&caller)
-		}
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+		c.caller.learn(r.Method, r.Params)
 	}
 	return c.Connection.Write(ctx, msg)
 }
@@ -283,17 +326,8 @@ func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // its client), and returns the upstream's result as the upstream wrote
 // it, or its JSON-RPC error (a *jsonrpc.Error).
 func (c *childConn) call(ctx context.Context, params *mcp.CallToolParams, latest bool) (json.RawMessage, error) {
-	if caller := c.caller.Load(); latest && caller != nil {
-		// A link of 2026-07-28: the request says who its client is, as
-		// the SDK's client would say it (see ready).
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		for k, v := range *caller {
-			if _, set := params.Meta[k]; !set {
-				params.Meta[k] = v
-			}
-		}
+	if latest {
+		c.caller.sign(params)
 	}
 	body, err := callBody(params, nil)
 	if err != nil {

@@ -104,7 +104,7 @@ func TestChildConnCarriesTheGatewaysCalls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inner := &fakeConn{reads: make(chan jsonrpc.Message, 1), wrote: make(chan struct{}, 2)}
-			conn := &childConn{Connection: inner, pending: new(atomic.Int64), calls: map[jsonrpc.ID]chan *jsonrpc.Response{}}
+			conn := &childConn{Connection: inner, pending: new(atomic.Int64), caller: new(clientMeta), calls: map[jsonrpc.ID]chan *jsonrpc.Response{}}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			type outcome struct {
