@@ -226,7 +226,7 @@ func TestUpstreamConnectionPool(t *testing.T) {
 		if c != u.httpClient() {
 			t.Errorf("%s: a new client per connection", u.cfg.Name)
 		}
-		return c.Transport.(extrasTrip).next.(ownerTrip).next.(withHeaders).next.(*http.Transport)
+		return c.Transport.(extrasTrip).next.(ownerTrip).next.(refusalTrip).next.(withHeaders).next.(*http.Transport)
 	}
 	pa, pb := poolOf(a), poolOf(b)
 	if pa == http.DefaultTransport || pa == pb {

@@ -351,10 +351,105 @@ func (h *httpSession) post(ctx context.Context, method, name string, body []byte
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		resp.Body.Close()
-		return nil, fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
+		defer resp.Body.Close()
+		return nil, h.refusal(resp)
 	}
 	return resp, nil
+}
+
+// refusal is the error of a request the upstream answered with an HTTP
+// status other than 200 or 202 (a refused call reaches post as its
+// JSON-RPC error: see refusalTrip). A session the upstream no longer knows
+// (404) loses the link.
+func (h *httpSession) refusal(resp *http.Response) error {
+	if resp.StatusCode == http.StatusNotFound && h.id != "" {
+		return fmt.Errorf("%w: the upstream no longer knows the session (HTTP 404)", mcp.ErrConnectionClosed)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
+	if m, err := jsonrpc.DecodeMessage(b); err == nil {
+		if r, ok := m.(*jsonrpc.Response); ok && r.Error != nil {
+			return r.Error
+		}
+	}
+	return fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
+}
+
+// maxRefusalBody bounds what of a refusal's body the gateway reads.
+const maxRefusalBody = 4 << 10
+
+// codeRefused is the JSON-RPC error code of a call an HTTP upstream
+// refused by its HTTP status (see refusalTrip); the status is its data.
+const codeRefused = -32090
+
+// refusalTrip turns an HTTP upstream's refusal of one call by its HTTP
+// status (413 for a body over its limit, 503 for a moment's overload),
+// with no JSON-RPC error in the body, into that call's JSON-RPC error:
+// the SDK's client would otherwise break the link for it, and the gateway
+// drop it, failing every other caller's call in flight on it. What
+// concerns the link rather than the call is left as it was answered: a
+// session the upstream no longer knows (404 on a session), credentials it
+// does not take (401, 403), and the requests that open a link.
+type refusalTrip struct{ next http.RoundTripper }
+
+func (t refusalTrip) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	// A redirect is the client's to follow (see httpClient).
+	if err != nil || resp.StatusCode < 400 || r.Method != http.MethodPost || r.GetBody == nil ||
+		resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
+		(resp.StatusCode == http.StatusNotFound && r.Header.Get(sessionIDHeader) != "") {
+		return resp, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if m, err := jsonrpc.DecodeMessage(body); err == nil {
+		if a, ok := m.(*jsonrpc.Response); ok && a.Error != nil {
+			return resp, nil // the upstream's own answer
+		}
+	}
+	q := refusedCall(r)
+	if q == nil {
+		return resp, nil
+	}
+	data, _ := json.Marshal(map[string]int{"status": resp.StatusCode})
+	msg, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: q.ID, Error: &jsonrpc.Error{Code: codeRefused,
+		Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body))), Data: data}})
+	if err != nil {
+		return resp, nil
+	}
+	return &http.Response{Status: "200 OK", StatusCode: http.StatusOK, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(msg)),
+		ContentLength: int64(len(msg)), Request: r}, nil
+}
+
+// refusedCall is the call r carries, unless it opens a link; nil when r
+// carries no call.
+func refusedCall(r *http.Request) *jsonrpc.Request {
+	copied, err := r.GetBody()
+	if err != nil {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(copied, maxUpstreamMessage))
+	_ = copied.Close()
+	if err != nil {
+		return nil
+	}
+	m, err := jsonrpc.DecodeMessage(b)
+	q, ok := m.(*jsonrpc.Request)
+	if err != nil || !ok || !q.IsCall() || q.Method == "initialize" || q.Method == "server/discover" {
+		return nil
+	}
+	return q
+}
+
+// refusedStatus is the HTTP status by which the upstream refused a call,
+// when e says it did.
+func refusedStatus(e *jsonrpc.Error) (int, bool) {
+	var d struct{ Status int }
+	if e.Code != codeRefused || json.Unmarshal(e.Data, &d) != nil || d.Status == 0 {
+		return 0, false
+	}
+	return d.Status, true
 }
 
 // answerTo reads b, a JSON body, as the answer to the request id.

@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/config"
 )
 
@@ -276,5 +279,91 @@ func TestLatestHTTPLinkIsRaw(t *testing.T) {
 	// with sessions are served on a link of their own protocol.
 	if regions != 4 {
 		t.Errorf("%d headed calls carried their region in a header, want 4", regions)
+	}
+}
+
+// TestAnHTTPRefusalIsOneCalls: an HTTP upstream that refuses one tenant's
+// call with an HTTP status (a body over its limit, 413; a moment's
+// overload, 503) refuses that call alone: another tenant's call in flight
+// on the same link finishes, the link stays open, and the refused caller
+// learns the status, not that the server is down. A JSON-RPC error in the
+// refusal's body that answers the call is the upstream's answer, with its
+// code; its words stay in the gateway's log.
+func TestAnHTTPRefusalIsOneCalls(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		stateless bool
+		refusal   func(w http.ResponseWriter, id json.RawMessage)
+		code      interlock.Code
+		says      string
+	}{
+		{"413 on a session", false, func(w http.ResponseWriter, _ json.RawMessage) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		}, interlock.CodeUpstreamError, "HTTP 413"},
+		{"413 without sessions", true, func(w http.ResponseWriter, _ json.RawMessage) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		}, interlock.CodeUpstreamError, "HTTP 413"},
+		{"503", false, func(w http.ResponseWriter, _ json.RawMessage) {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		}, interlock.CodeUpstreamUnavailable, "HTTP 503"},
+		// The TypeScript SDK's servers answer a request they refuse so.
+		{"a JSON-RPC error of no request in a 400", false, func(w http.ResponseWriter, _ json.RawMessage) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: secret internals"},"id":null}`)
+		}, interlock.CodeUpstreamError, "HTTP 400"},
+		{"the call's JSON-RPC error in a 400", false, func(w http.ResponseWriter, id json.RawMessage) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"secret internals"}}`, id)
+		}, interlock.CodeValidationFailed, "rejected the arguments"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := mcp.NewServer(&mcp.Implementation{Name: "limited"}, nil)
+			s.AddTool(&mcp.Tool{Name: "put", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+				func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					if bytes.Contains(req.Params.Arguments, []byte("slow")) {
+						time.Sleep(300 * time.Millisecond)
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "put"}}}, nil
+				})
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: c.stateless})
+			var opened atomic.Int32
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(b))
+				switch {
+				case bytes.Contains(b, []byte(`"initialize"`)), bytes.Contains(b, []byte(`"server/discover"`)):
+					opened.Add(1)
+				case bytes.Contains(b, []byte("huge")):
+					var m struct{ ID json.RawMessage }
+					_ = json.Unmarshal(b, &m)
+					c.refusal(w, m.ID)
+					return
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(up.Close)
+			_, url := httpGateway(t, up.URL, false, "")
+			alice, other := dial(t, nil, url, "alice-key", nil), dial(t, nil, url, "other-alice-key", nil)
+			before := opened.Load()
+
+			slow := make(chan *mcp.CallToolResult, 1)
+			go func() { slow <- call(t, alice, "put", map[string]any{"what": "slow"}) }()
+			time.Sleep(50 * time.Millisecond)
+			refused := call(t, other, "put", map[string]any{"what": "huge"})
+			if b := body(t, refused); b.Code != c.code || !strings.Contains(b.Message, c.says) || strings.Contains(b.Message, "secret") {
+				t.Errorf("the refused call answered %+v, want %s saying %q", b, c.code, c.says)
+			}
+			if res := <-slow; res.IsError {
+				t.Errorf("the other tenant's call in flight: %+v", body(t, res))
+			}
+			if res := call(t, other, "put", map[string]any{"what": "small"}); res.IsError {
+				t.Errorf("the next call after the refusal: %+v", body(t, res))
+			}
+			if n := opened.Load(); n != before {
+				t.Errorf("the link was opened %d more times for one refused call", n-before)
+			}
+		})
 	}
 }

@@ -266,7 +266,7 @@ func (u *upstream) httpClient() *http.Client {
 	pool.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 	origin, _ := url.Parse(u.cfg.URL)
 	u.client = &http.Client{
-		Transport: extrasTrip{next: ownerTrip{next: withHeaders{headers: u.cfg.Headers, next: pool}}, extras: &u.extras},
+		Transport: extrasTrip{next: ownerTrip{next: refusalTrip{next: withHeaders{headers: u.cfg.Headers, next: pool}}}, extras: &u.extras},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if !sameOrigin(req.URL, origin) {
 				u.log().Warn("refused a redirect to another origin: the upstream's headers are sent only to its configured origin",
@@ -660,6 +660,10 @@ func (u *upstream) outcome(ctx context.Context, link *mcp.ClientSession, name st
 func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedOut bool) *interlock.Error {
 	var rpcErr *jsonrpc.Error
 	answered := errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport
+	var refused int // the HTTP status of a refusal
+	if answered {
+		refused, _ = refusedStatus(rpcErr)
+	}
 	switch {
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		u.forget(cs)
@@ -682,6 +686,21 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 			Message: fmt.Sprintf("The server behind %s rejected the arguments.", name),
 			Hint:    fmt.Sprintf("Check the arguments against the input schema of %s, then call it again; the operator's log has the server's reason.", name),
 			Err:     err,
+		}
+	case answered && refused >= 500, answered && refused == http.StatusTooManyRequests:
+		return &interlock.Error{
+			Code:    interlock.CodeUpstreamUnavailable,
+			Message: fmt.Sprintf("The server behind %s could not take the call (HTTP %d); it may or may not have run.", name, refused),
+			Hint:    "Check the current state with a read-only tool before retrying, then retry in a few seconds.",
+			Err:     err,
+		}
+	case answered && refused != 0:
+		return &interlock.Error{
+			Code: interlock.CodeUpstreamError,
+			Message: fmt.Sprintf("The server behind %s refused the call (HTTP %d); its reason is in the gateway's log (upstream %s), not passed on.",
+				name, refused, u.cfg.Name),
+			Hint: "Do not send the same call again: change what the server refused (its size, its arguments), or tell the operator.",
+			Err:  err,
 		}
 	case !answered && u.cfg.URL != "":
 		// Not an answer from the server but a failure to reach it (a
@@ -717,10 +736,14 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 // passed is the JSON-RPC error the upstream answered a call with, as its
 // client is to get it, when the upstream passes its errors through
 // (pass_errors): its code, and its message made valid UTF-8 and bounded as
-// a log record's. nil otherwise, and for every other failure.
+// a log record's. nil otherwise, and for every other failure (a call
+// refused by an HTTP status is one: see refusalTrip).
 func (u *upstream) passed(err error) *jsonrpc.Error {
 	var rpcErr *jsonrpc.Error
 	if !u.cfg.PassErrors || !errors.As(err, &rpcErr) || rpcErr.Code == codeRejectedByTransport {
+		return nil
+	}
+	if _, refused := refusedStatus(rpcErr); refused {
 		return nil
 	}
 	return &jsonrpc.Error{Code: rpcErr.Code, Message: logText(rpcErr.Message)}
