@@ -140,8 +140,8 @@ func (h *httpSession) send(ctx context.Context, method, name string, params json
 		}
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+		defer resp.Body.Close()
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamMessage))
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading the answer to %s: %v", mcp.ErrConnectionClosed, method, err)
@@ -163,15 +163,35 @@ func (h *httpSession) send(ctx context.Context, method, name string, params json
 		msg := bytes.Clone(data.Bytes())
 		data.Reset()
 		if res, done, err := h.handle(ctx, id, msg); done {
+			drain(resp.Body)
 			return res, err
 		}
 	}
+	resp.Body.Close()
 	if ctx.Err() != nil {
 		h.cancel(ctx, id)
 		return nil, ctx.Err()
 	}
 	return nil, fmt.Errorf("%w: the stream of %s ended without its answer", mcp.ErrConnectionClosed, method)
 }
+
+// drain reads what is left of a request's event stream after its answer,
+// and closes it: a connection whose body was read to its end goes back to
+// the pool, where one closed unread is closed, and the next request would
+// open another. The upstream ends the stream right after the answer (the
+// end is most often read with it); a stream still open after
+// maxDrainWait is closed, its connection with it. Draining off the
+// caller's way would not do: the caller's next request would find the
+// connection still busy, and open another.
+func drain(body io.ReadCloser) {
+	stop := time.AfterFunc(maxDrainWait, func() { body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxUpstreamMessage))
+	stop.Stop()
+	body.Close()
+}
+
+// maxDrainWait bounds how long drain waits for a stream to end.
+const maxDrainWait = 10 * time.Millisecond
 
 // cancel tells the upstream that the request id was cancelled, as the
 // SDK's client does: best effort, and off the caller's way.
@@ -185,7 +205,7 @@ func (h *httpSession) cancel(ctx context.Context, id jsonrpc.ID) {
 			return
 		}
 		if resp, err := h.post(nctx, "notifications/cancelled", "", note); err == nil {
-			resp.Body.Close()
+			drain(resp.Body)
 		}
 	}()
 }

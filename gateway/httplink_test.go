@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -363,6 +364,45 @@ func TestAnHTTPRefusalIsOneCalls(t *testing.T) {
 			}
 			if n := opened.Load(); n != before {
 				t.Errorf("the link was opened %d more times for one refused call", n-before)
+			}
+		})
+	}
+}
+
+// TestRawLinkKeepsItsConnection: the calls a client makes one after
+// another on an HTTP upstream's link go over one connection, which the
+// gateway reads to the end of each call's stream and so gets back; one
+// closed unread would make each next call open another.
+func TestRawLinkKeepsItsConnection(t *testing.T) {
+	for _, c := range []struct {
+		upstream, client string
+		stateless        bool
+	}{
+		{"on a session", "2025-11-25", false},
+		{"without sessions", "2025-11-25", true},
+		{"without sessions", "2026-07-28", true},
+	} {
+		t.Run(c.upstream+", a client of "+c.client, func(t *testing.T) {
+			var conns atomic.Int32
+			srv := httptest.NewUnstartedServer(echoHandler(&mcp.StreamableHTTPOptions{Stateless: c.stateless}))
+			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			t.Cleanup(srv.Close)
+			_, url := httpGateway(t, srv.URL, false, "")
+			cs := dial(t, nil, url, "alice-key", &mcp.ClientSessionOptions{ProtocolVersion: c.client})
+			call(t, cs, "echo", map[string]any{})
+			before := conns.Load()
+			for range 50 {
+				if res := call(t, cs, "echo", map[string]any{}); res.IsError {
+					t.Fatalf("call: %+v", body(t, res))
+				}
+			}
+			if n := conns.Load() - before; n > 1 {
+				t.Errorf("50 calls one after another opened %d connections to the upstream", n)
 			}
 		})
 	}

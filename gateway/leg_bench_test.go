@@ -14,17 +14,22 @@ import (
 	"github.com/interlock-mcp/interlock/sqlite"
 )
 
-// echoUpstream serves, over streamable HTTP (with opts), one read-only
-// tool that answers its arguments.
+// echoUpstream serves, over streamable HTTP (with opts), echoHandler.
 func echoUpstream(b *testing.B, opts *mcp.StreamableHTTPOptions) *httptest.Server {
+	srv := httptest.NewServer(echoHandler(opts))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+// echoHandler serves, over streamable HTTP (with opts), one read-only tool
+// that answers its arguments.
+func echoHandler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	s := mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil)
 	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 		})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts))
-	b.Cleanup(srv.Close)
-	return srv
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
 }
 
 // BenchmarkUpstreamLeg compares a call to an HTTP upstream made by a plain
