@@ -50,7 +50,7 @@ func proxyVariants(s *setup) []*variant {
 			return servedOf(front("stdio:" + s.self + " echo"))
 		}},
 		{name: name + "-http-upstream", base: "direct-http", start: func() (*served, error) {
-			return s.beforeEcho(front)
+			return s.beforeEcho(false, front)
 		}},
 	}
 }

@@ -131,10 +131,13 @@ func (s *setup) variants() []*variant {
 			return latest(s.gatewayHTTP(s.stdioUpstream()))
 		}},
 		{name: "interlock-http-upstream", base: "direct-http", start: func() (*served, error) {
-			return s.beforeEcho(func(url string) (*httpServed, error) { return s.gatewayHTTP("url: " + url) })
+			return s.beforeEcho(false, func(url string) (*httpServed, error) { return s.gatewayHTTP("url: " + url) })
+		}},
+		{name: "interlock-2026-http-upstream", base: "direct-2026", start: func() (*served, error) {
+			return s.beforeEcho(true, func(url string) (*httpServed, error) { return latestHTTP(s.gatewayHTTP("url: " + url)) })
 		}},
 		{name: "sdk-proxy-http-upstream", base: "direct-http", start: func() (*served, error) {
-			return s.beforeEcho(func(url string) (*httpServed, error) {
+			return s.beforeEcho(false, func(url string) (*httpServed, error) {
 				cmd := exec.Command(s.self, "sdkproxy", "-upstream", url)
 				out, err := cmd.StdoutPipe()
 				if err != nil {
@@ -163,10 +166,11 @@ func (s *setup) variants() []*variant {
 	return append(vs, proxyVariants(s)...)
 }
 
-// beforeEcho starts the echo server on HTTP and, in front of it, what
-// front starts given the echo server's URL; stopping the front stops both.
-func (s *setup) beforeEcho(front func(url string) (*httpServed, error)) (*served, error) {
-	up, err := s.echoHTTP(false)
+// beforeEcho starts the echo server on HTTP (without sessions when
+// stateless) and, in front of it, what front starts given the echo
+// server's URL; stopping the front stops both.
+func (s *setup) beforeEcho(stateless bool, front func(url string) (*httpServed, error)) (*served, error) {
+	up, err := s.echoHTTP(stateless)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +282,19 @@ func connectHTTP(url, protocol string) func(context.Context) (*mcp.ClientSession
 // latest has h's clients speak the latest protocol, 2026-07-28, without
 // sessions.
 func latest(h *httpServed, err error) (*served, error) {
+	if h, err = latestHTTP(h, err); err != nil {
+		return nil, err
+	}
+	return h.served, nil
+}
+
+// latestHTTP makes h's clients speak 2026-07-28, without sessions.
+func latestHTTP(h *httpServed, err error) (*httpServed, error) {
 	if err != nil {
 		return nil, err
 	}
 	h.connect = connectHTTP(h.url, "")
-	return h.served, nil
+	return h, nil
 }
 
 func (s *setup) echoHTTP(stateless bool) (*httpServed, error) {
