@@ -407,3 +407,44 @@ func TestRawLinkKeepsItsConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestAStreamKeptOpenAfterItsAnswer: an upstream that answers a call on
+// its event stream and keeps the stream open, trickling comments, does
+// not hold the call: the gateway stops reading it soon after the answer.
+func TestAStreamKeptOpenAfterItsAnswer(t *testing.T) {
+	up := handRolledUpstream(t, func(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, _ []byte) {
+		result := map[string]string{
+			"initialize": `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"open","version":"1"}}`,
+			"tools/list": `{"tools":[{"name":"hold","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}`,
+			"tools/call": `{"content":[{"type":"text","text":"answered"}]}`,
+		}[method]
+		if result == "" {
+			result = "{}"
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", id, result)
+		w.(http.Flusher).Flush()
+		if method != "tools/call" {
+			return
+		}
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Millisecond):
+				fmt.Fprint(w, ": still here\n\n")
+				w.(http.Flusher).Flush()
+			}
+		}
+	})
+	_, url := httpGateway(t, up.URL, false, "")
+	cs := dial(t, nil, url, "alice-key", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{}})
+		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "answered" {
+			t.Fatalf("a call whose stream stays open: %v, %+v", err, res)
+		}
+	}
+}
