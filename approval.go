@@ -19,6 +19,10 @@ import (
 // the rule says otherwise.
 const DefaultApprovalTimeout = 15 * time.Minute
 
+// DefaultMaxPending is how many approvals under one rule a caller may have
+// waiting at once, unless the decision says otherwise.
+const DefaultMaxPending = 10
+
 // approvalKey binds an approval to a call and to the rule that asks for
 // it (ruleDigest): a rule that changes asks its approvers anew.
 func approvalKey(c *Call, ruleDigest string) (string, error) {
@@ -93,6 +97,9 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 	if err != nil {
 		return nil, false, nil, err
 	}
+	if err := g.underPendingLimit(ctx, c, d, key); err != nil {
+		return nil, false, nil, err
+	}
 	now := time.Now()
 	candidate := &approval.Approval{ID: approval.NewID("apr_"), Key: key, Tenant: c.Tenant, Principal: c.Principal, Tool: c.Tool,
 		Upstream: c.Upstream, Rule: d.Rule, RuleDigest: digest, Args: g.redactedArgs(c), Summary: summary,
@@ -111,6 +118,44 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 		}
 	}
 	return a, a.ID == candidate.ID, lapsed, nil
+}
+
+// underPendingLimit refuses to ask for a new approval for c once its
+// caller has the decision's most approvals under its rule waiting: each new
+// one tells every approver, and an agent looping over new arguments would
+// flood them. A call whose identical approval is waiting (key) asks for
+// nothing new. Concurrent first calls may pass the limit by a few.
+func (g *Gate) underPendingLimit(ctx context.Context, c *Call, d Decision, key string) error {
+	limit := d.MaxPending
+	if limit <= 0 {
+		limit = DefaultMaxPending
+	}
+	pending, err := g.approvals.store.List(ctx)
+	if err != nil {
+		return confirmationStoreDown(c, err)
+	}
+	now, waiting := time.Now(), 0
+	for _, a := range pending {
+		if a.State(now) != approval.Pending || a.Tenant != c.Tenant || a.Principal != c.Principal {
+			continue
+		}
+		if a.Key == key {
+			return nil
+		}
+		if a.Rule == d.Rule {
+			waiting++
+		}
+	}
+	if waiting < limit {
+		return nil
+	}
+	return &Error{
+		Code: CodeRateLimited,
+		Message: fmt.Sprintf("You already have %d approvals waiting under rule %q, the most it allows at once, so no approval was asked for %s and it did not run.",
+			waiting, d.Rule, c.Tool),
+		Hint: "Do not try other arguments: wait until the approvers decide the calls already waiting (call them again to learn their state), " +
+			"or ask the user.",
+	}
 }
 
 // decided is what a decided approval a means for c: an approved one is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -227,5 +228,63 @@ func TestApprovalURLIsShown(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the approval URL was not shown")
+	}
+}
+
+// TestPendingApprovalsPerCaller: a caller may have at most the rule's
+// max_pending approvals waiting at once (DefaultMaxPending when it says
+// none), so an agent looping over new arguments cannot flood the
+// approvers; the same call again, another tenant's principal of the same
+// name, and a new call once one is decided still get their approval.
+func TestPendingApprovalsPerCaller(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		maxPending, limit int
+	}{{3, 3}, {0, DefaultMaxPending}} {
+		t.Run(fmt.Sprintf("max_pending %d", tt.maxPending), func(t *testing.T) {
+			d := Decision{Mode: ModeApproval, Rule: "large-refunds", Approvers: []string{"bob"}, MaxPending: tt.maxPending,
+				Summarize: func(any) string { return "Refund." }}
+			var rec recorder
+			gate := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet})
+			tool, _ := NewTool("refund_invoice", "", HintsOf(nil), nil)
+			call := func(id Identity, amount int) Body {
+				args := fmt.Sprintf(`{"invoice_id":"inv_1001","amount":%d}`, amount)
+				return BodyOfResult(gate.Call(ctx, tool, id, json.RawMessage(args), rec.run))
+			}
+			var first string
+			for amount := range tt.limit {
+				b := call(alice, amount)
+				if b.Code != CodeApprovalPending {
+					t.Fatalf("approval %d of %d: %+v", amount+1, tt.limit, b)
+				}
+				if amount == 0 {
+					first = b.ApprovalID
+				}
+			}
+			over := call(alice, tt.limit)
+			if over.Code != CodeRateLimited || !strings.Contains(over.Message, fmt.Sprintf("%d approvals waiting", tt.limit)) {
+				t.Errorf("one more than the limit: %+v", over)
+			}
+			if pending, _ := gate.Approvals().Store().List(ctx); len(pending) != tt.limit {
+				t.Errorf("%d approvals waiting for the approver, want %d", len(pending), tt.limit)
+			}
+			if again := call(alice, 0); again.Code != CodeApprovalPending || again.ApprovalID != first {
+				t.Errorf("the first call again: %+v", again)
+			}
+			for _, other := range []Identity{{Principal: "alice", Tenant: "globex"}, {Principal: "erin", Tenant: "acme"}} {
+				if b := call(other, tt.limit); b.Code != CodeApprovalPending {
+					t.Errorf("%+v, with none waiting: %+v", other, b)
+				}
+			}
+			if _, err := gate.Approvals().Decide(ctx, first, bob, approval.Deny, ""); err != nil {
+				t.Fatal(err)
+			}
+			if b := call(alice, tt.limit); b.Code != CodeApprovalPending {
+				t.Errorf("once one is decided: %+v", b)
+			}
+			if rec.runs.Load() != 0 {
+				t.Errorf("%d calls ran", rec.runs.Load())
+			}
+		})
 	}
 }

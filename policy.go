@@ -109,6 +109,9 @@ type Decision struct {
 	// RequirePasskey accepts only decisions the approver signed with their
 	// passkey in the console, over a challenge bound to the approval.
 	RequirePasskey bool
+	// MaxPending is how many approvals under the rule one caller may have
+	// waiting at once; DefaultMaxPending when zero.
+	MaxPending int
 }
 
 // DefaultRule is the rule name records and tests give a decision that no

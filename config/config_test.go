@@ -60,6 +60,8 @@ func TestParseErrors(t *testing.T) {
 		{"preview without tool", "rules:\n  - name: p\n    mode: token\n    preview:\n      args: {id: args.id}\n", []string{`policy.yaml:4: rule "p": preview needs tool`}},
 		{"form key outside elicit", "rules:\n  - name: f\n    mode: flag\n    confirm: sure\n    type_back: x\n", []string{`policy.yaml:4: rule "f": confirm applies only to mode elicit`, `policy.yaml:5: rule "f": type_back applies only to mode elicit`}},
 		{"require_passkey outside approval", "rules:\n  - name: p\n    mode: flag\n    require_passkey: true\n", []string{`policy.yaml:4: rule "p": require_passkey applies only to mode approval`}},
+		{"max_pending outside approval", "rules:\n  - name: p\n    mode: token\n    max_pending: 5\n", []string{`policy.yaml:4: rule "p": max_pending applies only to mode approval`}},
+		{"max_pending below one", "rules:\n  - name: p\n    mode: approval\n    approvers: [bob]\n    max_pending: -1\n", []string{`policy.yaml:5: rule "p": max_pending must be between 1 and 10000`}},
 		{"choice without options", "rules:\n  - name: c\n    mode: elicit\n    choices:\n      env: {title: x}\n", []string{`policy.yaml:5: rule "c": choice env needs options`}},
 		{"fallback", "rules:\n  - name: e\n    mode: elicit\n    fallback: allow\n", []string{`policy.yaml:4: rule "e": fallback must be token or deny`}},
 		{"upstream without command", "upstreams:\n  - name: gh\n", []string{`policy.yaml:2: upstream "gh" has no command`}},

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/interlock-mcp/interlock/config"
+	"github.com/interlock-mcp/interlock/sqlite"
 )
 
 func get(t *testing.T, url, key string) (int, map[string]any) {
@@ -194,4 +197,49 @@ auth:
     - {sha256: %s, principal: bob}
 rules:
 `, HashKey("alice-key"), HashKey("bob-key"))+strings.TrimPrefix(rules, "\n"), "fx")
+}
+
+// TestPendingLimitPerCaller: two tenants' principals of one name, each
+// asking at once for approvals of new arguments on a SQLite store, each get
+// the rule's max_pending of their own, then RATE_LIMITED (429) without a
+// new approval; a call already waiting still answers its approval.
+func TestPendingLimitPerCaller(t *testing.T) {
+	approvals, err := sqlite.OpenApprovals(t.Context(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { approvals.Close() })
+	// The task tests' alice of acme and alice of tenant other, whose wipes
+	// bob approves, at most three waiting at once.
+	f := testConfig(t, strings.Replace(taskRules, "approvers: [bob]\n", "approvers: [bob]\n    max_pending: 3\n", 1), "fx")
+	gw := newGateway(t, f, Options{Logger: quiet, Getenv: testEnv("false"), Approvals: approvals})
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	wipe := func(key string, n int) (int, map[string]any) {
+		return post(t, srv.URL+"/v1/tools/wipe/call", key, fmt.Sprintf(`{"arguments":{"target":"t%d"}}`, n))
+	}
+	var wg sync.WaitGroup
+	for _, key := range []string{"alice-key", "other-alice-key"} {
+		wg.Go(func() {
+			for n := range 3 {
+				if status, body := wipe(key, n); status != http.StatusAccepted || body["code"] != "APPROVAL_PENDING" {
+					t.Errorf("%s, approval %d: %d %v", key, n+1, status, body)
+				}
+			}
+			if status, body := wipe(key, 3); status != http.StatusTooManyRequests || body["code"] != "RATE_LIMITED" {
+				t.Errorf("%s, one past the limit: %d %v", key, status, body)
+			}
+			if status, body := wipe(key, 0); status != http.StatusAccepted || body["code"] != "APPROVAL_PENDING" {
+				t.Errorf("%s, a call already waiting: %d %v", key, status, body)
+			}
+		})
+	}
+	wg.Wait()
+	if pending, err := approvals.List(t.Context()); err != nil || len(pending) != 6 {
+		t.Errorf("%d approvals stored (%v), want 3 for each tenant", len(pending), err)
+	}
 }

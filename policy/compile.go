@@ -275,6 +275,8 @@ func (r *Rule) compileForm(fail func(string, string, ...any), isSecret func(stri
 		fail("require_passkey", "require_passkey applies only to mode approval")
 	} else if r.RunWithin != "" {
 		fail("run_within", "run_within applies only to mode approval")
+	} else if r.MaxPending != 0 {
+		fail("max_pending", "max_pending applies only to mode approval")
 	}
 	if r.Mode != interlock.ModeElicit {
 		for _, f := range []struct {
@@ -336,6 +338,9 @@ func (r *Rule) compileApproval(fail func(string, string, ...any)) {
 		if strings.TrimSpace(a) == "" || a == "group:" {
 			fail("approvers", "an approver must name a principal or a group (group:NAME)")
 		}
+	}
+	if r.MaxPending < 0 || r.MaxPending > 10000 {
+		fail("max_pending", "max_pending must be between 1 and 10000")
 	}
 	if r.Quorum < 0 || r.Quorum > 100 {
 		fail("quorum", "quorum must be between 1 and 100")

@@ -108,6 +108,7 @@ func (r *Rule) decision(c *interlock.Call, isSecret func(string) bool, log *slog
 	d.Summarize = func(preview any) string { return r.render(c, preview, isSecret, log) }
 	if d.Mode == interlock.ModeApproval {
 		d.Timeout, d.Approvers, d.Quorum, d.RequirePasskey, d.RunWithin = r.timeout, r.Approvers, r.Quorum, r.RequirePasskey, r.runWithin
+		d.MaxPending = r.MaxPending
 	}
 	if d.Mode == interlock.ModeElicit {
 		d.Fallback, d.Timeout = r.Fallback, r.timeout

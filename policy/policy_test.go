@@ -265,16 +265,19 @@ func TestCELErrorShowsWhereAndWhat(t *testing.T) {
 	}
 }
 
-func TestRequirePasskeyReachesTheDecision(t *testing.T) {
+// TestApprovalFieldsReachTheDecision: require_passkey and max_pending of
+// an approval rule are the decision's.
+func TestApprovalFieldsReachTheDecision(t *testing.T) {
 	f := parse(t, "rules:\n"+
-		"  - {name: signed, mode: approval, approvers: [bob], require_passkey: true, match: {tools: [wire_money]}}\n"+
+		"  - {name: signed, mode: approval, approvers: [bob], require_passkey: true, max_pending: 3, match: {tools: [wire_money]}}\n"+
 		"  - {name: plain, mode: approval, approvers: [bob], match: {tools: [send_reminder]}}\n")
 	tests := []struct {
-		tool string
-		want bool
+		tool       string
+		passkey    bool
+		maxPending int
 	}{
-		{"wire_money", true},
-		{"send_reminder", false},
+		{"wire_money", true, 3},
+		{"send_reminder", false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
@@ -282,8 +285,9 @@ func TestRequirePasskeyReachesTheDecision(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Mode != interlock.ModeApproval || d.RequirePasskey != tt.want {
-				t.Errorf("Decide(%s) = mode %s, RequirePasskey %t; want approval, %t", tt.tool, d.Mode, d.RequirePasskey, tt.want)
+			if d.Mode != interlock.ModeApproval || d.RequirePasskey != tt.passkey || d.MaxPending != tt.maxPending {
+				t.Errorf("Decide(%s) = mode %s, RequirePasskey %t, MaxPending %d; want approval, %t, %d",
+					tt.tool, d.Mode, d.RequirePasskey, d.MaxPending, tt.passkey, tt.maxPending)
 			}
 		})
 	}

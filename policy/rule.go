@@ -59,6 +59,10 @@ type Rule struct {
 	// RunWithin bounds how long an approved call may wait to run, from
 	// the vote that approved it; the timeout when absent.
 	RunWithin string `yaml:"run_within"`
+	// MaxPending is how many approvals under the rule one caller may have
+	// waiting at once (interlock.DefaultMaxPending when absent): each new
+	// one tells every approver.
+	MaxPending int `yaml:"max_pending"`
 	// Optional names arguments the rule's when, summary and preview may
 	// read although some tool it matches does not take them: interlock
 	// check --connect then does not report them.
