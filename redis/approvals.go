@@ -69,6 +69,11 @@ func getJSON[T any](ctx context.Context, c goredis.Cmdable, key string, unknown 
 	if err != nil {
 		return nil, fmt.Errorf("redis store: reading %s: %w", key, err)
 	}
+	return decodeJSON[T](key, b)
+}
+
+// decodeJSON decodes b, the value at key.
+func decodeJSON[T any](key string, b []byte) (*T, error) {
 	v := new(T)
 	if err := json.Unmarshal(b, v); err != nil {
 		return nil, fmt.Errorf("redis store: %s: %w", key, err)
@@ -151,19 +156,47 @@ func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis store: listing approvals: %w", err)
 	}
-	var out []*approval.Approval
+	all, err := getAllJSON[approval.Approval](ctx, s.client, ids, s.idKey)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
-	for _, id := range ids {
-		a, err := s.read(ctx, s.client, id)
-		if errors.Is(err, approval.ErrUnknown) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+	var out []*approval.Approval
+	for _, a := range all {
 		if a.State(now) == approval.Pending {
 			out = append(out, a)
 		}
+	}
+	return out, nil
+}
+
+// getAllJSON reads the values of JSON the ids name (at keyOf(id)) in one
+// round trip, leaving out those that are gone.
+func getAllJSON[T any](ctx context.Context, c goredis.Cmdable, ids []string, keyOf func(string) string) ([]*T, error) {
+	reads := make([]*goredis.StringCmd, len(ids))
+	_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, id := range ids {
+			reads[i] = p.Get(ctx, keyOf(id))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("redis store: reading %d values: %w", len(ids), err)
+	}
+	out := make([]*T, 0, len(ids))
+	for i, r := range reads {
+		b, err := r.Bytes()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redis store: reading %s: %w", keyOf(ids[i]), err)
+		}
+		v, err := decodeJSON[T](keyOf(ids[i]), b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }

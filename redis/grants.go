@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -57,16 +56,13 @@ func (s *Grants) LiveGrants(ctx context.Context) ([]*approval.StandingGrant, err
 	if err != nil {
 		return nil, fmt.Errorf("redis store: listing grants: %w", err)
 	}
+	all, err := getAllJSON[approval.StandingGrant](ctx, s.client, ids, s.grantKey)
+	if err != nil {
+		return nil, err
+	}
 	var out []*approval.StandingGrant
 	now := time.Now()
-	for _, id := range ids {
-		g, err := s.readGrant(ctx, s.client, id)
-		if errors.Is(err, approval.ErrGrantUnknown) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+	for _, g := range all {
 		if g.Live(now) {
 			out = append(out, g)
 		}
