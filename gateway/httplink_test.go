@@ -287,9 +287,12 @@ func TestLatestHTTPLinkIsRaw(t *testing.T) {
 // call with an HTTP status (a body over its limit, 413; a moment's
 // overload, 503) refuses that call alone: another tenant's call in flight
 // on the same link finishes, the link stays open, and the refused caller
-// learns the status, not that the server is down. A JSON-RPC error in the
-// refusal's body that answers the call is the upstream's answer, with its
-// code; its words stay in the gateway's log.
+// learns the status, not that the server is down. A refusal the caller
+// must mend (a 4xx) is neither tried again nor counted against the
+// upstream, so one caller's refused calls cannot open the circuit for
+// everyone. A JSON-RPC error in the refusal's body that answers the call
+// is the upstream's answer, with its code; its words stay in the
+// gateway's log.
 func TestAnHTTPRefusalIsOneCalls(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -297,27 +300,28 @@ func TestAnHTTPRefusalIsOneCalls(t *testing.T) {
 		refusal   func(w http.ResponseWriter, id json.RawMessage)
 		code      interlock.Code
 		says      string
+		callers   bool // the caller's to mend
 	}{
 		{"413 on a session", false, func(w http.ResponseWriter, _ json.RawMessage) {
 			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-		}, interlock.CodeUpstreamError, "HTTP 413"},
+		}, interlock.CodeUpstreamError, "HTTP 413", true},
 		{"413 without sessions", true, func(w http.ResponseWriter, _ json.RawMessage) {
 			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-		}, interlock.CodeUpstreamError, "HTTP 413"},
+		}, interlock.CodeUpstreamError, "HTTP 413", true},
 		{"503", false, func(w http.ResponseWriter, _ json.RawMessage) {
 			http.Error(w, "busy", http.StatusServiceUnavailable)
-		}, interlock.CodeUpstreamUnavailable, "HTTP 503"},
+		}, interlock.CodeUpstreamUnavailable, "HTTP 503", false},
 		// The TypeScript SDK's servers answer a request they refuse so.
 		{"a JSON-RPC error of no request in a 400", false, func(w http.ResponseWriter, _ json.RawMessage) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: secret internals"},"id":null}`)
-		}, interlock.CodeUpstreamError, "HTTP 400"},
+		}, interlock.CodeUpstreamError, "HTTP 400", true},
 		{"the call's JSON-RPC error in a 400", false, func(w http.ResponseWriter, id json.RawMessage) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"secret internals"}}`, id)
-		}, interlock.CodeValidationFailed, "rejected the arguments"},
+		}, interlock.CodeValidationFailed, "rejected the arguments", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := mcp.NewServer(&mcp.Implementation{Name: "limited"}, nil)
@@ -329,7 +333,7 @@ func TestAnHTTPRefusalIsOneCalls(t *testing.T) {
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "put"}}}, nil
 				})
 			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: c.stateless})
-			var opened atomic.Int32
+			var opened, refusals atomic.Int32
 			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
 				r.Body = io.NopCloser(bytes.NewReader(b))
@@ -339,6 +343,7 @@ func TestAnHTTPRefusalIsOneCalls(t *testing.T) {
 				case bytes.Contains(b, []byte("huge")):
 					var m struct{ ID json.RawMessage }
 					_ = json.Unmarshal(b, &m)
+					refusals.Add(1)
 					c.refusal(w, m.ID)
 					return
 				}
@@ -358,6 +363,18 @@ func TestAnHTTPRefusalIsOneCalls(t *testing.T) {
 			}
 			if res := <-slow; res.IsError {
 				t.Errorf("the other tenant's call in flight: %+v", body(t, res))
+			}
+			if c.callers {
+				if n := refusals.Load(); n != 1 {
+					t.Errorf("a call the caller must mend was sent %d times", n)
+				}
+				// More than the breaker's 10 consecutive failures.
+				for range 12 {
+					call(t, other, "put", map[string]any{"what": "huge"})
+				}
+				if res := call(t, alice, "put", map[string]any{"what": "small"}); res.IsError {
+					t.Errorf("another tenant's call after 13 refused ones: %+v", body(t, res))
+				}
 			}
 			if res := call(t, other, "put", map[string]any{"what": "small"}); res.IsError {
 				t.Errorf("the next call after the refusal: %+v", body(t, res))

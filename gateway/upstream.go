@@ -474,10 +474,26 @@ func (u *upstream) rejection(name string, r *resilience.Rejected) *interlock.Err
 // repeated), rather than an answer.
 func transient(err error) bool {
 	switch interlock.ErrorCode(err) {
-	case interlock.CodeUpstreamUnavailable, interlock.CodeUpstreamError, interlock.CodeUpstreamTimeout:
+	case interlock.CodeUpstreamUnavailable, interlock.CodeUpstreamTimeout:
 		return true
+	case interlock.CodeUpstreamError:
+		return !callersToMend(err)
 	}
 	return false
+}
+
+// callersToMend reports whether err is an HTTP upstream's refusal of the
+// call by a 4xx status other than 429 (a body over its limit, say): the
+// caller's to mend, not a failure of the server. Trying it again would be
+// refused again, and counting it would let one caller open the circuit
+// for every other.
+func callersToMend(err error) bool {
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) {
+		return false
+	}
+	status, ok := refusedStatus(rpcErr)
+	return ok && status >= 400 && status < 500 && status != http.StatusTooManyRequests
 }
 
 // attempt makes one attempt of a call.
