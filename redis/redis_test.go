@@ -140,6 +140,27 @@ func BenchmarkConsume(b *testing.B) {
 	}
 }
 
+// BenchmarkListApprovals lists 200 pending approvals, as a gateway does on
+// a call that may ask for a new one (its caller's max_pending).
+func BenchmarkListApprovals(b *testing.B) {
+	ctx := context.Background()
+	approvals := store(b).Approvals()
+	now := time.Now()
+	for i := range 200 {
+		a := &approval.Approval{ID: fmt.Sprintf("apr_%d", i), Key: fmt.Sprintf("k%d", i), Tenant: "acme", Principal: "alice",
+			Tool: "refund_invoice", Approvers: []string{"bob"}, Quorum: 1, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+		if _, err := approvals.Request(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if pending, err := approvals.List(ctx); err != nil || len(pending) != 200 {
+			b.Fatalf("List: %d, %v", len(pending), err)
+		}
+	}
+}
+
 // TestApprovalsConformance runs the approval store's rules against two
 // handles on one Redis, as two gateways would share it.
 func TestApprovalsConformance(t *testing.T) {
