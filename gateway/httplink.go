@@ -79,9 +79,9 @@ func (u *upstream) peerOf(cs *mcp.ClientSession) *mcp.ServerSession {
 
 // httpSession is a link to an HTTP upstream as the gateway's own requests
 // use it: each is a POST on the session the SDK's client opened (none
-// from 2026-07-28 on), with the headers and, from 2026-07-28 on, the _meta
-// the SDK's client sends. The answer is read from a JSON body or from the event stream the
-// upstream opens for the request. What else the upstream sends on that
+// from 2026-07-28 on), with the headers and, from 2026-07-28 on, the
+// _meta the SDK's client sends. The answer is read from a JSON body or
+// from the event stream the upstream opens for the request. What else the upstream sends on that
 // stream goes where the SDK's client would hand it: a question (a form,
 // sampling, roots) to the client whose request it is, its answer posted
 // back; progress and log messages to their owners (link.go decides
