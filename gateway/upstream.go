@@ -565,7 +565,9 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verbatim, latest bool, params *mcp.CallToolParams, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 	wire := u.wireOf(cs)
 	var h *httpSession
-	if wire == nil && u.cfg.URL != "" {
+	if v != nil && req != nil && wire == nil && u.cfg.URL != "" {
+		// Only a call that may travel verbatim uses it: httpLinkOf looks
+		// through a per_client upstream's links.
 		h = u.httpLinkOf(cs)
 	}
 	var raw, body json.RawMessage
