@@ -6,10 +6,13 @@
 // of live confirm tokens, and the calls each budget counted.
 //
 // Records are stored as the JSON they were hashed from, one row each, keyed
-// by their sequence number. Appends are batched by [audit.GroupCommit]
-// and each batch is one IMMEDIATE transaction that reads the chain's head
-// inside the lock, so several processes may share a file and the chain
-// stays whole. The database runs in WAL mode with synchronous=NORMAL: a
+// by their sequence number. Appends are batched by [audit.GroupCommit].
+// A batch is linked after the head this process wrote last and written by
+// one INSERT, its own transaction; when another process has appended
+// since, the key on seq refuses it, and the batch goes again in an
+// IMMEDIATE transaction that reads the chain's head inside the lock. So
+// several processes may share a file and the chain stays whole. The
+// database runs in WAL mode with synchronous=NORMAL: a
 // commit survives a crash of the process. A batch that holds a durable
 // record is committed with synchronous=FULL, which also flushes it to disk.
 //
@@ -33,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
@@ -62,8 +66,21 @@ type Audit struct {
 	// it ("" when a change of it failed): a run of durable batches, the
 	// common case, sets it once rather than twice a batch.
 	synchronous string
-	db          *sql.DB
-	path        string
+	// wrote is the head as this process's last commit left it, and
+	// whether there is one (none before the first commit and after a
+	// failed one): a batch linked after it needs neither BEGIN, nor the
+	// head's read, nor COMMIT, three of a lone record's four statements.
+	wrote struct {
+		known bool
+		seq   int64
+		hash  string
+	}
+	// longWay counts the batches left to write the long way after the
+	// short one was refused: processes that share the file and take turns
+	// would otherwise pay for a refused statement nearly every batch.
+	longWay int
+	db      *sql.DB
+	path    string
 }
 
 var (
@@ -114,7 +131,9 @@ func OpenAudit(ctx context.Context, path string) (*Audit, error) {
 // first and ending in 1, so any batch is written by them.
 var rowsPer = [...]int{64, 16, 4, 1}
 
-// commit writes one batch in one transaction, after the head it finds.
+// commit writes one batch in one transaction: after the head this process
+// wrote last when one statement holds the batch and no other process has
+// appended since, else after the head it reads under the write lock.
 func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) (err error) {
 	level := "NORMAL"
 	if durable {
@@ -126,6 +145,20 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) 
 			return fmt.Errorf("audit log %s: %w", a.path, err)
 		}
 		a.synchronous = level
+	}
+	known := a.wrote.known
+	a.wrote.known = false
+	if a.longWay > 0 {
+		a.longWay--
+	} else if known && slices.Contains(rowsPer[:], len(recs)) {
+		// One INSERT is its own transaction, begun for writing, so the key
+		// on seq is checked against the latest records: another process's
+		// append since takes the seq this batch would, and refuses it.
+		if seq, hash, err := a.write(ctx, a.wrote.seq, a.wrote.hash, recs); err == nil {
+			a.wrote.seq, a.wrote.hash, a.wrote.known = seq, hash, true
+			return nil
+		}
+		a.longWay = 8
 	}
 	// The transaction is begun and ended by statements on the writer's
 	// own connection, so the statements prepared on it run inside it as
@@ -143,6 +176,21 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) 
 	if err != nil {
 		return fmt.Errorf("audit log %s: reading the head: %w", a.path, err)
 	}
+	if seq, prev, err = a.write(ctx, seq, prev, recs); err != nil {
+		return err
+	}
+	if _, err := a.end.ExecContext(ctx); err != nil {
+		return fmt.Errorf("audit log %s: committing: %w", a.path, err)
+	}
+	committed = true
+	a.wrote.seq, a.wrote.hash, a.wrote.known = seq, prev, true
+	return nil
+}
+
+// write links recs after the record seq, whose hash is prev, and inserts
+// them, in as few statements as their number allows. It returns the new
+// head.
+func (a *Audit) write(ctx context.Context, seq int64, prev string, recs []*audit.Record) (int64, string, error) {
 	args := make([]any, 0, 3*min(len(recs), rowsPer[0]))
 	for len(recs) > 0 {
 		// The largest statement the records left fill.
@@ -155,21 +203,17 @@ func (a *Audit) commit(ctx context.Context, durable bool, recs []*audit.Record) 
 			seq++
 			b, err := r.Link(seq, prev)
 			if err != nil {
-				return err
+				return 0, "", err
 			}
 			args = append(args, r.Seq, r.Hash, string(b))
 			prev = r.Hash
 		}
 		if _, err := a.inserts[i].ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("audit log %s: writing records %d to %d: %w", a.path, recs[0].Seq, recs[rowsPer[i]-1].Seq, err)
+			return 0, "", fmt.Errorf("audit log %s: writing records %d to %d: %w", a.path, recs[0].Seq, recs[rowsPer[i]-1].Seq, err)
 		}
 		recs = recs[rowsPer[i]:]
 	}
-	if _, err := a.end.ExecContext(ctx); err != nil {
-		return fmt.Errorf("audit log %s: committing: %w", a.path, err)
-	}
-	committed = true
-	return nil
+	return seq, prev, nil
 }
 
 func scanHead(row *sql.Row) (int64, string, error) {
