@@ -340,8 +340,18 @@ func (t *Tool) setHumanArgs(names []string) error {
 }
 
 // Runner executes a call that the gate let through, with the business
-// arguments only.
+// arguments only. [CallerOf] its context says for whom.
 type Runner func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error)
+
+type callerKey struct{}
+
+// CallerOf returns the identity a [Runner] runs a call for, as the gate
+// decided it: what a runner shares between callers (a connection, a
+// circuit breaker) it keeps apart by it.
+func CallerOf(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(callerKey{}).(Identity)
+	return id, ok
+}
 
 // Exchange is what a call's transport can carry back to a human before the
 // call completes, and what came back (package exchange).
@@ -489,7 +499,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			// outcome.
 			tr.ran, tr.decision = true, audit.DecisionConfirmed
 			ran := time.Now()
-			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
+			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), c, run, args)
 			tr.ranFor = time.Since(ran)
 			if err == nil && res.InputRequests != nil {
 				res, err = g.relay(ctx, c, ex, res)
@@ -521,7 +531,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		return nil, d, err
 	}
 	ran := time.Now()
-	res, err := g.run(ctx, run, c.raw)
+	res, err := g.run(ctx, c, run, c.raw)
 	tr.ranFor = time.Since(ran)
 	if err == nil && res.InputRequests != nil {
 		res, err = g.relay(ctx, c, ex, res)
@@ -567,7 +577,8 @@ func ruleClause(rule string) string {
 
 // run executes the tool, in a span of its own. A panicking handler becomes
 // INTERNAL_ERROR rather than taking the server down with it.
-func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
+func (g *Gate) run(ctx context.Context, c *Call, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
+	ctx = context.WithValue(ctx, callerKey{}, c.Identity)
 	if g.tracer != nil {
 		var span trace.Span
 		ctx, span = g.tracer.Start(ctx, "interlock.run", trace.WithSpanKind(trace.SpanKindClient))

@@ -277,10 +277,10 @@ func (g *Gateway) newUpstream(cfg *config.Upstream, file string, opts Options, h
 		u.onUp = func(up bool) { opts.Metrics.UpstreamUp(cfg.Name, up) }
 		u.onDropped = func() { opts.Metrics.Event("upstream_log_dropped") }
 	}
-	u.guard = resilience.New(guardConfig(cfg), transient, func(state string) {
-		log.Warn("upstream circuit changed", "upstream", cfg.Name, "state", state)
+	u.guard = resilience.New(guardConfig(cfg), transient, func(tenant, state string) {
+		log.Warn("upstream circuit changed", "upstream", cfg.Name, "tenant", tenant, "state", state)
 		if opts.Metrics != nil {
-			opts.Metrics.Breaker(cfg.Name, state)
+			opts.Metrics.Breaker(cfg.Name, tenant, state)
 		}
 	})
 	return u

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +50,29 @@ func TestUpstreamGuard(t *testing.T) {
 		}
 		if res := call(t, cs, "echo", map[string]any{}); res.IsError {
 			t.Errorf("answers opened the circuit: %+v", body(t, res))
+		}
+	})
+	t.Run("one tenant's failures open its own circuit", func(t *testing.T) {
+		f := testConfig(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+    - {sha256: %s, principal: alice, tenant: other}
+`, HashKey("alice-key"), HashKey("other-alice-key")), "fx")
+		f.Upstreams[0].Retries = new(0)
+		f.Upstreams[0].Breaker = &config.Breaker{Failures: 3, Delay: "1m", Every: time.Minute}
+		srv := httptest.NewServer(start(t, f, "false").Handler(false))
+		t.Cleanup(srv.Close)
+		acme, other := dial(t, nil, srv.URL+MCPPath, "alice-key", nil), dial(t, nil, srv.URL+MCPPath, "other-alice-key", nil)
+		// Arguments the tool fails on, as many times as open a circuit.
+		for range 3 {
+			call(t, other, "fail", map[string]any{"code": -32603, "message": "crafted"})
+		}
+		if b := body(t, call(t, other, "echo", map[string]any{})); b.Code != interlock.CodeCircuitOpen {
+			t.Errorf("the failing tenant's next call: %+v", b)
+		}
+		if res := call(t, acme, "echo", map[string]any{}); res.IsError {
+			t.Errorf("another tenant's call, whose principal has the same name: %+v", body(t, res))
 		}
 	})
 	t.Run("a full bulkhead refuses at once", func(t *testing.T) {

@@ -402,14 +402,17 @@ func (u *upstream) log() *slog.Logger {
 // call forwards a call the gate let through, under the upstream's guard
 // (timeout, retries, circuit breaker, bulkhead, rate limit), and returns
 // the upstream's result untouched. repeatable says the call may be made
-// again after a transient failure (a read-only or idempotent tool).
+// again after a transient failure (a read-only or idempotent tool). The
+// circuit is the caller's tenant's: failures one tenant provokes stop
+// only its own calls.
 // Failures become server-side interlock errors; the upstream's own error
 // text stays in the gateway's log. req is the downstream request, when
 // there is one (a preview has none).
 func (u *upstream) call(ctx context.Context, name string, args json.RawMessage, req *mcp.CallToolRequest, repeatable bool) (*mcp.CallToolResult, error) {
 	var res *mcp.CallToolResult
 	attempts := 0
-	err := u.guard.Do(ctx, repeatable, func(ctx context.Context) error {
+	caller, _ := interlock.CallerOf(ctx)
+	err := u.guard.Do(ctx, caller.Tenant, repeatable, func(ctx context.Context) error {
 		attempts++
 		if attempts > 1 && !u.connected() {
 			// The first attempt waited for the link, or reached the

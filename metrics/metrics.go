@@ -67,8 +67,8 @@ func New() *Metrics {
 		}, []string{"upstream"}),
 		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "interlock_breaker_state",
-			Help: "Each upstream's circuit breaker: 0 closed, 1 half-open, 2 open.",
-		}, []string{"upstream"}),
+			Help: "Each tenant's circuit breaker for each upstream: 0 closed, 1 half-open, 2 open.",
+		}, []string{"upstream", "tenant"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_events_total",
 			Help: "Events around the gate: refused API keys, upstream restarts, hints an upstream tried to loosen.",
@@ -130,9 +130,9 @@ func (m *Metrics) UpstreamUp(upstream string, up bool) {
 	m.upstreamUp.WithLabelValues(upstream).Set(v)
 }
 
-// Breaker records the state of an upstream's circuit breaker: closed,
-// half-open or open.
-func (m *Metrics) Breaker(upstream, state string) {
+// Breaker records the state of a tenant's circuit breaker for an
+// upstream: closed, half-open or open.
+func (m *Metrics) Breaker(upstream, tenant, state string) {
 	v := 0.0
 	switch state {
 	case "half-open":
@@ -140,7 +140,7 @@ func (m *Metrics) Breaker(upstream, state string) {
 	case "open":
 		v = 2
 	}
-	m.breakerOpen.WithLabelValues(upstream).Set(v)
+	m.breakerOpen.WithLabelValues(upstream, tenant).Set(v)
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -4,6 +4,12 @@
 // failing, a bulkhead that bounds the calls in flight, and an optional rate
 // limit.
 //
+// Each caller has a circuit of its own. The failures that open one are
+// those of the caller's own calls, and a caller can provoke them: a tool
+// that fails on arguments crafted for it, or a query slow enough to time
+// out. With one circuit for all, one tenant could stop every other
+// tenant's calls to the server.
+//
 // It wraps failsafe-go's circuit breaker, bulkhead and rate limiter behind
 // an API of its own, so that library's pre-1.0 API and its error values
 // stay in this package; callers see [Rejected] and the errors of their own
@@ -17,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/bulkhead"
@@ -35,8 +42,8 @@ type Config struct {
 	// Backoff is the delay before the first retry, doubling up to
 	// MaxBackoff; 200ms and 5s by default.
 	Backoff, MaxBackoff time.Duration
-	// BreakerFailures consecutive failures open the circuit; 10 by
-	// default. BreakerDelay later it lets one call try (half-open); 60s by
+	// BreakerFailures consecutive failures of one caller's calls open
+	// that caller's circuit; 10 by default. BreakerDelay later it lets one call try (half-open); 60s by
 	// default.
 	BreakerFailures uint
 	BreakerDelay    time.Duration
@@ -112,27 +119,29 @@ var ErrTimeout = errors.New("resilience: attempt timed out")
 // Guard guards the calls to one upstream.
 type Guard struct {
 	cfg         Config
-	breaker     circuitbreaker.CircuitBreaker[any]
+	mu          sync.RWMutex
+	circuits    map[string]circuitbreaker.CircuitBreaker[any]
 	bulkhead    bulkhead.Bulkhead[any]
 	limiter     ratelimiter.RateLimiter[any] // nil without a rate
 	transient   func(error) bool
-	onStateChan func(string)
+	onStateChan func(caller, state string)
 }
 
+// MaxCircuits bounds the callers that have a circuit of their own; the
+// callers beyond share the circuit of [Others].
+const MaxCircuits = 1024
+
+// Others names the circuit shared by the callers beyond [MaxCircuits].
+const Others = "(others)"
+
 // New returns a guard. transient reports whether an error of a call is a
-// failure of the server (it counts against the circuit, and a repeatable
-// call is retried) rather than an answer (a refusal of the caller's input,
-// which proves the server works). onState, when not nil, hears the
-// circuit's state change: "closed", "open" or "half-open".
-func New(cfg Config, transient func(error) bool, onState func(string)) *Guard {
+// failure of the server (it counts against the caller's circuit, and a
+// repeatable call is retried) rather than an answer (a refusal of the
+// caller's input, which proves the server works). onState, when not nil,
+// hears a caller's circuit change state: "closed", "open" or "half-open".
+func New(cfg Config, transient func(error) bool, onState func(caller, state string)) *Guard {
 	cfg = cfg.withDefaults()
-	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState}
-	g.breaker = circuitbreaker.NewBuilder[any]().
-		HandleIf(func(_ any, err error) bool { return g.failure(err) }).
-		WithFailureThreshold(cfg.BreakerFailures).
-		WithDelay(cfg.BreakerDelay).
-		OnStateChanged(func(e circuitbreaker.StateChangedEvent) { g.stateChanged(e.NewState) }).
-		Build()
+	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState, circuits: map[string]circuitbreaker.CircuitBreaker[any]{}}
 	g.bulkhead = bulkhead.New[any](cfg.MaxInFlight)
 	if cfg.RatePerSecond > 0 {
 		period := time.Duration(float64(time.Second) / cfg.RatePerSecond)
@@ -147,37 +156,64 @@ func (g *Guard) failure(err error) bool {
 	return err != nil && (errors.Is(err, ErrTimeout) || g.transient(err))
 }
 
-func (g *Guard) stateChanged(s circuitbreaker.State) {
+// circuit returns caller's circuit, made closed on its first call.
+func (g *Guard) circuit(caller string) circuitbreaker.CircuitBreaker[any] {
+	g.mu.RLock()
+	c, ok := g.circuits[caller]
+	g.mu.RUnlock()
+	if ok {
+		return c
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.circuits) >= MaxCircuits {
+		caller = Others
+	}
+	if c, ok := g.circuits[caller]; ok {
+		return c
+	}
+	c = circuitbreaker.NewBuilder[any]().
+		HandleIf(func(_ any, err error) bool { return g.failure(err) }).
+		WithFailureThreshold(g.cfg.BreakerFailures).
+		WithDelay(g.cfg.BreakerDelay).
+		OnStateChanged(func(e circuitbreaker.StateChangedEvent) { g.stateChanged(caller, e.NewState) }).
+		Build()
+	g.circuits[caller] = c
+	return c
+}
+
+func (g *Guard) stateChanged(caller string, s circuitbreaker.State) {
 	if g.onStateChan == nil {
 		return
 	}
 	switch s {
 	case circuitbreaker.OpenState:
-		g.onStateChan("open")
+		g.onStateChan(caller, "open")
 	case circuitbreaker.HalfOpenState:
-		g.onStateChan("half-open")
+		g.onStateChan(caller, "half-open")
 	default:
-		g.onStateChan("closed")
+		g.onStateChan(caller, "closed")
 	}
 }
 
-// Do makes the call fn under the guard. repeatable says the call may be
-// made more than once (a read-only or idempotent tool): only then is a
-// transient failure retried, after a backoff that doubles, each attempt
-// passing the rate limit, the bulkhead and the circuit again with a
-// timeout of its own. A call the guard does not make returns a
+// Do makes the call fn for caller under the guard. repeatable says the
+// call may be made more than once (a read-only or idempotent tool): only
+// then is a transient failure retried, after a backoff that doubles, each
+// attempt passing the rate limit, the bulkhead and caller's circuit again
+// with a timeout of its own. A call the guard does not make returns a
 // [*Rejected]; an attempt over the timeout returns [ErrTimeout] (with the
 // context fn saw cancelled); any other error is fn's own (the last
 // attempt's, when retries ran out), or the context's when it ended while
 // a retry waited.
-func (g *Guard) Do(ctx context.Context, repeatable bool, fn func(ctx context.Context) error) error {
+func (g *Guard) Do(ctx context.Context, caller string, repeatable bool, fn func(ctx context.Context) error) error {
+	circuit := g.circuit(caller)
 	retries := 0
 	if repeatable && g.cfg.Retries > 0 {
 		retries = g.cfg.Retries
 	}
 	delay := g.cfg.Backoff
 	for attempt := 0; ; attempt++ {
-		err := g.attempt(ctx, fn)
+		err := g.attempt(ctx, circuit, fn)
 		var rejected *Rejected
 		if attempt >= retries || !g.failure(err) || errors.As(err, &rejected) {
 			return err
@@ -195,7 +231,7 @@ func (g *Guard) Do(ctx context.Context, repeatable bool, fn func(ctx context.Con
 
 // attempt makes one attempt of fn, if the rate limit, the bulkhead and
 // the circuit let it, in that order.
-func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) error) error {
+func (g *Guard) attempt(ctx context.Context, circuit circuitbreaker.CircuitBreaker[any], fn func(ctx context.Context) error) error {
 	if g.limiter != nil && !g.limiter.TryAcquirePermit() {
 		return &Rejected{Reason: RateLimited, RetryAfter: time.Duration(float64(time.Second) / g.cfg.RatePerSecond)}
 	}
@@ -203,8 +239,8 @@ func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) error)
 		return &Rejected{Reason: BulkheadFull, RetryAfter: time.Second}
 	}
 	defer g.bulkhead.ReleasePermit()
-	if !g.breaker.TryAcquirePermit() {
-		return &Rejected{Reason: CircuitOpen, RetryAfter: g.breaker.RemainingDelay()}
+	if !circuit.TryAcquirePermit() {
+		return &Rejected{Reason: CircuitOpen, RetryAfter: circuit.RemainingDelay()}
 	}
 	actx, cancel := context.WithTimeoutCause(ctx, g.cfg.Timeout, ErrTimeout)
 	err := fn(actx)
@@ -212,27 +248,33 @@ func (g *Guard) attempt(ctx context.Context, fn func(ctx context.Context) error)
 		err = ErrTimeout
 	}
 	cancel()
-	g.breaker.RecordError(err)
+	circuit.RecordError(err)
 	return err
 }
 
-// Reset closes the circuit: a server that was started again has not
-// failed yet, and its first calls must reach it.
+// Reset closes every caller's circuit: a server that was started again
+// has not failed yet, and its first calls must reach it.
 func (g *Guard) Reset() {
-	if !g.breaker.IsClosed() {
-		g.breaker.Close()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	for _, c := range g.circuits {
+		if !c.IsClosed() {
+			c.Close()
+		}
 	}
 }
 
-// State returns the circuit's state: "closed", "open" or "half-open".
-func (g *Guard) State() string {
+// State returns the state of caller's circuit: "closed", "open" or
+// "half-open".
+func (g *Guard) State(caller string) string {
+	c := g.circuit(caller)
 	switch {
-	case g.breaker.IsOpen() && g.breaker.RemainingDelay() > 0:
+	case c.IsOpen() && c.RemainingDelay() > 0:
 		return "open"
-	case g.breaker.IsOpen():
+	case c.IsOpen():
 		// The delay is over: the next call is the half-open trial.
 		return "half-open"
-	case g.breaker.IsHalfOpen():
+	case c.IsHalfOpen():
 		return "half-open"
 	}
 	return "closed"

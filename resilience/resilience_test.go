@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,7 @@ func TestRetriesOnlyRepeatableCalls(t *testing.T) {
 				g := New(Config{}, transient, nil)
 				var calls atomic.Int64
 				start := time.Now()
-				err := g.Do(context.Background(), tt.repeatable, func(context.Context) error {
+				err := g.Do(context.Background(), "acme", tt.repeatable, func(context.Context) error {
 					calls.Add(1)
 					return tt.err
 				})
@@ -56,7 +57,7 @@ func TestRetrySucceedsAfterAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{}, transient, nil)
 		var calls atomic.Int64
-		err := g.Do(context.Background(), true, func(context.Context) error {
+		err := g.Do(context.Background(), "acme", true, func(context.Context) error {
 			if calls.Add(1) == 1 {
 				return errDown
 			}
@@ -72,43 +73,43 @@ func TestBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var states []string
-		g := New(Config{Retries: -1}, transient, func(s string) { mu.Lock(); states = append(states, s); mu.Unlock() })
+		g := New(Config{Retries: -1}, transient, func(_, s string) { mu.Lock(); states = append(states, s); mu.Unlock() })
 		fail := func(context.Context) error { return errDown }
 		for range 9 {
-			g.Do(context.Background(), false, fail)
+			g.Do(context.Background(), "acme", false, fail)
 		}
-		if g.State() != "closed" {
+		if g.State("acme") != "closed" {
 			t.Fatalf("open after 9 failures")
 		}
 		// An answer (not transient) proves the server works: it resets
 		// the count of consecutive failures.
-		g.Do(context.Background(), false, func(context.Context) error { return errRefuse })
+		g.Do(context.Background(), "acme", false, func(context.Context) error { return errRefuse })
 		for range 9 {
-			g.Do(context.Background(), false, fail)
+			g.Do(context.Background(), "acme", false, fail)
 		}
-		if g.State() != "closed" {
+		if g.State("acme") != "closed" {
 			t.Fatalf("an answer did not reset the failure count")
 		}
-		g.Do(context.Background(), false, fail)
-		if g.State() != "open" {
-			t.Fatalf("state %s after 10 consecutive failures", g.State())
+		g.Do(context.Background(), "acme", false, fail)
+		if g.State("acme") != "open" {
+			t.Fatalf("state %s after 10 consecutive failures", g.State("acme"))
 		}
 		ran := false
-		err := g.Do(context.Background(), false, func(context.Context) error { ran = true; return nil })
+		err := g.Do(context.Background(), "acme", false, func(context.Context) error { ran = true; return nil })
 		var r *Rejected
 		if !errors.As(err, &r) || r.Reason != CircuitOpen || r.RetryAfter != 60*time.Second || ran {
 			t.Fatalf("open circuit: err %v, ran %v", err, ran)
 		}
 		time.Sleep(30 * time.Second)
-		if errors.As(g.Do(context.Background(), false, fail), &r); r.RetryAfter != 30*time.Second {
+		if errors.As(g.Do(context.Background(), "acme", false, fail), &r); r.RetryAfter != 30*time.Second {
 			t.Errorf("retry after %v half-way through the delay", r.RetryAfter)
 		}
 		time.Sleep(30 * time.Second)
-		if g.State() != "half-open" {
-			t.Fatalf("state %s after the delay", g.State())
+		if g.State("acme") != "half-open" {
+			t.Fatalf("state %s after the delay", g.State("acme"))
 		}
-		if err := g.Do(context.Background(), false, func(context.Context) error { return nil }); err != nil || g.State() != "closed" {
-			t.Errorf("a success when half-open: %v, state %s", err, g.State())
+		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { return nil }); err != nil || g.State("acme") != "closed" {
+			t.Errorf("a success when half-open: %v, state %s", err, g.State("acme"))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -122,7 +123,7 @@ func TestTimeoutPerAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{Timeout: time.Second, Retries: -1}, transient, nil)
 		start := time.Now()
-		err := g.Do(context.Background(), false, func(ctx context.Context) error {
+		err := g.Do(context.Background(), "acme", false, func(ctx context.Context) error {
 			<-ctx.Done()
 			return ctx.Err()
 		})
@@ -139,17 +140,17 @@ func TestBulkheadHasNoQueue(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Go(func() {
-				g.Do(context.Background(), false, func(context.Context) error { <-release; return nil })
+				g.Do(context.Background(), "acme", false, func(context.Context) error { <-release; return nil })
 			})
 		}
 		synctest.Wait()
 		var r *Rejected
-		if err := g.Do(context.Background(), false, func(context.Context) error { return nil }); !errors.As(err, &r) || r.Reason != BulkheadFull {
+		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { return nil }); !errors.As(err, &r) || r.Reason != BulkheadFull {
 			t.Errorf("third call: %v", err)
 		}
 		close(release)
 		wg.Wait()
-		if err := g.Do(context.Background(), false, func(context.Context) error { return nil }); err != nil {
+		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { return nil }); err != nil {
 			t.Errorf("after the others finished: %v", err)
 		}
 	})
@@ -159,15 +160,15 @@ func TestRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{RatePerSecond: 2}, transient, nil)
 		ok := func(context.Context) error { return nil }
-		if err := g.Do(context.Background(), false, ok); err != nil {
+		if err := g.Do(context.Background(), "acme", false, ok); err != nil {
 			t.Fatal(err)
 		}
 		var r *Rejected
-		if err := g.Do(context.Background(), false, ok); !errors.As(err, &r) || r.Reason != RateLimited || r.RetryAfter != 500*time.Millisecond {
+		if err := g.Do(context.Background(), "acme", false, ok); !errors.As(err, &r) || r.Reason != RateLimited || r.RetryAfter != 500*time.Millisecond {
 			t.Errorf("second call at once: %v", err)
 		}
 		time.Sleep(500 * time.Millisecond)
-		if err := g.Do(context.Background(), false, ok); err != nil {
+		if err := g.Do(context.Background(), "acme", false, ok); err != nil {
 			t.Errorf("after 500ms: %v", err)
 		}
 	})
@@ -187,19 +188,57 @@ func TestResetClosesTheCircuit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := New(Config{Retries: -1}, transient, nil)
 			for range tc.failures {
-				g.Do(context.Background(), false, func(context.Context) error { return errDown })
+				g.Do(context.Background(), "acme", false, func(context.Context) error { return errDown })
 			}
-			if g.State() != tc.before {
-				t.Fatalf("state %s before the reset, want %s", g.State(), tc.before)
+			if g.State("acme") != tc.before {
+				t.Fatalf("state %s before the reset, want %s", g.State("acme"), tc.before)
 			}
 			g.Reset()
 			ran := false
-			if err := g.Do(context.Background(), false, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			if err := g.Do(context.Background(), "acme", false, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
 				t.Errorf("after the reset: err %v, ran %v", err, ran)
 			}
-			if g.State() != "closed" {
-				t.Errorf("state %s after the reset", g.State())
+			if g.State("acme") != "closed" {
+				t.Errorf("state %s after the reset", g.State("acme"))
 			}
 		})
 	}
+}
+
+// TestCircuitPerCaller: the failures of one caller's calls open its own
+// circuit, not another caller's, and callers beyond MaxCircuits share one.
+func TestCircuitPerCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		changed := map[string]string{}
+		g := New(Config{Retries: -1}, transient, func(caller, s string) { mu.Lock(); changed[caller] = s; mu.Unlock() })
+		for range 10 {
+			g.Do(context.Background(), "mallory", false, func(context.Context) error { return errDown })
+		}
+		var r *Rejected
+		if err := g.Do(context.Background(), "mallory", false, func(context.Context) error { return nil }); !errors.As(err, &r) || r.Reason != CircuitOpen {
+			t.Fatalf("the failing caller's next call: %v", err)
+		}
+		ran := false
+		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			t.Errorf("another caller's call: err %v, ran %v", err, ran)
+		}
+		if g.State("acme") != "closed" || changed["mallory"] != "open" || changed["acme"] != "" {
+			t.Errorf("states: acme %s; changes %v", g.State("acme"), changed)
+		}
+		g.Reset()
+		if g.State("mallory") != "closed" {
+			t.Errorf("after a reset, mallory's circuit is %s", g.State("mallory"))
+		}
+
+		for i := range MaxCircuits {
+			g.Do(context.Background(), fmt.Sprint("caller ", i), false, func(context.Context) error { return nil })
+		}
+		for range 10 {
+			g.Do(context.Background(), "one too many", false, func(context.Context) error { return errDown })
+		}
+		if g.State("yet another") != "open" || g.State(Others) != "open" || changed[Others] != "open" {
+			t.Errorf("callers beyond the bound: %s, %v", g.State("yet another"), changed[Others])
+		}
+	})
 }
