@@ -53,17 +53,10 @@ func TestUpstreamGuard(t *testing.T) {
 		}
 	})
 	t.Run("one tenant's failures open its own circuit", func(t *testing.T) {
-		f := testConfig(t, fmt.Sprintf(`
-auth:
-  keys:
-    - {sha256: %s, principal: alice, tenant: acme}
-    - {sha256: %s, principal: alice, tenant: other}
-`, HashKey("alice-key"), HashKey("other-alice-key")), "fx")
-		f.Upstreams[0].Retries = new(0)
-		f.Upstreams[0].Breaker = &config.Breaker{Failures: 3, Delay: "1m", Every: time.Minute}
-		srv := httptest.NewServer(start(t, f, "false").Handler(false))
-		t.Cleanup(srv.Close)
-		acme, other := dial(t, nil, srv.URL+MCPPath, "alice-key", nil), dial(t, nil, srv.URL+MCPPath, "other-alice-key", nil)
+		acme, other, _ := twoTenants(t, func(u *config.Upstream) {
+			u.Retries = new(0)
+			u.Breaker = &config.Breaker{Failures: 3, Delay: "1m", Every: time.Minute}
+		})
 		// Arguments the tool fails on, as many times as open a circuit.
 		for range 3 {
 			call(t, other, "fail", map[string]any{"code": -32603, "message": "crafted"})
@@ -73,6 +66,25 @@ auth:
 		}
 		if res := call(t, acme, "echo", map[string]any{}); res.IsError {
 			t.Errorf("another tenant's call, whose principal has the same name: %+v", body(t, res))
+		}
+	})
+	t.Run("one tenant's slow calls leave room for another's", func(t *testing.T) {
+		acme, other, gw := twoTenants(t, func(u *config.Upstream) { u.MaxInFlight = 4 })
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				_, _ = other.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 60000}})
+			})
+		}
+		defer wg.Wait()
+		defer cancel()
+		eventually(t, "three slow calls in flight", func() bool { return flightsOnLinks(gw) == 3 })
+		if b := body(t, call(t, other, "echo", map[string]any{})); b.Code != interlock.CodeBulkheadFull {
+			t.Errorf("the slow tenant's fourth call: %+v", b)
+		}
+		if res := call(t, acme, "echo", map[string]any{}); res.IsError {
+			t.Errorf("another tenant's call: %+v", body(t, res))
 		}
 	})
 	t.Run("a full bulkhead refuses at once", func(t *testing.T) {
@@ -107,4 +119,20 @@ auth:
 			t.Errorf("slow call: %+v", b)
 		}
 	})
+}
+
+// twoTenants serves the fixture over HTTP, its upstream as edit leaves it,
+// to alice of tenant acme and alice of tenant other.
+func twoTenants(t *testing.T, edit func(*config.Upstream)) (acme, other *mcp.ClientSession, gw *Gateway) {
+	f := testConfig(t, fmt.Sprintf(`
+auth:
+  keys:
+    - {sha256: %s, principal: alice, tenant: acme}
+    - {sha256: %s, principal: alice, tenant: other}
+`, HashKey("alice-key"), HashKey("other-alice-key")), "fx")
+	edit(f.Upstreams[0])
+	gw = start(t, f, "false")
+	srv := httptest.NewServer(gw.Handler(false))
+	t.Cleanup(srv.Close)
+	return dial(t, nil, srv.URL+MCPPath, "alice-key", nil), dial(t, nil, srv.URL+MCPPath, "other-alice-key", nil), gw
 }

@@ -8,7 +8,9 @@
 // those of the caller's own calls, and a caller can provoke them: a tool
 // that fails on arguments crafted for it, or a query slow enough to time
 // out. With one circuit for all, one tenant could stop every other
-// tenant's calls to the server.
+// tenant's calls to the server. For the same reason one caller may hold
+// at most three quarters of the bulkhead: slow calls of one tenant leave
+// room for the others'.
 //
 // It wraps failsafe-go's circuit breaker, bulkhead and rate limiter behind
 // an API of its own, so that library's pre-1.0 API and its error values
@@ -24,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/bulkhead"
@@ -48,7 +51,9 @@ type Config struct {
 	BreakerFailures uint
 	BreakerDelay    time.Duration
 	// MaxInFlight bounds concurrent calls; 100 by default. A call over the
-	// bound is rejected at once: there is no queue.
+	// bound, or over the share one caller may hold (MaxInFlight less a
+	// quarter of it, rounded down), is rejected at once: there is no
+	// queue.
 	MaxInFlight uint
 	// RatePerSecond, when positive, bounds calls per second (a call over
 	// it is rejected, not delayed).
@@ -120,18 +125,27 @@ var ErrTimeout = errors.New("resilience: attempt timed out")
 type Guard struct {
 	cfg         Config
 	mu          sync.RWMutex
-	circuits    map[string]circuitbreaker.CircuitBreaker[any]
+	callers     map[string]*caller
 	bulkhead    bulkhead.Bulkhead[any]
+	share       int64                        // of the bulkhead, one caller's
 	limiter     ratelimiter.RateLimiter[any] // nil without a rate
 	transient   func(error) bool
 	onStateChan func(caller, state string)
 }
 
-// MaxCircuits bounds the callers that have a circuit of their own; the
-// callers beyond share the circuit of [Others].
-const MaxCircuits = 1024
+// caller is what a guard keeps of one caller: its circuit and its calls
+// in flight.
+type caller struct {
+	circuit  circuitbreaker.CircuitBreaker[any]
+	inFlight atomic.Int64
+}
 
-// Others names the circuit shared by the callers beyond [MaxCircuits].
+// MaxCallers bounds the callers that have a circuit and a share of the
+// bulkhead of their own; the callers beyond share those of [Others].
+const MaxCallers = 1024
+
+// Others names the caller that stands for the callers beyond
+// [MaxCallers].
 const Others = "(others)"
 
 // New returns a guard. transient reports whether an error of a call is a
@@ -141,7 +155,8 @@ const Others = "(others)"
 // hears a caller's circuit change state: "closed", "open" or "half-open".
 func New(cfg Config, transient func(error) bool, onState func(caller, state string)) *Guard {
 	cfg = cfg.withDefaults()
-	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState, circuits: map[string]circuitbreaker.CircuitBreaker[any]{}}
+	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState, callers: map[string]*caller{},
+		share: max(int64(cfg.MaxInFlight-cfg.MaxInFlight/4), 1)}
 	g.bulkhead = bulkhead.New[any](cfg.MaxInFlight)
 	if cfg.RatePerSecond > 0 {
 		period := time.Duration(float64(time.Second) / cfg.RatePerSecond)
@@ -156,64 +171,65 @@ func (g *Guard) failure(err error) bool {
 	return err != nil && (errors.Is(err, ErrTimeout) || g.transient(err))
 }
 
-// circuit returns caller's circuit, made closed on its first call.
-func (g *Guard) circuit(caller string) circuitbreaker.CircuitBreaker[any] {
+// caller returns what the guard keeps of name, made on its first call
+// with a closed circuit.
+func (g *Guard) caller(name string) *caller {
 	g.mu.RLock()
-	c, ok := g.circuits[caller]
+	c, ok := g.callers[name]
 	g.mu.RUnlock()
 	if ok {
 		return c
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.circuits) >= MaxCircuits {
-		caller = Others
+	if len(g.callers) >= MaxCallers {
+		name = Others
 	}
-	if c, ok := g.circuits[caller]; ok {
+	if c, ok := g.callers[name]; ok {
 		return c
 	}
-	c = circuitbreaker.NewBuilder[any]().
+	c = &caller{circuit: circuitbreaker.NewBuilder[any]().
 		HandleIf(func(_ any, err error) bool { return g.failure(err) }).
 		WithFailureThreshold(g.cfg.BreakerFailures).
 		WithDelay(g.cfg.BreakerDelay).
-		OnStateChanged(func(e circuitbreaker.StateChangedEvent) { g.stateChanged(caller, e.NewState) }).
-		Build()
-	g.circuits[caller] = c
+		OnStateChanged(func(e circuitbreaker.StateChangedEvent) { g.stateChanged(name, e.NewState) }).
+		Build()}
+	g.callers[name] = c
 	return c
 }
 
-func (g *Guard) stateChanged(caller string, s circuitbreaker.State) {
+func (g *Guard) stateChanged(name string, s circuitbreaker.State) {
 	if g.onStateChan == nil {
 		return
 	}
 	switch s {
 	case circuitbreaker.OpenState:
-		g.onStateChan(caller, "open")
+		g.onStateChan(name, "open")
 	case circuitbreaker.HalfOpenState:
-		g.onStateChan(caller, "half-open")
+		g.onStateChan(name, "half-open")
 	default:
-		g.onStateChan(caller, "closed")
+		g.onStateChan(name, "closed")
 	}
 }
 
 // Do makes the call fn for caller under the guard. repeatable says the
 // call may be made more than once (a read-only or idempotent tool): only
 // then is a transient failure retried, after a backoff that doubles, each
-// attempt passing the rate limit, the bulkhead and caller's circuit again
-// with a timeout of its own. A call the guard does not make returns a
+// attempt passing the rate limit, the bulkhead (and the caller's share of
+// it) and the caller's circuit again with a timeout of its own. A call the guard does not make returns a
 // [*Rejected]; an attempt over the timeout returns [ErrTimeout] (with the
 // context fn saw cancelled); any other error is fn's own (the last
 // attempt's, when retries ran out), or the context's when it ended while
 // a retry waited.
 func (g *Guard) Do(ctx context.Context, caller string, repeatable bool, fn func(ctx context.Context) error) error {
-	circuit := g.circuit(caller)
+	c := g.caller(caller)
 	retries := 0
 	if repeatable && g.cfg.Retries > 0 {
 		retries = g.cfg.Retries
 	}
 	delay := g.cfg.Backoff
 	for attempt := 0; ; attempt++ {
-		err := g.attempt(ctx, circuit, fn)
+		err := g.attempt(ctx, c, fn)
 		var rejected *Rejected
 		if attempt >= retries || !g.failure(err) || errors.As(err, &rejected) {
 			return err
@@ -229,9 +245,9 @@ func (g *Guard) Do(ctx context.Context, caller string, repeatable bool, fn func(
 	}
 }
 
-// attempt makes one attempt of fn, if the rate limit, the bulkhead and
-// the circuit let it, in that order.
-func (g *Guard) attempt(ctx context.Context, circuit circuitbreaker.CircuitBreaker[any], fn func(ctx context.Context) error) error {
+// attempt makes one attempt of fn for c, if the rate limit, the bulkhead,
+// c's share of it and c's circuit let it, in that order.
+func (g *Guard) attempt(ctx context.Context, c *caller, fn func(ctx context.Context) error) error {
 	if g.limiter != nil && !g.limiter.TryAcquirePermit() {
 		return &Rejected{Reason: RateLimited, RetryAfter: time.Duration(float64(time.Second) / g.cfg.RatePerSecond)}
 	}
@@ -239,8 +255,12 @@ func (g *Guard) attempt(ctx context.Context, circuit circuitbreaker.CircuitBreak
 		return &Rejected{Reason: BulkheadFull, RetryAfter: time.Second}
 	}
 	defer g.bulkhead.ReleasePermit()
-	if !circuit.TryAcquirePermit() {
-		return &Rejected{Reason: CircuitOpen, RetryAfter: circuit.RemainingDelay()}
+	defer c.inFlight.Add(-1)
+	if c.inFlight.Add(1) > g.share {
+		return &Rejected{Reason: BulkheadFull, RetryAfter: time.Second}
+	}
+	if !c.circuit.TryAcquirePermit() {
+		return &Rejected{Reason: CircuitOpen, RetryAfter: c.circuit.RemainingDelay()}
 	}
 	actx, cancel := context.WithTimeoutCause(ctx, g.cfg.Timeout, ErrTimeout)
 	err := fn(actx)
@@ -248,7 +268,7 @@ func (g *Guard) attempt(ctx context.Context, circuit circuitbreaker.CircuitBreak
 		err = ErrTimeout
 	}
 	cancel()
-	circuit.RecordError(err)
+	c.circuit.RecordError(err)
 	return err
 }
 
@@ -257,9 +277,9 @@ func (g *Guard) attempt(ctx context.Context, circuit circuitbreaker.CircuitBreak
 func (g *Guard) Reset() {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	for _, c := range g.circuits {
-		if !c.IsClosed() {
-			c.Close()
+	for _, c := range g.callers {
+		if !c.circuit.IsClosed() {
+			c.circuit.Close()
 		}
 	}
 }
@@ -267,7 +287,7 @@ func (g *Guard) Reset() {
 // State returns the state of caller's circuit: "closed", "open" or
 // "half-open".
 func (g *Guard) State(caller string) string {
-	c := g.circuit(caller)
+	c := g.caller(caller).circuit
 	switch {
 	case c.IsOpen() && c.RemainingDelay() > 0:
 		return "open"

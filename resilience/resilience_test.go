@@ -156,6 +156,35 @@ func TestBulkheadHasNoQueue(t *testing.T) {
 	})
 }
 
+// TestBulkheadShare: one caller holds at most three quarters of the
+// bulkhead, so another caller's call still runs.
+func TestBulkheadShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{MaxInFlight: 4}, transient, nil)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				g.Do(context.Background(), "mallory", false, func(context.Context) error { <-release; return nil })
+			})
+		}
+		synctest.Wait()
+		var r *Rejected
+		if err := g.Do(context.Background(), "mallory", false, func(context.Context) error { return nil }); !errors.As(err, &r) || r.Reason != BulkheadFull {
+			t.Errorf("the fourth call of one caller: %v", err)
+		}
+		ran := false
+		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			t.Errorf("another caller's call: err %v, ran %v", err, ran)
+		}
+		close(release)
+		wg.Wait()
+		if err := g.Do(context.Background(), "mallory", false, func(context.Context) error { return nil }); err != nil {
+			t.Errorf("once its calls finished: %v", err)
+		}
+	})
+}
+
 func TestRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{RatePerSecond: 2}, transient, nil)
@@ -206,7 +235,7 @@ func TestResetClosesTheCircuit(t *testing.T) {
 }
 
 // TestCircuitPerCaller: the failures of one caller's calls open its own
-// circuit, not another caller's, and callers beyond MaxCircuits share one.
+// circuit, not another caller's, and callers beyond MaxCallers share one.
 func TestCircuitPerCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -231,7 +260,7 @@ func TestCircuitPerCaller(t *testing.T) {
 			t.Errorf("after a reset, mallory's circuit is %s", g.State("mallory"))
 		}
 
-		for i := range MaxCircuits {
+		for i := range MaxCallers {
 			g.Do(context.Background(), fmt.Sprint("caller ", i), false, func(context.Context) error { return nil })
 		}
 		for range 10 {
