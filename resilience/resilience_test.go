@@ -133,54 +133,37 @@ func TestTimeoutPerAttempt(t *testing.T) {
 	})
 }
 
-func TestBulkheadHasNoQueue(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{MaxInFlight: 2}, transient, nil)
-		release := make(chan struct{})
-		var wg sync.WaitGroup
-		for range 2 {
-			wg.Go(func() {
-				g.Do(context.Background(), "acme", false, func(context.Context) error { <-release; return nil })
-			})
-		}
-		synctest.Wait()
-		var r *Rejected
-		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { return nil }); !errors.As(err, &r) || r.Reason != BulkheadFull {
-			t.Errorf("third call: %v", err)
-		}
-		close(release)
-		wg.Wait()
-		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { return nil }); err != nil {
-			t.Errorf("after the others finished: %v", err)
-		}
-	})
-}
-
-// TestBulkheadShare: one caller holds at most three quarters of the
-// bulkhead, so another caller's call still runs.
-func TestBulkheadShare(t *testing.T) {
+// TestBulkhead: a full bulkhead refuses at once (there is no queue), and
+// one caller holds at most three quarters of it, so another caller's call
+// still runs.
+func TestBulkhead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{MaxInFlight: 4}, transient, nil)
 		release := make(chan struct{})
 		var wg sync.WaitGroup
-		for range 3 {
+		hold := func(caller string) {
 			wg.Go(func() {
-				g.Do(context.Background(), "mallory", false, func(context.Context) error { <-release; return nil })
+				g.Do(context.Background(), caller, false, func(context.Context) error { <-release; return nil })
 			})
-		}
-		synctest.Wait()
-		var r *Rejected
-		if err := g.Do(context.Background(), "mallory", false, func(context.Context) error { return nil }); !errors.As(err, &r) || r.Reason != BulkheadFull {
-			t.Errorf("the fourth call of one caller: %v", err)
+			synctest.Wait()
 		}
 		ran := false
-		if err := g.Do(context.Background(), "acme", false, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
-			t.Errorf("another caller's call: err %v, ran %v", err, ran)
+		run := func(context.Context) error { ran = true; return nil }
+		for range 3 {
+			hold("mallory")
+		}
+		var r *Rejected
+		if err := g.Do(context.Background(), "mallory", false, run); !errors.As(err, &r) || r.Reason != BulkheadFull || ran {
+			t.Errorf("the fourth call of one caller: %v, ran %v", err, ran)
+		}
+		hold("acme")
+		if err := g.Do(context.Background(), "acme", false, run); !errors.As(err, &r) || r.Reason != BulkheadFull || ran {
+			t.Errorf("a call with the bulkhead full: %v, ran %v", err, ran)
 		}
 		close(release)
 		wg.Wait()
-		if err := g.Do(context.Background(), "mallory", false, func(context.Context) error { return nil }); err != nil {
-			t.Errorf("once its calls finished: %v", err)
+		if err := g.Do(context.Background(), "mallory", false, run); err != nil || !ran {
+			t.Errorf("once the calls finished: %v, ran %v", err, ran)
 		}
 	})
 }
