@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -97,6 +99,9 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 	if err != nil {
 		return nil, false, nil, err
 	}
+	mu := g.askingFor(c.Identity)
+	mu.Lock()
+	defer mu.Unlock()
 	if err := g.underPendingLimit(ctx, c, d, key); err != nil {
 		return nil, false, nil, err
 	}
@@ -124,7 +129,7 @@ func (g *Gate) requestApproval(ctx context.Context, c *Call, d Decision, digest 
 // caller has the decision's most approvals under its rule waiting: each new
 // one tells every approver, and an agent looping over new arguments would
 // flood them. A call whose identical approval is waiting (key) asks for
-// nothing new. Concurrent first calls may pass the limit by a few.
+// nothing new.
 func (g *Gate) underPendingLimit(ctx context.Context, c *Call, d Decision, key string) error {
 	limit := d.MaxPending
 	if limit <= 0 {
@@ -156,6 +161,19 @@ func (g *Gate) underPendingLimit(ctx context.Context, c *Call, d Decision, key s
 		Hint: "Do not try other arguments: wait until the approvers decide the calls already waiting (call them again to learn their state), " +
 			"or ask the user.",
 	}
+}
+
+// askingFor is the lock a caller's calls take to count its waiting
+// approvals and ask for a new one, so that calls made at once cannot all
+// count the same approvals and pass the limit together. Callers share
+// the locks in stripes; gateways that share a store may still pass the
+// limit by one approval each.
+func (g *Gate) askingFor(id Identity) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(id.Tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(id.Principal))
+	return &g.asking[h.Sum32()%uint32(len(g.asking))]
 }
 
 // decided is what a decided approval a means for c: an approved one is

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -236,6 +237,41 @@ func TestApprovalURLIsShown(t *testing.T) {
 // none), so an agent looping over new arguments cannot flood the
 // approvers; the same call again, another tenant's principal of the same
 // name, and a new call once one is decided still get their approval.
+// slowList is an approval store whose List takes a while, as a remote
+// store's may: calls made at once all count before any asks.
+type slowList struct{ *approval.Memory }
+
+func (s slowList) List(ctx context.Context) ([]*approval.Approval, error) {
+	time.Sleep(20 * time.Millisecond)
+	return s.Memory.List(ctx)
+}
+
+// TestPendingLimitAtOnce: calls with new arguments made at once by one
+// caller ask for no more approvals than the limit, however slow the store.
+func TestPendingLimitAtOnce(t *testing.T) {
+	d := Decision{Mode: ModeApproval, Rule: "large-refunds", Approvers: []string{"bob"}, MaxPending: 3,
+		Summarize: func(any) string { return "Refund." }}
+	var rec recorder
+	store := slowList{approval.NewMemory()}
+	gate := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet,
+		Approvals: NewApprovalService(ApprovalOptions{Store: store})})
+	tool, _ := NewTool("refund_invoice", "", HintsOf(nil), nil)
+	var wg sync.WaitGroup
+	var limited atomic.Int32
+	for amount := range 8 {
+		wg.Go(func() {
+			args := fmt.Sprintf(`{"invoice_id":"inv_1001","amount":%d}`, amount)
+			if BodyOfResult(gate.Call(context.Background(), tool, alice, json.RawMessage(args), rec.run)).Code == CodeRateLimited {
+				limited.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if pending, _ := store.Memory.List(context.Background()); len(pending) != 3 || limited.Load() != 5 {
+		t.Errorf("%d approvals asked for and %d calls refused, want 3 and 5", len(pending), limited.Load())
+	}
+}
+
 func TestPendingApprovalsPerCaller(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {

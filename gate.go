@@ -121,6 +121,9 @@ type Gate struct {
 	approvalBase string
 	findApproval func(context.Context) string
 	onApproval   func(context.Context, *approval.Approval)
+	// asking is taken by a caller's call while it counts the approvals
+	// the caller has waiting and asks for a new one (askingFor).
+	asking [64]sync.Mutex
 
 	budgets BudgetStore
 
