@@ -81,3 +81,38 @@ func Example() {
 	// DRY_RUN_PREVIEW: Pass __confirm:true to actually execute. Ask the user first: show them the summary and preview, and only after they explicitly agree to this exact call, call again with the same arguments and __confirm: true.
 	// {"deleted":"acct_9931"}
 }
+
+// A runner that keeps something apart per tenant (a connection, a cache;
+// here a count of calls) learns from its context whom the gate let the
+// call through for.
+func ExampleCallerOf() {
+	gate, err := interlock.NewGate(interlock.ByAnnotations{Mode: interlock.ModeFlag},
+		&interlock.GateOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	tool, err := interlock.NewTool("list_invoices", "", interlock.Hints{ReadOnly: true}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	calls := map[string]int{}
+	run := func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
+		who, _ := interlock.CallerOf(ctx)
+		calls[who.Tenant]++
+		text := fmt.Sprintf("%s of %s, call %d", who.Principal, who.Tenant, calls[who.Tenant])
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+	}
+	ctx := context.Background()
+	for _, who := range []interlock.Identity{
+		{Tenant: "acme", Principal: "alice"},
+		{Tenant: "globex", Principal: "alice"},
+		{Tenant: "acme", Principal: "bob"},
+	} {
+		res := gate.Call(ctx, tool, who, json.RawMessage(`{}`), run)
+		fmt.Println(res.Content[0].(*mcp.TextContent).Text)
+	}
+	// Output:
+	// alice of acme, call 1
+	// alice of globex, call 1
+	// bob of acme, call 2
+}
