@@ -9,8 +9,8 @@
 // that fails on arguments crafted for it, or a query slow enough to time
 // out. With one circuit for all, one tenant could stop every other
 // tenant's calls to the server. For the same reason one caller may hold
-// at most three quarters of the bulkhead: slow calls of one tenant leave
-// room for the others'.
+// at most three quarters of the bulkhead and take at most three quarters
+// of the rate: a tenant's slow or many calls leave room for the others'.
 //
 // It wraps failsafe-go's circuit breaker, bulkhead and rate limiter behind
 // an API of its own, so that library's pre-1.0 API and its error values
@@ -55,8 +55,9 @@ type Config struct {
 	// quarter of it, rounded down), is rejected at once: there is no
 	// queue.
 	MaxInFlight uint
-	// RatePerSecond, when positive, bounds calls per second (a call over
-	// it is rejected, not delayed).
+	// RatePerSecond, when positive, bounds calls per second, and one
+	// caller's to three quarters of it (a call over either is rejected,
+	// not delayed).
 	RatePerSecond float64
 }
 
@@ -133,11 +134,13 @@ type Guard struct {
 	onStateChan func(caller, state string)
 }
 
-// caller is what a guard keeps of one caller: its circuit and its calls
-// in flight.
+// caller is what a guard keeps of one caller: its circuit, its calls in
+// flight, and when its share of the rate lets it call next.
 type caller struct {
 	circuit  circuitbreaker.CircuitBreaker[any]
 	inFlight atomic.Int64
+	mu       sync.Mutex
+	next     time.Time
 }
 
 // MaxCallers bounds the callers that have a circuit and a share of the
@@ -159,8 +162,7 @@ func New(cfg Config, transient func(error) bool, onState func(caller, state stri
 		share: max(int64(cfg.MaxInFlight-cfg.MaxInFlight/4), 1)}
 	g.bulkhead = bulkhead.New[any](cfg.MaxInFlight)
 	if cfg.RatePerSecond > 0 {
-		period := time.Duration(float64(time.Second) / cfg.RatePerSecond)
-		g.limiter = ratelimiter.NewSmoothWithMaxRate[any](period)
+		g.limiter = ratelimiter.NewSmoothWithMaxRate[any](g.period(1))
 	}
 	return g
 }
@@ -196,6 +198,32 @@ func (g *Guard) caller(name string) *caller {
 		Build()}
 	g.callers[name] = c
 	return c
+}
+
+// takeRate lets c call if its share of the rate and the rate allow it. A
+// call the rate refuses leaves c's share as it was: the share is checked
+// first and spent only with the rate's permit, so that refusals cannot use
+// it up.
+func (g *Guard) takeRate(c *caller) error {
+	if g.limiter == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if now.Before(c.next) {
+		return &Rejected{Reason: RateLimited, RetryAfter: c.next.Sub(now)}
+	}
+	if !g.limiter.TryAcquirePermit() {
+		return &Rejected{Reason: RateLimited, RetryAfter: g.period(1)}
+	}
+	c.next = now.Add(g.period(0.75))
+	return nil
+}
+
+// period is the time between two calls at share of the rate.
+func (g *Guard) period(share float64) time.Duration {
+	return time.Duration(float64(time.Second) / (share * g.cfg.RatePerSecond))
 }
 
 func (g *Guard) stateChanged(name string, s circuitbreaker.State) {
@@ -245,11 +273,12 @@ func (g *Guard) Do(ctx context.Context, caller string, repeatable bool, fn func(
 	}
 }
 
-// attempt makes one attempt of fn for c, if the rate limit, the bulkhead,
-// c's share of it and c's circuit let it, in that order.
+// attempt makes one attempt of fn for c, if c's share of the rate, the
+// rate, the bulkhead, c's share of it and c's circuit let it, in that
+// order.
 func (g *Guard) attempt(ctx context.Context, c *caller, fn func(ctx context.Context) error) error {
-	if g.limiter != nil && !g.limiter.TryAcquirePermit() {
-		return &Rejected{Reason: RateLimited, RetryAfter: time.Duration(float64(time.Second) / g.cfg.RatePerSecond)}
+	if err := g.takeRate(c); err != nil {
+		return err
 	}
 	if !g.bulkhead.TryAcquirePermit() {
 		return &Rejected{Reason: BulkheadFull, RetryAfter: time.Second}

@@ -168,20 +168,44 @@ func TestBulkhead(t *testing.T) {
 	})
 }
 
+// TestRateLimit: a call over the rate is refused at once, and one caller
+// takes at most three quarters of the rate, so another caller's calls
+// still run however fast the first one calls.
 func TestRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{RatePerSecond: 2}, transient, nil)
+		g := New(Config{RatePerSecond: 4}, transient, nil)
 		ok := func(context.Context) error { return nil }
 		if err := g.Do(context.Background(), "acme", false, ok); err != nil {
 			t.Fatal(err)
 		}
 		var r *Rejected
-		if err := g.Do(context.Background(), "acme", false, ok); !errors.As(err, &r) || r.Reason != RateLimited || r.RetryAfter != 500*time.Millisecond {
+		if err := g.Do(context.Background(), "acme", false, ok); !errors.As(err, &r) || r.Reason != RateLimited || r.RetryAfter != time.Second/3 {
 			t.Errorf("second call at once: %v", err)
 		}
-		time.Sleep(500 * time.Millisecond)
-		if err := g.Do(context.Background(), "acme", false, ok); err != nil {
-			t.Errorf("after 500ms: %v", err)
+		time.Sleep(time.Second)
+		// mallory calls every 10ms, acme every 100ms, never at the same
+		// instant, for three seconds: 12 calls at the rate.
+		ran := map[string]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, c := range []struct {
+			name         string
+			start, every time.Duration
+		}{{"mallory", 0, 10 * time.Millisecond}, {"acme", 5 * time.Millisecond, 100 * time.Millisecond}} {
+			wg.Go(func() {
+				time.Sleep(c.start)
+				for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(c.every) {
+					if g.Do(context.Background(), c.name, false, ok) == nil {
+						mu.Lock()
+						ran[c.name]++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if ran["mallory"] > 10 || ran["acme"] < 2 || ran["mallory"]+ran["acme"] > 13 {
+			t.Errorf("calls that ran in three seconds: %v", ran)
 		}
 	})
 }
