@@ -387,6 +387,7 @@ func (g *Gate) CallRequestWith(ctx context.Context, t *Tool, req *mcp.CallToolRe
 // CallWith is [Gate.Call] with an explicit exchange.
 func (g *Gate) CallWith(ctx context.Context, t *Tool, id Identity, raw json.RawMessage, ex Exchange, run Runner) *mcp.CallToolResult {
 	start := time.Now()
+	ctx = context.WithValue(ctx, callerKey{}, id)
 	var span trace.Span
 	if g.tracer != nil {
 		ctx, span = g.tracer.Start(ctx, "interlock.gate "+t.Name, trace.WithAttributes(
@@ -502,7 +503,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			// outcome.
 			tr.ran, tr.decision = true, audit.DecisionConfirmed
 			ran := time.Now()
-			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), c, run, args)
+			res, err := g.run(context.WithValue(ctx, retryKey{}, retry), run, args)
 			tr.ranFor = time.Since(ran)
 			if err == nil && res.InputRequests != nil {
 				res, err = g.relay(ctx, c, ex, res)
@@ -534,7 +535,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 		return nil, d, err
 	}
 	ran := time.Now()
-	res, err := g.run(ctx, c, run, c.raw)
+	res, err := g.run(ctx, run, c.raw)
 	tr.ranFor = time.Since(ran)
 	if err == nil && res.InputRequests != nil {
 		res, err = g.relay(ctx, c, ex, res)
@@ -580,8 +581,7 @@ func ruleClause(rule string) string {
 
 // run executes the tool, in a span of its own. A panicking handler becomes
 // INTERNAL_ERROR rather than taking the server down with it.
-func (g *Gate) run(ctx context.Context, c *Call, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
-	ctx = context.WithValue(ctx, callerKey{}, c.Identity)
+func (g *Gate) run(ctx context.Context, run Runner, args json.RawMessage) (res *mcp.CallToolResult, err error) {
 	if g.tracer != nil {
 		var span trace.Span
 		ctx, span = g.tracer.Start(ctx, "interlock.run", trace.WithSpanKind(trace.SpanKindClient))

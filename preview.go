@@ -77,7 +77,7 @@ func (g *Gate) runPreview(ctx context.Context, c *Call, p *PreviewCall) (any, er
 		}
 		return failed(cause)
 	}
-	res, err := g.run(ctx, c, r.run, args)
+	res, err := g.run(ctx, r.run, args)
 	if err != nil {
 		return nil, judge(BodyOf(err), err)
 	}
