@@ -46,8 +46,8 @@ type Config struct {
 	// MaxBackoff; 200ms and 5s by default.
 	Backoff, MaxBackoff time.Duration
 	// BreakerFailures consecutive failures of one caller's calls open
-	// that caller's circuit; 10 by default. BreakerDelay later it lets one call try (half-open); 60s by
-	// default.
+	// that caller's circuit; 10 by default. BreakerDelay later it lets one
+	// call try (half-open); 60s by default.
 	BreakerFailures uint
 	BreakerDelay    time.Duration
 	// MaxInFlight bounds concurrent calls; 100 by default. A call over the
@@ -126,7 +126,7 @@ var ErrTimeout = errors.New("resilience: attempt timed out")
 type Guard struct {
 	cfg         Config
 	mu          sync.RWMutex
-	callers     map[string]*caller
+	callers     map[string]*callerState
 	bulkhead    bulkhead.Bulkhead[any]
 	share       int64                        // of the bulkhead, one caller's
 	limiter     ratelimiter.RateLimiter[any] // nil without a rate
@@ -134,17 +134,18 @@ type Guard struct {
 	onStateChan func(caller, state string)
 }
 
-// caller is what a guard keeps of one caller: its circuit, its calls in
-// flight, and when its share of the rate lets it call next.
-type caller struct {
+// callerState is what a guard keeps of one caller: its circuit, its calls
+// in flight, and when its share of the rate lets it call next.
+type callerState struct {
 	circuit  circuitbreaker.CircuitBreaker[any]
 	inFlight atomic.Int64
 	mu       sync.Mutex
 	next     time.Time
 }
 
-// MaxCallers bounds the callers that have a circuit and a share of the
-// bulkhead of their own; the callers beyond share those of [Others].
+// MaxCallers bounds the callers that have a circuit and shares of the
+// bulkhead and the rate of their own; the callers beyond share those of
+// [Others].
 const MaxCallers = 1024
 
 // Others names the caller that stands for the callers beyond
@@ -158,7 +159,7 @@ const Others = "(others)"
 // hears a caller's circuit change state: "closed", "open" or "half-open".
 func New(cfg Config, transient func(error) bool, onState func(caller, state string)) *Guard {
 	cfg = cfg.withDefaults()
-	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState, callers: map[string]*caller{},
+	g := &Guard{cfg: cfg, transient: transient, onStateChan: onState, callers: map[string]*callerState{},
 		share: max(int64(cfg.MaxInFlight-cfg.MaxInFlight/4), 1)}
 	g.bulkhead = bulkhead.New[any](cfg.MaxInFlight)
 	if cfg.RatePerSecond > 0 {
@@ -173,9 +174,9 @@ func (g *Guard) failure(err error) bool {
 	return err != nil && (errors.Is(err, ErrTimeout) || g.transient(err))
 }
 
-// caller returns what the guard keeps of name, made on its first call
-// with a closed circuit.
-func (g *Guard) caller(name string) *caller {
+// stateOf returns what the guard keeps of the caller name, made on its
+// first call with a closed circuit.
+func (g *Guard) stateOf(name string) *callerState {
 	g.mu.RLock()
 	c, ok := g.callers[name]
 	g.mu.RUnlock()
@@ -190,7 +191,7 @@ func (g *Guard) caller(name string) *caller {
 	if c, ok := g.callers[name]; ok {
 		return c
 	}
-	c = &caller{circuit: circuitbreaker.NewBuilder[any]().
+	c = &callerState{circuit: circuitbreaker.NewBuilder[any]().
 		HandleIf(func(_ any, err error) bool { return g.failure(err) }).
 		WithFailureThreshold(g.cfg.BreakerFailures).
 		WithDelay(g.cfg.BreakerDelay).
@@ -204,7 +205,7 @@ func (g *Guard) caller(name string) *caller {
 // call the rate refuses leaves c's share as it was: the share is checked
 // first and spent only with the rate's permit, so that refusals cannot use
 // it up.
-func (g *Guard) takeRate(c *caller) error {
+func (g *Guard) takeRate(c *callerState) error {
 	if g.limiter == nil {
 		return nil
 	}
@@ -243,14 +244,14 @@ func (g *Guard) stateChanged(name string, s circuitbreaker.State) {
 // Do makes the call fn for caller under the guard. repeatable says the
 // call may be made more than once (a read-only or idempotent tool): only
 // then is a transient failure retried, after a backoff that doubles, each
-// attempt passing the rate limit, the bulkhead (and the caller's share of
-// it) and the caller's circuit again with a timeout of its own. A call the guard does not make returns a
-// [*Rejected]; an attempt over the timeout returns [ErrTimeout] (with the
+// attempt passing the rate limit and the bulkhead (and the caller's shares
+// of them) and the caller's circuit again, with a timeout of its own. A
+// call the guard does not make returns a [*Rejected]; an attempt over the timeout returns [ErrTimeout] (with the
 // context fn saw cancelled); any other error is fn's own (the last
 // attempt's, when retries ran out), or the context's when it ended while
 // a retry waited.
 func (g *Guard) Do(ctx context.Context, caller string, repeatable bool, fn func(ctx context.Context) error) error {
-	c := g.caller(caller)
+	c := g.stateOf(caller)
 	retries := 0
 	if repeatable && g.cfg.Retries > 0 {
 		retries = g.cfg.Retries
@@ -276,7 +277,7 @@ func (g *Guard) Do(ctx context.Context, caller string, repeatable bool, fn func(
 // attempt makes one attempt of fn for c, if c's share of the rate, the
 // rate, the bulkhead, c's share of it and c's circuit let it, in that
 // order.
-func (g *Guard) attempt(ctx context.Context, c *caller, fn func(ctx context.Context) error) error {
+func (g *Guard) attempt(ctx context.Context, c *callerState, fn func(ctx context.Context) error) error {
 	if err := g.takeRate(c); err != nil {
 		return err
 	}
@@ -316,7 +317,7 @@ func (g *Guard) Reset() {
 // State returns the state of caller's circuit: "closed", "open" or
 // "half-open".
 func (g *Guard) State(caller string) string {
-	c := g.caller(caller).circuit
+	c := g.stateOf(caller).circuit
 	switch {
 	case c.IsOpen() && c.RemainingDelay() > 0:
 		return "open"
