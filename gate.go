@@ -343,7 +343,7 @@ func (t *Tool) setHumanArgs(names []string) error {
 }
 
 // Runner executes a call that the gate let through, with the business
-// arguments only. [CallerOf] its context says for whom.
+// arguments only. Its context tells for whom ([CallerOf]).
 type Runner func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error)
 
 type callerKey struct{}

@@ -403,8 +403,8 @@ func (u *upstream) log() *slog.Logger {
 // (timeout, retries, circuit breaker, bulkhead, rate limit), and returns
 // the upstream's result untouched. repeatable says the call may be made
 // again after a transient failure (a read-only or idempotent tool). The
-// circuit is the caller's tenant's: failures one tenant provokes stop
-// only its own calls.
+// guard's circuit and shares are the caller's tenant's: what one tenant
+// provokes (failures, slow or many calls) stops only its own calls.
 // Failures become server-side interlock errors; the upstream's own error
 // text stays in the gateway's log. req is the downstream request, when
 // there is one (a preview has none).
