@@ -52,9 +52,6 @@ func approvalKey(c *Call, ruleDigest string) (string, error) {
 // ends it (DECLINED); no decision in time is CANCELLED; an approved call
 // that did not run in time asks anew.
 func (g *Gate) approval(ctx context.Context, c *Call, d Decision, ex Exchange) error {
-	if g.dryRun {
-		return g.dryRunPreview(ctx, c, d, ApprovalDryRunHint, []string{operatorKeyMissing})
-	}
 	digest := d.approvalDigest()
 	if sg, err := g.approvals.useGrant(ctx, c, d, digest); err != nil || sg != nil {
 		if sg != nil {

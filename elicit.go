@@ -31,9 +31,6 @@ const (
 // readForm, and only a clean accept lets the call run. A client that
 // cannot show a form gets the decision's fallback instead.
 func (g *Gate) elicit(ctx context.Context, c *Call, d Decision, ex Exchange) (*mcp.CallToolResult, error) {
-	if g.dryRun {
-		return nil, g.dryRunPreview(ctx, c, d, ElicitDryRunHint, []string{operatorKeyMissing})
-	}
 	if ex.State != "" || len(ex.Responses) > 0 {
 		if err := g.readForm(ctx, c, d, ex); err != nil {
 			return nil, err

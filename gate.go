@@ -561,7 +561,15 @@ func (g *Gate) apply(ctx context.Context, c *Call, d Decision, ex Exchange) (*mc
 			Hint:    "Do not retry this tool; tell the user it is not allowed here, or ask the operator to change the policy.",
 		}
 	case ModeFlag:
+		// Both keys in one answer: the agent's may be given already.
 		return nil, g.flag(ctx, c, d)
+	}
+	if hint, ok := dryRunHints[d.Mode]; ok && g.dryRun {
+		// The operator's key comes first: while dry run is on, no mode
+		// issues a token or asks anyone.
+		return nil, g.dryRunPreview(ctx, c, d, hint, []string{operatorKeyMissing})
+	}
+	switch d.Mode {
 	case ModeToken:
 		return nil, g.token(ctx, c, d)
 	case ModeElicit:
@@ -571,6 +579,10 @@ func (g *Gate) apply(ctx context.Context, c *Call, d Decision, ex Exchange) (*mc
 	}
 	return nil, fmt.Errorf("decision for %s has unimplemented mode %q", c.Tool, d.Mode)
 }
+
+// dryRunHints are the recovery hints of the modes whose own key is asked
+// for only once the operator's is given.
+var dryRunHints = map[Mode]string{ModeToken: TokenDryRunHint, ModeElicit: ElicitDryRunHint, ModeApproval: ApprovalDryRunHint}
 
 func ruleClause(rule string) string {
 	if rule == "" {

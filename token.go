@@ -15,9 +15,6 @@ const TokenDryRunHint = "Set MCP_DRY_RUN=false AND call again without __confirm_
 // single-use token sealed to {tenant, principal, tool, arguments}. A call
 // with a valid token runs once. The operator key applies over both.
 func (g *Gate) token(ctx context.Context, c *Call, d Decision) error {
-	if g.dryRun {
-		return g.dryRunPreview(ctx, c, d, TokenDryRunHint, []string{operatorKeyMissing})
-	}
 	if c.ConfirmToken == "" {
 		return g.issueToken(ctx, c, d)
 	}
