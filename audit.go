@@ -132,7 +132,7 @@ func (g *Gate) callRecord(c *Call, t *Tool, id Identity, ex Exchange, d Decision
 // once its record is durably written: when the log cannot take it and the
 // audit is required, the call fails closed. An allowed call is recorded
 // once, with its outcome.
-func (g *Gate) recordRun(ctx context.Context, c *Call, d Decision, ex Exchange, tr *trail) error {
+func (g *Gate) recordRun(ctx context.Context, c *Call, t *Tool, d Decision, ex Exchange, tr *trail) error {
 	tr.ran = true
 	if c.confirmedBy == "" {
 		tr.decision = audit.DecisionAllowed
@@ -141,10 +141,6 @@ func (g *Gate) recordRun(ctx context.Context, c *Call, d Decision, ex Exchange, 
 	tr.decision = audit.DecisionConfirmed
 	if g.audit == nil {
 		return nil
-	}
-	t, _, _ := g.Tool(c.Tool)
-	if t == nil {
-		t = &Tool{Name: c.Tool, Upstream: c.Upstream}
 	}
 	rec := g.callRecord(c, t, c.Identity, ex, d)
 	rec.Decision = audit.DecisionConfirmed

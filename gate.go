@@ -531,7 +531,7 @@ func (g *Gate) call(ctx context.Context, t *Tool, id Identity, raw json.RawMessa
 			return nil, d, err
 		}
 	}
-	if err := g.recordRun(ctx, c, d, ex, tr); err != nil {
+	if err := g.recordRun(ctx, c, t, d, ex, tr); err != nil {
 		return nil, d, err
 	}
 	ran := time.Now()
