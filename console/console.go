@@ -37,6 +37,7 @@ import (
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/audit"
 	"github.com/interlock-mcp/interlock/consolestate"
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // Path is where the console is served.
@@ -104,13 +105,12 @@ type Options struct {
 	// process's own (other replicas' decisions then show at the next
 	// Poll).
 	Signal consolestate.Signal
-	// FlowKeys seal the sign-ins with the identity provider under way
-	// into the browser's cookie: 32 bytes each, the first seals, any
-	// opens. Every replica must have the same, or a sign-in started on
-	// one is refused when the provider sends the browser back to another
-	// ([FlowKeys] derives them from the sealing keys every replica
-	// shares). A random key of this process when empty.
-	FlowKeys [][]byte
+	// Sealer boxes the sign-ins with the identity provider under way into
+	// the browser's cookie. Every replica must have the same keys, or a
+	// sign-in started on one is refused when the provider sends the
+	// browser back to another. A sealer of a random key of this process
+	// when nil.
+	Sealer *seal.Sealer
 	// Instance is the id the gateway announces itself and this console
 	// under in the store; the console proves it at [InstancePath] to a
 	// gateway on stdio about to send approvers there ([Prober]). Empty
@@ -137,10 +137,10 @@ type Console struct {
 	// signInWith is the identity provider approvers may sign in with;
 	// nil when there is none.
 	signInWith IdentityProvider
-	// flowKeys seal the sign-ins under way into the browser's cookie
-	// (the first) and open them (any), so the console keeps no more than
-	// a one-time mark of a sign-in that has not come back.
-	flowKeys [][]byte
+	// flows boxes the sign-ins under way into the browser's cookie, so
+	// the console keeps no more than a one-time mark of a sign-in that
+	// has not come back.
+	flows *seal.Sealer
 	// instance is the id the console was announced under.
 	instance string
 }
@@ -174,10 +174,12 @@ func New(opts Options) *Console {
 		opts.Approvals = interlock.NewApprovalService(interlock.ApprovalOptions{Logger: log})
 	}
 	c := &Console{approvals: opts.Approvals, authn: opts.Authenticate, recheck: opts.Recheck, refused: opts.Refused, signInWith: opts.SignIn, history: opts.History,
-		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flowKeys: opts.FlowKeys,
+		log: log, pages: parsePages(), state: state, idle: idle, passkeys: &passkeys{state: state}, flows: opts.Sealer,
 		instance: opts.Instance}
-	if len(c.flowKeys) == 0 {
-		c.flowKeys = [][]byte{newFlowKey()}
+	if c.flows == nil {
+		// A sign-in must then come back to the process that started it,
+		// which a restart or another replica refuses with "Sign in again".
+		c.flows, _ = seal.New(seal.RandomKey())
 	}
 	c.changes = newWatcher(opts.Approvals.Store(), opts.Approvals.Grants(), signal, poll, log)
 	return c

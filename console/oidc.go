@@ -2,11 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -62,71 +57,20 @@ const flowTTL = 10 * time.Minute
 // flowAAD binds a sealed flow to its purpose.
 var flowAAD = []byte("interlock console sign-in v1")
 
-// newFlowKey returns a random AES-256 key, for a console given none: a
-// sign-in must then come back to the process that started it, which a
-// restart or another replica refuses with "Sign in again".
-func newFlowKey() []byte {
-	k := make([]byte, 32)
-	if _, err := rand.Read(k); err != nil {
-		panic(err)
-	}
-	return k
-}
-
-// FlowKeys derives the keys of [Options.FlowKeys] from the gateway's
-// sealing keys (INTERLOCK_SECRET, newest first), which every replica
-// shares: a sign-in started on one replica then comes back to any.
-func FlowKeys(sealing [][]byte) [][]byte {
-	out := make([][]byte, len(sealing))
-	for i, k := range sealing {
-		m := hmac.New(sha256.New, k)
-		m.Write(flowAAD)
-		out[i] = m.Sum(nil)
-	}
-	return out
-}
-
-func flowCipher(key []byte) cipher.AEAD {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		panic(err) // a 32-byte key always makes a cipher
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		panic(err)
-	}
-	return aead
-}
-
-// sealFlow returns f encrypted and authenticated for a cookie, with the
-// newest key.
+// sealFlow returns f boxed for a cookie.
 func (c *Console) sealFlow(f oidcFlow) string {
 	plain, _ := json.Marshal(f) // strings and a time always encode
-	aead := flowCipher(c.flowKeys[0])
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		panic(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, plain, flowAAD))
+	return base64.RawURLEncoding.EncodeToString(c.flows.Box(plain, flowAAD))
 }
 
 // openFlow returns the flow a cookie holds, if a console with one of this
-// console's keys sealed it and it has not expired.
+// console's keys boxed it and it has not expired.
 func (c *Console) openFlow(v string) (oidcFlow, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil {
 		return oidcFlow{}, false
 	}
-	var plain []byte
-	for _, k := range c.flowKeys {
-		aead := flowCipher(k)
-		if len(b) < aead.NonceSize() {
-			return oidcFlow{}, false
-		}
-		if plain, err = aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], flowAAD); err == nil {
-			break
-		}
-	}
+	plain, err := c.flows.Unbox(b, flowAAD)
 	if err != nil {
 		return oidcFlow{}, false
 	}

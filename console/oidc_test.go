@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/interlock-mcp/interlock"
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // TestSealedSignInFlows: a sign-in under way lives in its browser's
@@ -17,7 +17,7 @@ import (
 // within its ten minutes.
 func TestSealedSignInFlows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, other := &Console{flowKeys: [][]byte{newFlowKey()}}, &Console{flowKeys: [][]byte{newFlowKey()}}
+		c, other := &Console{flows: boxes(t, seal.RandomKey())}, &Console{flows: boxes(t, seal.RandomKey())}
 		f := oidcFlow{State: "s", Nonce: "n", Verifier: "v", Next: "/console/grants", Expires: time.Now().Add(flowTTL)}
 		sealed := c.sealFlow(f)
 		if strings.Contains(sealed, "/console/grants") || strings.Contains(sealed, `"v"`) {
@@ -47,13 +47,13 @@ func TestSealedSignInFlows(t *testing.T) {
 	})
 }
 
-// TestFlowsAcrossReplicas: consoles whose flow keys come from the same
-// sealing keys open each other's sign-ins under way, through a rotation
-// (new key first, old key kept); one with other sealing keys does not.
+// TestFlowsAcrossReplicas: consoles of the same sealing keys open each
+// other's sign-ins under way, through a rotation (new key first, old key
+// kept); one with other sealing keys does not.
 func TestFlowsAcrossReplicas(t *testing.T) {
 	old, next := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
 	f := oidcFlow{State: "s", Expires: time.Now().Add(flowTTL)}
-	sealedBy := func(keys ...[]byte) string { return (&Console{flowKeys: FlowKeys(keys)}).sealFlow(f) }
+	sealedBy := func(keys ...[]byte) string { return (&Console{flows: boxes(t, keys...)}).sealFlow(f) }
 	tests := []struct {
 		name   string
 		sealed string
@@ -67,14 +67,20 @@ func TestFlowsAcrossReplicas(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, ok := (&Console{flowKeys: FlowKeys(tt.opener)}).openFlow(tt.sealed); ok != tt.want {
+			if _, ok := (&Console{flows: boxes(t, tt.opener...)}).openFlow(tt.sealed); ok != tt.want {
 				t.Errorf("opened: %v, want %v", ok, tt.want)
 			}
 		})
 	}
-	if k := FlowKeys([][]byte{old}); len(k[0]) != 32 || bytes.Equal(k[0], old) {
-		t.Errorf("a flow key is the sealing key itself, or not 32 bytes: %x", k[0])
+}
+
+// boxes is a sealer of keys.
+func boxes(t *testing.T, keys ...[]byte) *seal.Sealer {
+	s, err := seal.New(keys...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return s
 }
 
 // TestSessionsEndWithTheirCredential: a session made with the identity

@@ -12,6 +12,7 @@ import (
 
 	"github.com/interlock-mcp/interlock"
 	"github.com/interlock-mcp/interlock/console"
+	"github.com/interlock-mcp/interlock/seal"
 )
 
 // Operator is whom a one-time console link signs in on a gateway without
@@ -21,11 +22,11 @@ const Operator = "operator"
 // newConsole makes the approvers' console over the gateway's approvals, its
 // API keys, its OAuth issuer, its audit log and the store and signal its
 // state is shared by (see [Options.ConsoleState]), where one-time links
-// are kept too, whoever made them; the sealing keys every replica shares
-// seal its sign-ins under way.
-func (g *Gateway) newConsole(o Options, sealing [][]byte) *console.Console {
+// are kept too, whoever made them; boxes, of the sealing keys every
+// replica shares, seals its sign-ins under way.
+func (g *Gateway) newConsole(o Options, boxes *seal.Sealer) *console.Console {
 	opts := console.Options{Approvals: g.approvals, Logger: g.log, SignIn: g.consoleSignIn(o.PublicURL), Recheck: g.recheckCredential,
-		State: o.ConsoleState, Signal: o.ConsoleSignal, FlowKeys: console.FlowKeys(sealing), Instance: o.Instance,
+		State: o.ConsoleState, Signal: o.ConsoleSignal, Sealer: boxes, Instance: o.Instance,
 		Refused: func(_ context.Context, r *http.Request, why string) { g.recordRefusal(r, why) }}
 	if len(g.config().Auth.Keys) > 0 {
 		opts.Authenticate = func(ctx context.Context, key string) (interlock.Identity, console.Credential, error) {

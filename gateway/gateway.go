@@ -15,6 +15,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -184,13 +185,19 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	// The console seals sign-ins under way with the gate's keys, and the
-	// calls of tasks are boxed under them.
-	sealing := seal.ParseKeys(getenv(interlock.SecretEnv))
-	g.console = g.newConsole(opts, sealing)
-	if g.tasks, err = newTasks(opts.Tasks, sealing, log); err != nil {
-		return nil, err
+	// The console's sign-ins under way and the calls of tasks are boxed
+	// under the gate's keys; without keys, under a key of this process,
+	// as the gate seals its tokens (it warns of it).
+	keys := seal.ParseKeys(getenv(interlock.SecretEnv))
+	if len(keys) == 0 {
+		keys = [][]byte{seal.RandomKey()}
 	}
+	boxes, err := seal.New(keys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", interlock.SecretEnv, err)
+	}
+	g.console = g.newConsole(opts, boxes)
+	g.tasks = newTasks(opts.Tasks, boxes, log)
 	gateOpts := g.gateOptions(f, opts, getenv)
 	if g.gate, err = interlock.NewGate(g.decider(f), &gateOpts); err != nil {
 		return nil, err

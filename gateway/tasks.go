@@ -100,20 +100,12 @@ type tasks struct {
 }
 
 // newTasks are the tasks kept in store (in memory when nil), their calls
-// boxed under the sealing keys; without keys, under a key of this process,
-// as the gate seals its tokens (it warns of it).
-func newTasks(store task.Store, keys [][]byte, log *slog.Logger) (*tasks, error) {
+// boxed by sealer.
+func newTasks(store task.Store, sealer *seal.Sealer, log *slog.Logger) *tasks {
 	if store == nil {
 		store = task.NewMemory()
 	}
-	if len(keys) == 0 {
-		keys = [][]byte{seal.RandomKey()}
-	}
-	sealer, err := seal.New(keys...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", interlock.SecretEnv, err)
-	}
-	return &tasks{store: store, sealer: sealer, log: log, claim: task.NewID()}, nil
+	return &tasks{store: store, sealer: sealer, log: log, claim: task.NewID()}
 }
 
 // pendingApproval returns the body of res when it is the gate's
