@@ -199,19 +199,30 @@ func NewGate(p Policy, opts *GateOptions) (*Gate, error) {
 		g.budgets = budget.NewMemory()
 	}
 	if g.sealer == nil {
-		keys := seal.ParseKeys(getenv(SecretEnv))
-		if len(keys) == 0 {
-			keys = [][]byte{seal.RandomKey()}
-			g.log.Warn(SecretEnv + " is not set: confirm tokens are sealed with a random key made for this process, " +
-				"so they will not survive a restart or work across replicas")
-		}
-		s, err := seal.New(keys...)
+		s, err := SealerFromEnv(getenv, g.log)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", SecretEnv, err)
+			return nil, err
 		}
 		g.sealer = s
 	}
 	return g, nil
+}
+
+// SealerFromEnv returns the sealer of the keys [SecretEnv] holds. Without
+// any it is a random key's, made for this process, and log hears that
+// what it seals will not survive a restart or reach another replica.
+func SealerFromEnv(getenv func(string) string, log *slog.Logger) (*seal.Sealer, error) {
+	keys := seal.ParseKeys(getenv(SecretEnv))
+	if len(keys) == 0 {
+		keys = [][]byte{seal.RandomKey()}
+		log.Warn(SecretEnv + " is not set: confirm tokens are sealed with a random key made for this process, " +
+			"so they will not survive a restart or work across replicas")
+	}
+	s, err := seal.New(keys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", SecretEnv, err)
+	}
+	return s, nil
 }
 
 // Register records a guarded tool and how to run it, so that decisions can

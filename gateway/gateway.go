@@ -15,7 +15,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -33,7 +32,6 @@ import (
 	"github.com/interlock-mcp/interlock/metrics"
 	"github.com/interlock-mcp/interlock/policy"
 	"github.com/interlock-mcp/interlock/resilience"
-	"github.com/interlock-mcp/interlock/seal"
 	"github.com/interlock-mcp/interlock/task"
 )
 
@@ -185,20 +183,16 @@ func New(f *config.File, opts Options) (*Gateway, error) {
 	if g.authn, err = newAuthenticator(f, opts.PublicURL, g.verifyKey); err != nil {
 		return nil, err
 	}
-	// The console's sign-ins under way and the calls of tasks are boxed
-	// under the gate's keys; without keys, under a key of this process,
-	// as the gate seals its tokens (it warns of it).
-	keys := seal.ParseKeys(getenv(interlock.SecretEnv))
-	if len(keys) == 0 {
-		keys = [][]byte{seal.RandomKey()}
-	}
-	boxes, err := seal.New(keys...)
+	// One sealer seals the gate's tokens and boxes the console's sign-ins
+	// under way and the calls of tasks.
+	sealer, err := interlock.SealerFromEnv(getenv, log)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", interlock.SecretEnv, err)
+		return nil, err
 	}
-	g.console = g.newConsole(opts, boxes)
-	g.tasks = newTasks(opts.Tasks, boxes, log)
+	g.console = g.newConsole(opts, sealer)
+	g.tasks = newTasks(opts.Tasks, sealer, log)
 	gateOpts := g.gateOptions(f, opts, getenv)
+	gateOpts.Sealer = sealer
 	if g.gate, err = interlock.NewGate(g.decider(f), &gateOpts); err != nil {
 		return nil, err
 	}

@@ -81,11 +81,12 @@ func (u *upstream) peerOf(cs *mcp.ClientSession) *mcp.ServerSession {
 // use it: each is a POST on the session the SDK's client opened (none
 // from 2026-07-28 on), with the headers and, from 2026-07-28 on, the
 // _meta the SDK's client sends. The answer is read from a JSON body or
-// from the event stream the upstream opens for the request. What else the upstream sends on that
-// stream goes where the SDK's client would hand it: a question (a form,
-// sampling, roots) to the client whose request it is, its answer posted
-// back; progress and log messages to their owners (link.go decides
-// both); a changed list to the gateway's mirror.
+// from the event stream the upstream opens for the request. What else
+// the upstream sends on that stream goes where the SDK's client would
+// hand it: a question (a form, sampling, roots) to the client whose
+// request it is, its answer posted back; progress and log messages to
+// their owners (link.go decides both); a changed list to the gateway's
+// mirror.
 type httpSession struct {
 	u    *upstream
 	cs   *mcp.ClientSession
