@@ -132,15 +132,12 @@ func (g *Gate) underPendingLimit(ctx context.Context, c *Call, d Decision, key s
 	if limit <= 0 {
 		limit = DefaultMaxPending
 	}
-	pending, err := g.approvals.store.List(ctx)
+	pending, err := g.approvals.store.Waiting(ctx, c.Tenant, c.Principal)
 	if err != nil {
 		return confirmationStoreDown(c, err)
 	}
-	now, waiting := time.Now(), 0
+	waiting := 0
 	for _, a := range pending {
-		if a.State(now) != approval.Pending || a.Tenant != c.Tenant || a.Principal != c.Principal {
-			continue
-		}
 		if a.Key == key {
 			return nil
 		}

@@ -232,18 +232,13 @@ func TestApprovalURLIsShown(t *testing.T) {
 	}
 }
 
-// TestPendingApprovalsPerCaller: a caller may have at most the rule's
-// max_pending approvals waiting at once (DefaultMaxPending when it says
-// none), so an agent looping over new arguments cannot flood the
-// approvers; the same call again, another tenant's principal of the same
-// name, and a new call once one is decided still get their approval.
-// slowList is an approval store whose List takes a while, as a remote
+// slowWaiting is an approval store whose Waiting takes a while, as a remote
 // store's may: calls made at once all count before any asks.
-type slowList struct{ *approval.Memory }
+type slowWaiting struct{ *approval.Memory }
 
-func (s slowList) List(ctx context.Context) ([]*approval.Approval, error) {
+func (s slowWaiting) Waiting(ctx context.Context, tenant, principal string) ([]*approval.Approval, error) {
 	time.Sleep(20 * time.Millisecond)
-	return s.Memory.List(ctx)
+	return s.Memory.Waiting(ctx, tenant, principal)
 }
 
 // TestPendingLimitAtOnce: calls with new arguments made at once by one
@@ -252,7 +247,7 @@ func TestPendingLimitAtOnce(t *testing.T) {
 	d := Decision{Mode: ModeApproval, Rule: "large-refunds", Approvers: []string{"bob"}, MaxPending: 3,
 		Summarize: func(any) string { return "Refund." }}
 	var rec recorder
-	store := slowList{approval.NewMemory()}
+	store := slowWaiting{approval.NewMemory()}
 	gate := newGate(t, fixedPolicy{d: d}, &GateOptions{Getenv: env("false"), Logger: quiet,
 		Approvals: NewApprovalService(ApprovalOptions{Store: store})})
 	tool, _ := NewTool("refund_invoice", "", HintsOf(nil), nil)
@@ -272,6 +267,11 @@ func TestPendingLimitAtOnce(t *testing.T) {
 	}
 }
 
+// TestPendingApprovalsPerCaller: a caller may have at most the rule's
+// max_pending approvals waiting at once (DefaultMaxPending when it says
+// none), so an agent looping over new arguments cannot flood the
+// approvers; the same call again, another tenant's principal of the same
+// name, and a new call once one is decided still get their approval.
 func TestPendingApprovalsPerCaller(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {

@@ -291,6 +291,12 @@ type Store interface {
 	Get(ctx context.Context, id string) (*Approval, error)
 	// List returns the approvals that are still pending.
 	List(ctx context.Context) ([]*Approval, error)
+	// Waiting returns the approvals that principal of tenant asked for
+	// and that are still pending, oldest first: what a call under a cap
+	// on waiting approvals counts. It reads that caller's approvals, not
+	// every tenant's, so one tenant's many approvals do not slow another
+	// tenant's calls.
+	Waiting(ctx context.Context, tenant, principal string) ([]*Approval, error)
 	// Decide adds v to the approval atomically ([Approval.AddVote]);
 	// ErrAlreadyDecided when it is no longer pending.
 	Decide(ctx context.Context, id string, v Vote) (*Approval, error)

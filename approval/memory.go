@@ -102,17 +102,27 @@ func (m *Memory) Get(_ context.Context, id string) (*Approval, error) {
 
 // List implements [Store].
 func (m *Memory) List(context.Context) ([]*Approval, error) {
+	return m.pending(func(*Approval) bool { return true }), nil
+}
+
+// Waiting implements [Store].
+func (m *Memory) Waiting(_ context.Context, tenant, principal string) ([]*Approval, error) {
+	return m.pending(func(a *Approval) bool { return a.Tenant == tenant && a.Principal == principal }), nil
+}
+
+// pending returns the pending approvals that of keeps, oldest first.
+func (m *Memory) pending(of func(*Approval) bool) []*Approval {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	var out []*Approval
 	for _, a := range m.byID {
-		if a.State(now) == Pending {
+		if of(a) && a.State(now) == Pending {
 			out = append(out, clone(a))
 		}
 	}
 	slices.SortFunc(out, func(x, y *Approval) int { return x.CreatedAt.Compare(y.CreatedAt) })
-	return out, nil
+	return out
 }
 
 // Decide implements [Store].

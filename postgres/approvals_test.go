@@ -19,7 +19,7 @@ import (
 
 // openApprovals opens a handle on the schema url names, closed when the
 // test ends.
-func openApprovals(t *testing.T, url string) *Approvals {
+func openApprovals(t testing.TB, url string) *Approvals {
 	s, err := OpenApprovals(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -129,4 +129,9 @@ func TestConsoleSignalAfterItsConnectionDrops(t *testing.T) {
 
 func TestRosterConformance(t *testing.T) {
 	rostertest.Run(t, storetest.Both(twoGateways, func(s *Approvals) roster.Store { return s }))
+}
+
+func BenchmarkWaiting(b *testing.B) {
+	url, _ := schemaURL(b)
+	approvaltest.BenchmarkWaiting(b, openApprovals(b, url))
 }

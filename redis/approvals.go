@@ -17,7 +17,8 @@ import (
 //
 // Each approval is a JSON value under approval:ID; approval-key:KEY names
 // the binding's live approval; the sorted set approvals lists ids by
-// creation. Every change reads and writes under WATCH in one MULTI
+// creation, and approvals-of:CALLER those of one caller (its tenant and
+// principal as a JSON pair) that may still be pending. Every change reads and writes under WATCH in one MULTI
 // transaction and is retried when another gateway changed the same keys
 // first, so two gateways never both consume an approval or lose a vote.
 type Approvals struct {
@@ -34,6 +35,17 @@ func (t *Tokens) Approvals() *Approvals { return &Approvals{client: t.client, pr
 func (s *Approvals) idKey(id string) string    { return s.prefix + "approval:" + id }
 func (s *Approvals) bindKey(key string) string { return s.prefix + "approval-key:" + key }
 func (s *Approvals) listKey() string           { return s.prefix + "approvals" }
+
+// callerKey is the sorted set of the approvals that principal of tenant
+// asked for; the pair is JSON, so no caller's names read as another's.
+func (s *Approvals) callerKey(tenant, principal string) string {
+	pair, _ := json.Marshal([]string{tenant, principal}) // strings always encode
+	return s.prefix + "approvals-of:" + string(pair)
+}
+
+// kept is how long ids stay in the sorted sets of approvals: past the
+// longest wait a rule allows (24 hours) and the longest time to run.
+const kept = 48 * time.Hour
 
 // keep is how long an approval and its binding stay: an hour past the end
 // of the wait for a decision, or past the deadline to run once approved,
@@ -132,9 +144,13 @@ func (s *Approvals) Request(ctx context.Context, a *approval.Approval) (*approva
 				return err
 			}
 			p.Set(ctx, s.bindKey(a.Key), a.ID, keep(a))
-			p.ZAdd(ctx, s.listKey(), goredis.Z{Score: float64(a.CreatedAt.UnixMilli()), Member: a.ID})
-			// Ids of approvals long gone leave the list.
-			p.ZRemRangeByScore(ctx, s.listKey(), "-inf", fmt.Sprint(time.Now().Add(-48*time.Hour).UnixMilli()))
+			// Ids of approvals long gone leave the lists.
+			gone := fmt.Sprint(time.Now().Add(-kept).UnixMilli())
+			for _, list := range []string{s.listKey(), s.callerKey(a.Tenant, a.Principal)} {
+				p.ZAdd(ctx, list, goredis.Z{Score: float64(a.CreatedAt.UnixMilli()), Member: a.ID})
+				p.ZRemRangeByScore(ctx, list, "-inf", gone)
+			}
+			p.Expire(ctx, s.callerKey(a.Tenant, a.Principal), kept)
 			return nil
 		})
 		return err
@@ -152,22 +168,53 @@ func (s *Approvals) Get(ctx context.Context, id string) (*approval.Approval, err
 
 // List implements [approval.Store].
 func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
-	ids, err := s.client.ZRange(ctx, s.listKey(), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("redis store: listing approvals: %w", err)
-	}
-	all, err := getAllJSON[approval.Approval](ctx, s.client, ids, s.idKey)
+	out, _, err := s.pending(ctx, s.listKey())
+	return out, err
+}
+
+// Waiting implements [approval.Store]. The ids of the caller's approvals
+// that are no longer pending leave its set as they are found, since none
+// is pending again.
+func (s *Approvals) Waiting(ctx context.Context, tenant, principal string) ([]*approval.Approval, error) {
+	list := s.callerKey(tenant, principal)
+	out, ended, err := s.pending(ctx, list)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	var out []*approval.Approval
-	for _, a := range all {
-		if a.State(now) == approval.Pending {
-			out = append(out, a)
+	if len(ended) > 0 {
+		if err := s.client.ZRem(ctx, list, ended...).Err(); err != nil {
+			return nil, fmt.Errorf("redis store: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// pending reads the approvals the sorted set list names, oldest first:
+// those still pending, and the ids of the others.
+func (s *Approvals) pending(ctx context.Context, list string) (out []*approval.Approval, ended []any, err error) {
+	ids, err := s.client.ZRange(ctx, list, 0, -1).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis store: listing approvals: %w", err)
+	}
+	all, err := getAllJSON[approval.Approval](ctx, s.client, ids, s.idKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	now, found := time.Now(), map[string]bool{}
+	for _, a := range all {
+		found[a.ID] = true
+		if a.State(now) == approval.Pending {
+			out = append(out, a)
+		} else {
+			ended = append(ended, a.ID)
+		}
+	}
+	for _, id := range ids {
+		if !found[id] {
+			ended = append(ended, id)
+		}
+	}
+	return out, ended, nil
 }
 
 // getAllJSON reads the values of JSON the ids name (at keyOf(id)) in one

@@ -117,6 +117,20 @@ func TestKeyLayout(t *testing.T) {
 	if n, err := c.Exists(ctx, s.Prefix()+"budget:p").Result(); n != 0 || err != nil {
 		t.Errorf("a peek wrote budget:p: %d %v", n, err)
 	}
+	// A caller's approvals are listed under its tenant and principal,
+	// and the list goes once the caller asks for none in two days.
+	now := time.Now()
+	if _, err := s.Approvals().Request(ctx, &approval.Approval{ID: "apr_l", Key: "kl", Tenant: "acme", Principal: "alice",
+		Tool: "refund_invoice", Approvers: []string{"bob"}, Quorum: 1, CreatedAt: now, ExpiresAt: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	list := s.Prefix() + `approvals-of:["acme","alice"]`
+	if ids, err := c.ZRange(ctx, list, 0, -1).Result(); len(ids) != 1 || ids[0] != "apr_l" || err != nil {
+		t.Errorf("%s holds %v, %v", list, ids, err)
+	}
+	if ttl, err := c.PTTL(ctx, list).Result(); ttl <= 0 || ttl > 48*time.Hour || err != nil {
+		t.Errorf("%s expires in %v, %v; want within two days", list, ttl, err)
+	}
 }
 
 func TestOpenUnreachable(t *testing.T) {
@@ -269,3 +283,5 @@ func TestConsoleHelperProcess(t *testing.T) {
 		return openAt(t, prefix).Console()
 	})
 }
+
+func BenchmarkWaiting(b *testing.B) { approvaltest.BenchmarkWaiting(b, store(b).Approvals()) }

@@ -243,3 +243,7 @@ func BenchmarkApprovals(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkWaiting(b *testing.B) {
+	approvaltest.BenchmarkWaiting(b, openApprovals(b, filepath.Join(b.TempDir(), "approvals.db")))
+}

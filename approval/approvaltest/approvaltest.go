@@ -82,6 +82,49 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("each caller's waiting approvals", func(t *testing.T) {
+		s, other := open(t)
+		now := time.Now()
+		of := func(id, tenant, principal string, age, ttl time.Duration) *approval.Approval {
+			a := newApproval(id, "k-"+id, 1, ttl)
+			a.Tenant, a.Principal, a.CreatedAt, a.ExpiresAt = tenant, principal, now.Add(-age), now.Add(-age+ttl)
+			return a
+		}
+		for i, a := range []*approval.Approval{
+			of("apr_w2", "acme", "alice", time.Second, time.Minute),
+			of("apr_w1", "acme", "alice", 2*time.Second, time.Minute),
+			of("apr_denied", "acme", "alice", time.Second, time.Minute),
+			of("apr_expired", "acme", "alice", time.Minute, time.Second),
+			// The same principal in another tenant, another principal,
+			// and names that run together as the first pair's would.
+			of("apr_other", "other", "alice", time.Second, time.Minute),
+			of("apr_bob", "acme", "bob", time.Second, time.Minute),
+			of("apr_joined", "acme:alice", "", time.Second, time.Minute),
+		} {
+			request(t, []approval.Store{s, other}[i%2], a)
+		}
+		if _, err := other.Decide(ctx, "apr_denied", vote("bob", approval.Deny)); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			tenant, principal string
+			want              []string
+		}{
+			{"acme", "alice", []string{"apr_w1", "apr_w2"}},
+			{"other", "alice", []string{"apr_other"}},
+			{"acme", "bob", []string{"apr_bob"}},
+			{"acme:alice", "", []string{"apr_joined"}},
+			{"acme", "carol", nil},
+		} {
+			for _, h := range []approval.Store{s, other, s} {
+				got, err := h.Waiting(ctx, tc.tenant, tc.principal)
+				if ids := idsOf(got); err != nil || fmt.Sprint(ids) != fmt.Sprint(tc.want) {
+					t.Errorf("waiting of %s/%s: %v %v, want %v", tc.tenant, tc.principal, ids, err, tc.want)
+				}
+			}
+		}
+	})
+
 	t.Run("racing requests share one approval", func(t *testing.T) {
 		s, other := open(t)
 		ids := idSet{}
@@ -624,4 +667,43 @@ func (s *idSet) add(id string) {
 		s.ids = map[string]bool{}
 	}
 	s.ids[id] = true
+}
+
+func idsOf(list []*approval.Approval) []string {
+	var ids []string
+	for _, a := range list {
+		ids = append(ids, a.ID)
+	}
+	return ids
+}
+
+// BenchmarkWaiting measures what a call under a cap on waiting approvals
+// reads, beside 2,000 approvals of 50 other tenants waiting in s: one
+// caller's approvals (Waiting), and every tenant's (List), as such a
+// call read them before Waiting.
+func BenchmarkWaiting(b *testing.B, s approval.Store) {
+	ctx := context.Background()
+	for i := range 2001 {
+		a := newApproval(fmt.Sprintf("apr_b%d", i), fmt.Sprintf("kb%d", i), 1, time.Hour)
+		if i < 2000 {
+			a.Tenant = fmt.Sprintf("tenant-%d", i%50)
+		}
+		if _, err := s.Request(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("waiting", func(b *testing.B) {
+		for b.Loop() {
+			if list, err := s.Waiting(ctx, "acme", "alice"); err != nil || len(list) != 1 {
+				b.Fatal(len(list), err)
+			}
+		}
+	})
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			if list, err := s.List(ctx); err != nil || len(list) != 2001 {
+				b.Fatal(len(list), err)
+			}
+		}
+	})
 }

@@ -25,6 +25,10 @@ type approvalTables struct {
 	lock string
 	// live reads the body of a key's live approval: the last one stored.
 	live string
+	// waiting reads the bodies of the approvals that expire at its first
+	// argument or after, asked for by the tenant and principal its next
+	// two name, oldest first.
+	waiting string
 	// put writes an approval, its arguments from putArgs with end, the
 	// later of its wait's end and its deadline to run.
 	put     string
@@ -58,6 +62,7 @@ CREATE TABLE IF NOT EXISTS approvals (
 );
 CREATE INDEX IF NOT EXISTS approvals_key ON approvals (key, seq);
 CREATE INDEX IF NOT EXISTS approvals_ends ON approvals (ends_at);
+CREATE INDEX IF NOT EXISTS approvals_caller ON approvals (json_extract(body, '$.tenant'), json_extract(body, '$.principal'));
 CREATE TABLE IF NOT EXISTS grants (
 	id         TEXT PRIMARY KEY,
 	created_at INTEGER NOT NULL,
@@ -67,6 +72,8 @@ CREATE TABLE IF NOT EXISTS grants (
 CREATE INDEX IF NOT EXISTS grants_expires ON grants (expires_at);`,
 	time: unixMilli,
 	live: "SELECT body FROM approvals WHERE key = ? ORDER BY seq DESC LIMIT 1",
+	waiting: `SELECT body FROM approvals WHERE expires_at >= ?
+		AND json_extract(body, '$.tenant') = ? AND json_extract(body, '$.principal') = ? ORDER BY created_at`,
 	put: `INSERT INTO approvals (id, key, created_at, expires_at, ends_at, body) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET ends_at = excluded.ends_at, body = excluded.body`,
 	putArgs: func(a *approval.Approval, end time.Time, body string) []any {
@@ -98,6 +105,7 @@ CREATE TABLE IF NOT EXISTS approvals (
 	body       text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS approvals_key ON approvals (key, created_at);
+CREATE INDEX IF NOT EXISTS approvals_caller ON approvals ((body::jsonb ->> 'tenant'), (body::jsonb ->> 'principal'));
 CREATE TABLE IF NOT EXISTS grants (
 	id         text PRIMARY KEY,
 	expires_at timestamptz NOT NULL,
@@ -106,6 +114,8 @@ CREATE TABLE IF NOT EXISTS grants (
 	time: func(t time.Time) any { return t },
 	lock: "SELECT pg_advisory_xact_lock(hashtext(?))",
 	live: "SELECT body FROM approvals WHERE key = ? ORDER BY created_at DESC LIMIT 1 FOR UPDATE",
+	waiting: `SELECT body FROM approvals WHERE expires_at >= ?
+		AND body::jsonb ->> 'tenant' = ? AND body::jsonb ->> 'principal' = ? ORDER BY created_at`,
 	put: `INSERT INTO approvals (id, key, created_at, expires_at, body) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET body = excluded.body`,
 	putArgs: func(a *approval.Approval, _ time.Time, body string) []any {
@@ -241,13 +251,21 @@ func (s *Approvals) Get(ctx context.Context, id string) (*approval.Approval, err
 
 // List implements [approval.Store].
 func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
-	return listRows(s, ctx, "SELECT body FROM approvals WHERE expires_at >= ? ORDER BY created_at", scanApproval,
-		func(a *approval.Approval, now time.Time) bool { return a.State(now) == approval.Pending })
+	return listRows(s, ctx, "SELECT body FROM approvals WHERE expires_at >= ? ORDER BY created_at", scanApproval, pending)
 }
 
+// Waiting implements [approval.Store]. The caller is read from each live
+// approval's JSON in the database: the tables have no column of it, and
+// only the caller's approvals are decoded here.
+func (s *Approvals) Waiting(ctx context.Context, tenant, principal string) ([]*approval.Approval, error) {
+	return listRows(s, ctx, s.d.approvals.waiting, scanApproval, pending, tenant, principal)
+}
+
+func pending(a *approval.Approval, now time.Time) bool { return a.State(now) == approval.Pending }
+
 // listRows returns what the rows of query hold that keep keeps at now;
-// query's argument is now.
-func listRows[T any](s *Approvals, ctx context.Context, query string, scan func(Row) (*T, error), keep func(v *T, now time.Time) bool) ([]*T, error) {
+// query's arguments are now, then args.
+func listRows[T any](s *Approvals, ctx context.Context, query string, scan func(Row) (*T, error), keep func(v *T, now time.Time) bool, args ...any) ([]*T, error) {
 	now := time.Now()
 	var out []*T
 	err := s.read().rows(ctx, func(r Row) error {
@@ -256,7 +274,7 @@ func listRows[T any](s *Approvals, ctx context.Context, query string, scan func(
 			out = append(out, v)
 		}
 		return err
-	}, query, s.d.approvals.time(now))
+	}, query, append([]any{s.d.approvals.time(now)}, args...)...)
 	if err != nil {
 		return nil, s.fail(err)
 	}
