@@ -16,9 +16,10 @@ import (
 // sharing the server serves an approved call, once.
 //
 // Each approval is a JSON value under approval:ID; approval-key:KEY names
-// the binding's live approval; the sorted set approvals lists ids by
-// creation, and approvals-of:CALLER those of one caller (its tenant and
-// principal as a JSON pair) that may still be pending. Every change reads and writes under WATCH in one MULTI
+// the binding's live approval. The sorted set approvals lists the ids of
+// approvals that may still be pending, by creation, and
+// approvals-of:CALLER those of one caller (its tenant and principal as a
+// JSON pair). Every change reads and writes under WATCH in one MULTI
 // transaction and is retried when another gateway changed the same keys
 // first, so two gateways never both consume an approval or lose a vote.
 type Approvals struct {
@@ -168,18 +169,39 @@ func (s *Approvals) Get(ctx context.Context, id string) (*approval.Approval, err
 
 // List implements [approval.Store].
 func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
-	out, _, err := s.pending(ctx, s.listKey())
-	return out, err
+	return s.pending(ctx, s.listKey())
 }
 
-// Waiting implements [approval.Store]. The ids of the caller's approvals
-// that are no longer pending leave its set as they are found, since none
-// is pending again.
+// Waiting implements [approval.Store].
 func (s *Approvals) Waiting(ctx context.Context, tenant, principal string) ([]*approval.Approval, error) {
-	list := s.callerKey(tenant, principal)
-	out, ended, err := s.pending(ctx, list)
+	return s.pending(ctx, s.callerKey(tenant, principal))
+}
+
+// pending reads the approvals the sorted set list names that are still
+// pending, oldest first. The ids of the others leave the list as they
+// are found, since no approval is pending again.
+func (s *Approvals) pending(ctx context.Context, list string) ([]*approval.Approval, error) {
+	ids, err := s.client.ZRange(ctx, list, 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis store: listing approvals: %w", err)
+	}
+	all, err := getAllJSON[approval.Approval](ctx, s.client, ids, s.idKey)
 	if err != nil {
 		return nil, err
+	}
+	now, found := time.Now(), map[string]bool{}
+	var out []*approval.Approval
+	for _, a := range all {
+		if a.State(now) == approval.Pending {
+			found[a.ID] = true
+			out = append(out, a)
+		}
+	}
+	var ended []any
+	for _, id := range ids {
+		if !found[id] {
+			ended = append(ended, id)
+		}
 	}
 	if len(ended) > 0 {
 		if err := s.client.ZRem(ctx, list, ended...).Err(); err != nil {
@@ -187,34 +209,6 @@ func (s *Approvals) Waiting(ctx context.Context, tenant, principal string) ([]*a
 		}
 	}
 	return out, nil
-}
-
-// pending reads the approvals the sorted set list names, oldest first:
-// those still pending, and the ids of the others.
-func (s *Approvals) pending(ctx context.Context, list string) (out []*approval.Approval, ended []any, err error) {
-	ids, err := s.client.ZRange(ctx, list, 0, -1).Result()
-	if err != nil {
-		return nil, nil, fmt.Errorf("redis store: listing approvals: %w", err)
-	}
-	all, err := getAllJSON[approval.Approval](ctx, s.client, ids, s.idKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	now, found := time.Now(), map[string]bool{}
-	for _, a := range all {
-		found[a.ID] = true
-		if a.State(now) == approval.Pending {
-			out = append(out, a)
-		} else {
-			ended = append(ended, a.ID)
-		}
-	}
-	for _, id := range ids {
-		if !found[id] {
-			ended = append(ended, id)
-		}
-	}
-	return out, ended, nil
 }
 
 // getAllJSON reads the values of JSON the ids name (at keyOf(id)) in one

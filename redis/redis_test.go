@@ -131,6 +131,22 @@ func TestKeyLayout(t *testing.T) {
 	if ttl, err := c.PTTL(ctx, list).Result(); ttl <= 0 || ttl > 48*time.Hour || err != nil {
 		t.Errorf("%s expires in %v, %v; want within two days", list, ttl, err)
 	}
+	// Once decided, the approval leaves the lists the next reading finds
+	// it in.
+	if _, err := s.Approvals().Decide(ctx, "apr_l", approval.Vote{Principal: "bob", Verdict: approval.Deny, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Approvals().Waiting(ctx, "acme", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Approvals().List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{list, s.Prefix() + "approvals"} {
+		if n, err := c.ZCard(ctx, key).Result(); n != 0 || err != nil {
+			t.Errorf("%s holds %d ids of approvals decided, %v", key, n, err)
+		}
+	}
 }
 
 func TestOpenUnreachable(t *testing.T) {
