@@ -90,8 +90,12 @@ func Run(t *testing.T, open Open) {
 			a.Tenant, a.Principal, a.CreatedAt, a.ExpiresAt = tenant, principal, now.Add(-age), now.Add(-age+ttl)
 			return a
 		}
+		// Arguments may hold any string, a NUL included, which some
+		// databases' JSON refuses.
+		odd := of("apr_w2", "acme", "alice", time.Second, time.Minute)
+		odd.Args = map[string]any{"note": "a\x00b", "text": `\u0000`}
 		for i, a := range []*approval.Approval{
-			of("apr_w2", "acme", "alice", time.Second, time.Minute),
+			odd,
 			of("apr_w1", "acme", "alice", 2*time.Second, time.Minute),
 			of("apr_denied", "acme", "alice", time.Second, time.Minute),
 			of("apr_expired", "acme", "alice", time.Minute, time.Second),

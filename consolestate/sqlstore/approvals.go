@@ -27,7 +27,10 @@ type approvalTables struct {
 	live string
 	// waiting reads the bodies of the approvals that expire at its first
 	// argument or after, asked for by the tenant and principal its next
-	// two name, oldest first.
+	// two name (and perhaps others), oldest first, by an index: SQLite's
+	// on the names in the JSON, PostgreSQL's on columns of them, since
+	// its JSON types refuse a string holding \u0000, which the arguments
+	// in an approval may.
 	waiting string
 	// put writes an approval, its arguments from putArgs with end, the
 	// later of its wait's end and its deadline to run.
@@ -105,7 +108,13 @@ CREATE TABLE IF NOT EXISTS approvals (
 	body       text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS approvals_key ON approvals (key, created_at);
-CREATE INDEX IF NOT EXISTS approvals_caller ON approvals ((body::jsonb ->> 'tenant'), (body::jsonb ->> 'principal'));
+DO $$ BEGIN
+	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'approvals' AND column_name = 'tenant') THEN
+		ALTER TABLE approvals ADD COLUMN tenant text, ADD COLUMN principal text;
+	END IF;
+END $$;
+CREATE INDEX IF NOT EXISTS approvals_caller ON approvals (tenant, principal);
 CREATE TABLE IF NOT EXISTS grants (
 	id         text PRIMARY KEY,
 	expires_at timestamptz NOT NULL,
@@ -114,12 +123,13 @@ CREATE TABLE IF NOT EXISTS grants (
 	time: func(t time.Time) any { return t },
 	lock: "SELECT pg_advisory_xact_lock(hashtext(?))",
 	live: "SELECT body FROM approvals WHERE key = ? ORDER BY created_at DESC LIMIT 1 FOR UPDATE",
+	// Approvals an earlier gateway stored have no caller in columns.
 	waiting: `SELECT body FROM approvals WHERE expires_at >= ?
-		AND body::jsonb ->> 'tenant' = ? AND body::jsonb ->> 'principal' = ? ORDER BY created_at`,
-	put: `INSERT INTO approvals (id, key, created_at, expires_at, body) VALUES (?, ?, ?, ?, ?)
+		AND ((tenant = ? AND principal = ?) OR tenant IS NULL) ORDER BY created_at`,
+	put: `INSERT INTO approvals (id, key, created_at, expires_at, tenant, principal, body) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET body = excluded.body`,
 	putArgs: func(a *approval.Approval, _ time.Time, body string) []any {
-		return []any{a.ID, a.Key, a.CreatedAt, a.ExpiresAt, body}
+		return []any{a.ID, a.Key, a.CreatedAt, a.ExpiresAt, a.Tenant, a.Principal, body}
 	},
 	// Without a column of their end, approvals leave two days past the
 	// end of their wait.
@@ -254,11 +264,11 @@ func (s *Approvals) List(ctx context.Context) ([]*approval.Approval, error) {
 	return listRows(s, ctx, "SELECT body FROM approvals WHERE expires_at >= ? ORDER BY created_at", scanApproval, pending)
 }
 
-// Waiting implements [approval.Store]. The caller is read from each live
-// approval's JSON in the database: the tables have no column of it, and
-// only the caller's approvals are decoded here.
+// Waiting implements [approval.Store].
 func (s *Approvals) Waiting(ctx context.Context, tenant, principal string) ([]*approval.Approval, error) {
-	return listRows(s, ctx, s.d.approvals.waiting, scanApproval, pending, tenant, principal)
+	return listRows(s, ctx, s.d.approvals.waiting, scanApproval, func(a *approval.Approval, now time.Time) bool {
+		return a.Tenant == tenant && a.Principal == principal && pending(a, now)
+	}, tenant, principal)
 }
 
 func pending(a *approval.Approval, now time.Time) bool { return a.State(now) == approval.Pending }

@@ -221,7 +221,7 @@ var earlierStores = []earlier{{
 // package, in SQLite and in PostgreSQL; what this package writes beside
 // them is kept as that gateway kept it; and the tables it makes in a
 // fresh database are the ones that gateway made, once this package has
-// opened them (which adds indexes, never a column).
+// opened them (which may add indexes and columns, and changes none).
 func TestReadsWhatEarlierGatewaysWrote(t *testing.T) {
 	for _, e := range earlierStores {
 		t.Run(e.name, func(t *testing.T) {
@@ -250,7 +250,7 @@ func readsEarlierRows(t *testing.T, e earlier) {
 	o.passkey1 = `{"id":"cGsx","rp_id":"example.com","origin":"https://example.com","credential":"e30=","rev":1}`
 	o.passkey2 = `{"id":"cGsy","rp_id":"example.com","origin":"https://example.com","credential":"e30=","rev":1}`
 	o.link = `{"Tenant":"acme","Principal":"bob","Groups":null}`
-	o.approval = fmt.Sprintf(`{"id":"apr_old","key":"k-old","tenant":"acme","principal":"carol","tool":"drop_table","args":{"table":"users"},"summary":"drop users","approvers":["alice"],"quorum":1,"created_at":%q,"expires_at":%q}`,
+	o.approval = fmt.Sprintf(`{"id":"apr_old","key":"k-old","tenant":"acme","principal":"carol","tool":"drop_table","args":{"table":"users","note":"\u0000"},"summary":"drop users","approvers":["alice"],"quorum":1,"created_at":%q,"expires_at":%q}`,
 		at(o.created), at(o.expires))
 	o.grant = fmt.Sprintf(`{"id":"grt_old","tool":"drop_table","tenant":"acme","principal":"carol","approvers":["alice"],"granted_by":"alice","created_at":%q,"expires_at":%q,"uses":3,"used":1}`,
 		at(o.created), at(o.expires))
