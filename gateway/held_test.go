@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,5 +274,73 @@ func TestTaskCallRefusedWithoutSession(t *testing.T) {
 	}
 	if got.ID != 7 || got.Result != nil || got.Error.Code != -32602 || !strings.Contains(got.Error.Message, `call the tool without "task"`) {
 		t.Errorf("answer = %+v", got)
+	}
+}
+
+// TestHostileResults: an upstream of 2025-11-25 over HTTP answers a call
+// with whatever it likes. What is not a tool's result reaches the client
+// as UPSTREAM_ERROR, without the upstream's bytes; the upstream answered,
+// so its link is not taken for lost and made again.
+// A client of 2026-07-28, whose calls are held (held.go), and one of
+// 2025-11-25, whose results travel verbatim (verbatim.go), alike; only a
+// content type the gateway does not know travels to the latter as
+// written, as a newer one may.
+func TestHostileResults(t *testing.T) {
+	var sessions atomic.Int64
+	up := handRolledUpstream(t, func(w http.ResponseWriter, _ *http.Request, id json.RawMessage, method string, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		switch method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("hostile-%d", sessions.Add(1)))
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}}`, id)
+		case "tools/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"answer","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}`, id)
+		case "tools/call":
+			var m struct {
+				Params struct {
+					Arguments struct{ Result string } `json:"arguments"`
+				} `json:"params"`
+			}
+			json.Unmarshal(body, &m)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, m.Params.Arguments.Result)
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, id)
+		}
+	})
+	_, url := httpGateway(t, up.URL, false, "")
+	// Each generation's client is of a tenant of its own: three failures
+	// tried three times each leave its circuit closed.
+	for version, key := range map[string]string{"2026-07-28": "alice-key", "2025-11-25": "other-alice-key"} {
+		cs := dial(t, nil, url, key, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		for _, tt := range []struct {
+			name, result, text string // text: the client's, or "" for UPSTREAM_ERROR
+			only               string // the one generation the case is for, if any
+		}{
+			{"a result", `{"content":[{"type":"text","text":"fine"}]}`, "fine", ""},
+			{"not an object", `["secret-1"]`, "", ""},
+			{"content not a list", `{"content":"secret-2"}`, "", "2025-11-25"},
+			{"content of no known type", `{"content":[{"type":"secret-3"}]}`, "", "2026-07-28"},
+			{"null", `null`, "", ""},
+		} {
+			if tt.only != "" && tt.only != version {
+				continue
+			}
+			t.Run(version+"/"+tt.name, func(t *testing.T) {
+				res := call(t, cs, "answer", map[string]any{"result": tt.result})
+				wire := resultJSON(t, res)
+				if n := sessions.Load(); n != 1 {
+					t.Errorf("the gateway opened %d sessions with the upstream", n)
+				}
+				if tt.text != "" {
+					if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != tt.text {
+						t.Errorf("the result reads %s", wire)
+					}
+					return
+				}
+				if b := body(t, res); b.Code != interlock.CodeUpstreamError || strings.Contains(wire, "secret") {
+					t.Errorf("the client gets %s", wire)
+				}
+			})
+		}
 	}
 }

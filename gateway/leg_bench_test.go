@@ -112,24 +112,28 @@ func BenchmarkLatestHTTPUpstream(b *testing.B) {
 }
 
 // BenchmarkChildUpstream is a client's call through the gateway to a
-// child over stdio, as interlock serve runs most upstreams: in memory, and
-// over HTTP for each protocol generation. A client of 2025-11-25 gets the
-// child's result verbatim; a client of 2026-07-28 gets it decoded and
-// encoded again (see verbatim.go).
+// child over stdio, as interlock serve runs most upstreams, over HTTP for
+// each protocol generation, and for a client of 2026-07-28 to a child of
+// 2025-11-25 (legacy), whose calls the gateway holds (see held.go).
 func BenchmarkChildUpstream(b *testing.B) {
-	gw := startForBench(b, testConfig(b, "", "fx"), Options{})
-	args := json.RawMessage(`{"text":"hello"}`)
+	f := testConfig(b, "", "fx", "old:old_")
+	f.Upstreams[1].Env["INTERLOCK_FIXTURE"] = "legacy"
+	gw := startForBench(b, f, Options{})
 	srv := httptest.NewServer(gw.Handler(false))
 	b.Cleanup(srv.Close)
-	for _, version := range []string{"2025-11-25", "2026-07-28"} {
-		b.Run("http-"+version, func(b *testing.B) {
+	for _, tc := range []struct{ name, version, tool string }{
+		{"http-2025-11-25", "2025-11-25", "echo"},
+		{"http-2026-07-28", "2026-07-28", "echo"},
+		{"http-2026-07-28-legacy", "2026-07-28", "old_echo"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
-				&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+				&mcp.StreamableClientTransport{Endpoint: srv.URL + MCPPath}, &mcp.ClientSessionOptions{ProtocolVersion: tc.version})
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { cs.Close() })
-			callEcho(b, cs, args)
+			callTool(b, cs, tc.tool, json.RawMessage(`{"text":"hello"}`))
 		})
 	}
 }
@@ -177,10 +181,16 @@ func overHTTP(b *testing.B, h http.Handler) *mcp.ClientSession {
 
 // callEcho calls echo b.N times.
 func callEcho(b *testing.B, cs *mcp.ClientSession, args json.RawMessage) {
+	callTool(b, cs, "echo", args)
+}
+
+// callTool calls tool b.N times.
+func callTool(b *testing.B, cs *mcp.ClientSession, tool string, args json.RawMessage) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: args}); err != nil {
-			b.Fatal(err)
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatal(res, err)
 		}
 	}
 }

@@ -530,7 +530,7 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	u.flights.boarded(fl, cs)
 	if holds(req, cs) {
 		h := u.hold(ctx, fl, token, func(hctx context.Context) (*mcp.CallToolResult, error) {
-			res, err := cs.CallTool(hctx, params)
+			res, err := u.sendHeld(hctx, cs, params)
 			if err == nil {
 				u.settle(cs)
 			}
@@ -598,6 +598,24 @@ func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verba
 		res, err = cs.CallTool(ctx, params)
 	}
 	return res, err
+}
+
+// sendHeld sends a held call (held.go) with params on the link cs, which
+// speaks an earlier protocol than the call's client, on the link's raw
+// side. Its answer is decoded: the result reaches the client in whichever
+// of its requests waits when it comes, and is completed for it there
+// (lane.completed). The upstream's questions in the middle of the call
+// reach the held call by the call's flight.
+func (u *upstream) sendHeld(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	body, err := callBody(params, nil)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := u.rawLinkOf(cs).request(ctx, "tools/call", body)
+	if err != nil {
+		return nil, err
+	}
+	return decodeResult(raw)
 }
 
 // continueHeld gives the client's answer r to the held call it names, and
@@ -685,7 +703,16 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 	if answered {
 		refused, _ = refusedStatus(rpcErr)
 	}
+	var junk *notAResult
 	switch {
+	case errors.As(err, &junk):
+		return &interlock.Error{
+			Code: interlock.CodeUpstreamError,
+			Message: fmt.Sprintf("The server behind %s answered the call with something that is not a tool's result; it may have run. "+
+				"Its answer is in the gateway's log (upstream %s), not passed on.", name, u.cfg.Name),
+			Hint: "Check the current state with a read-only tool before calling it again; if it keeps failing, tell the operator.",
+			Err:  err,
+		}
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		u.forget(cs)
 		return &interlock.Error{

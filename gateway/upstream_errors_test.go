@@ -43,11 +43,21 @@ func (b *logBuffer) logger() *slog.Logger {
 }
 
 // TestUpstreamErrorTextStaysInTheLog: whatever an upstream says in a
-// JSON-RPC error reaches the operator's log, bounded, and never the client.
+// JSON-RPC error reaches the operator's log, bounded, and never the client:
+// a client's call, and a held call (held.go) of a client of 2026-07-28 to
+// an upstream of 2025-11-25.
 func TestUpstreamErrorTextStaysInTheLog(t *testing.T) {
 	var logs logBuffer
-	gw := startLogged(t, testConfig(t, "", "fx"), "false", logs.logger())
-	cs := client(t, gw, nil)
+	f := testConfig(t, "", "fx", "old:old_")
+	f.Upstreams[1].Env["INTERLOCK_FIXTURE"] = "legacy"
+	gw := startLogged(t, f, "false", logs.logger())
+	ways := []struct {
+		name, tool, upstream string
+		cs                   *mcp.ClientSession
+	}{
+		{"a call", "fail", "fx", client(t, gw, nil)},
+		{"a held call", "old_fail", "old", newClient(t, gw, "2026-07-28", nil)},
+	}
 	const secret = "password=hunter2 at /srv/app/internal/db.go:42"
 	tests := []struct {
 		name     string
@@ -61,27 +71,29 @@ func TestUpstreamErrorTextStaysInTheLog(t *testing.T) {
 		{"method not found", -32601, secret, interlock.CodeUpstreamError},
 		{"huge message", -32602, secret + strings.Repeat("x", 100_000), interlock.CodeValidationFailed},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res := call(t, cs, "fail", map[string]any{"code": tt.code, "message": tt.message})
-			b := body(t, res)
-			if b.Code != tt.wantCode {
-				t.Errorf("code %s, want %s", b.Code, tt.wantCode)
-			}
-			wire := resultJSON(t, res)
-			for _, leak := range []string{"hunter2", "/srv/app", "goroutine", "xxxxxxxx"} {
-				if strings.Contains(wire, leak) {
-					t.Errorf("the client sees %q: %s", leak, wire)
+	for _, way := range ways {
+		for _, tt := range tests {
+			t.Run(way.name+"/"+tt.name, func(t *testing.T) {
+				res := call(t, way.cs, way.tool, map[string]any{"code": tt.code, "message": tt.message})
+				b := body(t, res)
+				if b.Code != tt.wantCode {
+					t.Errorf("code %s, want %s", b.Code, tt.wantCode)
 				}
-			}
-			if tt.wantCode == interlock.CodeValidationFailed && !strings.Contains(b.Message, "rejected the arguments") {
-				t.Errorf("message %q does not say the upstream rejected the arguments", b.Message)
-			}
-			// The upstream's code, and where its words are, are named.
-			if want := fmt.Sprintf("JSON-RPC error %d; its message is in the gateway's log (upstream fx)", tt.code); tt.wantCode == interlock.CodeUpstreamError && !strings.Contains(b.Message, want) {
-				t.Errorf("message %q does not say %q", b.Message, want)
-			}
-		})
+				wire := resultJSON(t, res)
+				for _, leak := range []string{"hunter2", "/srv/app", "goroutine", "xxxxxxxx"} {
+					if strings.Contains(wire, leak) {
+						t.Errorf("the client sees %q: %s", leak, wire)
+					}
+				}
+				if tt.wantCode == interlock.CodeValidationFailed && !strings.Contains(b.Message, "rejected the arguments") {
+					t.Errorf("message %q does not say the upstream rejected the arguments", b.Message)
+				}
+				// The upstream's code, and where its words are, are named.
+				if want := fmt.Sprintf("JSON-RPC error %d; its message is in the gateway's log (upstream %s)", tt.code, way.upstream); tt.wantCode == interlock.CodeUpstreamError && !strings.Contains(b.Message, want) {
+					t.Errorf("message %q does not say %q", b.Message, want)
+				}
+			})
+		}
 	}
 	log := logs.String()
 	if !strings.Contains(log, "hunter2") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -122,22 +123,38 @@ func (v *verbatim) plainResult(raw json.RawMessage, latest bool) (*mcp.CallToolR
 		Content       json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(raw, &peek); err != nil {
-		return nil, fmt.Errorf("the result is not a JSON object: %w", err)
+		return nil, &notAResult{err}
 	}
 	// A link of 2026-07-28 says a result is complete; one of an earlier
 	// protocol says nothing.
 	complete := peek.ResultType == "" || (latest && peek.ResultType == "complete")
-	plain := !peek.IsError && complete && len(peek.Content) > 0 && string(peek.Content) != "null" &&
+	plain := !peek.IsError && complete && len(peek.Content) > 0 && peek.Content[0] == '[' &&
 		(len(peek.InputRequests) == 0 || string(peek.InputRequests) == "null")
 	if plain {
 		return v.standIn(), nil
 	}
+	return decodeResult(raw)
+}
+
+// decodeResult decodes raw, an upstream's answer to a tools/call.
+func decodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, &notAResult{errors.New("not a JSON object")}
+	}
 	res := new(mcp.CallToolResult)
 	if err := json.Unmarshal(raw, res); err != nil {
-		return nil, fmt.Errorf("the result is not a tool's result: %w", err)
+		return nil, &notAResult{err}
 	}
 	return res, nil
 }
+
+// notAResult is an upstream's answer to a tools/call that is not a tool's
+// result. The upstream answered: the call may have run, and the link is
+// sound.
+type notAResult struct{ err error }
+
+func (e *notAResult) Error() string { return "the answer is not a tool's result: " + e.err.Error() }
+func (e *notAResult) Unwrap() error { return e.err }
 
 // standIn is the result the gate is given for the one v keeps. Its
 // content is not nil, or the SDK's server would copy the stand-in to fill
