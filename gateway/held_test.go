@@ -281,10 +281,10 @@ func TestTaskCallRefusedWithoutSession(t *testing.T) {
 // with whatever it likes. What is not a tool's result reaches the client
 // as UPSTREAM_ERROR, without the upstream's bytes; the upstream answered,
 // so its link is not taken for lost and made again.
-// A client of 2026-07-28, whose calls are held (held.go), and one of
-// 2025-11-25, whose results travel verbatim (verbatim.go), alike; only a
-// content type the gateway does not know travels to the latter as
-// written, as a newer one may.
+// A client of 2026-07-28, whose calls are held (held.go), one of
+// 2025-11-25, whose results travel verbatim (verbatim.go), and a caller
+// of the REST face alike; only a content type the gateway does not know
+// travels to a client of 2025-11-25 as written, as a newer one may.
 func TestHostileResults(t *testing.T) {
 	var sessions atomic.Int64
 	up := handRolledUpstream(t, func(w http.ResponseWriter, _ *http.Request, id json.RawMessage, method string, body []byte) {
@@ -342,5 +342,11 @@ func TestHostileResults(t *testing.T) {
 				}
 			})
 		}
+	}
+	// A gateway of its own, whose circuits the calls above left alone.
+	_, url = httpGateway(t, up.URL, false, "")
+	status, out := post(t, strings.TrimSuffix(url, MCPPath)+"/v1/tools/answer/call", "alice-key", `{"arguments":{"result":"[\"secret-4\"]"}}`)
+	if out["code"] != string(interlock.CodeUpstreamError) || strings.Contains(fmt.Sprint(out), "secret") || sessions.Load() != 2 {
+		t.Errorf("REST answers %d %v; %d sessions with the upstream", status, out, sessions.Load())
 	}
 }

@@ -34,8 +34,17 @@ func (u *upstream) rawLinkOf(cs *mcp.ClientSession) rawLink {
 	if wire := u.wireOf(cs); wire != nil {
 		return wire
 	}
+	if h := u.httpSideOf(cs); h != nil {
+		return h
+	}
+	return noRawLink{}
+}
+
+// httpSideOf is the raw side of cs when it is a link to an HTTP upstream,
+// nil otherwise.
+func (u *upstream) httpSideOf(cs *mcp.ClientSession) *httpSession {
 	if u.cfg.URL == "" {
-		return noRawLink{}
+		return nil
 	}
 	return u.httpLinkOf(cs)
 }

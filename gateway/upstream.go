@@ -561,43 +561,48 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 }
 
 // sendCall sends the call with params on the link cs, which speaks the
-// latest protocol or not, and returns the upstream's answer: over the
-// link's raw side, as bytes v keeps for the client, when the call's result
-// may travel verbatim (verbatim.go), and through the SDK's client
-// otherwise.
-func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verbatim, latest bool, params *mcp.CallToolParams, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
-	wire := u.wireOf(cs)
-	var h *httpSession
-	if v != nil && req != nil && wire == nil && u.cfg.URL != "" {
-		// Only a call that may travel verbatim uses it: httpLinkOf looks
-		// through a per_client upstream's links.
-		h = u.httpLinkOf(cs)
-	}
-	var raw, body json.RawMessage
-	switch {
-	case v != nil && v.task != nil:
+// latest protocol or not, and returns the upstream's answer. The link's
+// raw side carries the client's own call, whose result may travel
+// verbatim as bytes v keeps for the client (verbatim.go), and, on a link
+// of an earlier protocol, every other call (a preview, a call from REST),
+// whose answer is decoded. The SDK's client carries the rest: on a link of
+// 2026-07-28 it answers the upstream's rounds of questions for a call
+// that has no client to ask, and it writes the headers of a tool bound to
+// them (see httpSession.ready).
+func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verbatim, latest bool, params *mcp.CallToolParams, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	own := v != nil && req != nil
+	if v != nil && v.task != nil {
 		// The upstream answers with the task it made, passed on as bytes.
-		if body, err = callBody(params, v.task); err == nil {
-			if raw, err = u.rawLinkOf(cs).request(ctx, "tools/call", body); err == nil {
-				v.keep(raw)
-				res = v.standIn()
-			}
+		body, err := callBody(params, v.task)
+		if err != nil {
+			return nil, err
 		}
-	case v != nil && wire != nil && req != nil && wire.ready(latest):
-		// The client's own call (a preview's result is read by the gate)
-		// on a child's connection: its bytes, not the SDK's client.
-		if raw, err = wire.call(ctx, params, latest); err == nil {
-			res, err = v.plainResult(v.keep(raw), v.latest || v.older)
+		raw, err := u.rawLinkOf(cs).request(ctx, "tools/call", body)
+		if err != nil {
+			return nil, err
 		}
-	case v != nil && req != nil && h != nil && h.ready(params.Name):
-		// The same on an HTTP upstream's link (httplink.go).
-		if raw, err = h.call(ctx, params); err == nil {
-			res, err = v.plainResult(v.keep(raw), v.latest || v.older)
-		}
-	default:
-		res, err = cs.CallTool(ctx, params)
+		v.keep(raw)
+		return v.standIn(), nil
 	}
-	return res, err
+	if !own && latest {
+		return cs.CallTool(ctx, params)
+	}
+	var raw json.RawMessage
+	var err error
+	if wire := u.wireOf(cs); wire != nil && wire.ready(latest) {
+		raw, err = wire.call(ctx, params, latest)
+	} else if h := u.httpSideOf(cs); h != nil && h.ready(params.Name) {
+		raw, err = h.call(ctx, params)
+	} else {
+		return cs.CallTool(ctx, params)
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case own:
+		return v.plainResult(v.keep(raw), v.latest || v.older)
+	}
+	return decodeResult(raw)
 }
 
 // sendHeld sends a held call (held.go) with params on the link cs, which
