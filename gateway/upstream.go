@@ -530,7 +530,10 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 	u.flights.boarded(fl, cs)
 	if holds(req, cs) {
 		h := u.hold(ctx, fl, token, func(hctx context.Context) (*mcp.CallToolResult, error) {
-			res, err := u.sendHeld(hctx, cs, params)
+			// The link speaks an earlier protocol; the result is
+			// decoded, for whichever request of the client waits when
+			// it comes (lane.completed completes it there).
+			res, err := u.sendCall(hctx, cs, nil, false, params, nil)
 			if err == nil {
 				u.settle(cs)
 			}
@@ -564,8 +567,8 @@ func (u *upstream) attempt(ctx context.Context, name string, args json.RawMessag
 // latest protocol or not, and returns the upstream's answer. The link's
 // raw side carries the client's own call, whose result may travel
 // verbatim as bytes v keeps for the client (verbatim.go), and, on a link
-// of an earlier protocol, every other call (a preview, a call from REST),
-// whose answer is decoded. The SDK's client carries the rest: on a link of
+// of an earlier protocol, every other call (a held call, a preview, a call
+// from REST), whose answer is decoded. The SDK's client carries the rest: on a link of
 // 2026-07-28 it answers the upstream's rounds of questions for a call
 // that has no client to ask, and it writes the headers of a tool bound to
 // them (see httpSession.ready).
@@ -601,24 +604,6 @@ func (u *upstream) sendCall(ctx context.Context, cs *mcp.ClientSession, v *verba
 		return nil, err
 	case own:
 		return v.plainResult(v.keep(raw), v.latest || v.older)
-	}
-	return decodeResult(raw)
-}
-
-// sendHeld sends a held call (held.go) with params on the link cs, which
-// speaks an earlier protocol than the call's client, on the link's raw
-// side. Its answer is decoded: the result reaches the client in whichever
-// of its requests waits when it comes, and is completed for it there
-// (lane.completed). The upstream's questions in the middle of the call
-// reach the held call by the call's flight.
-func (u *upstream) sendHeld(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	body, err := callBody(params, nil)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := u.rawLinkOf(cs).request(ctx, "tools/call", body)
-	if err != nil {
-		return nil, err
 	}
 	return decodeResult(raw)
 }
