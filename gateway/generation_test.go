@@ -44,10 +44,11 @@ func TestNewProtocol(t *testing.T) {
 	}
 }
 
-// TestClientMetaStaysOnItsHop: a client of 2026-07-28 gets a prompt and a
-// completion from an upstream that speaks only 2025-11-25 with sessions.
-// The client's _meta names its own protocol, which the upstream would
-// refuse, so the gateway must not pass it on.
+// TestClientMetaStaysOnItsHop: a client of 2026-07-28 gets a prompt, a
+// resource and a completion from an upstream that speaks only 2025-11-25
+// with sessions. The client's _meta names its own protocol, which the
+// upstream would refuse, so the gateway must not pass it on. (The prompt
+// and the resource are the gateway's own requests on the link's raw side.)
 func TestClientMetaStaysOnItsHop(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "old"}, &mcp.ServerOptions{
 		SupportedProtocolVersions: []string{"2025-11-25"},
@@ -58,6 +59,10 @@ func TestClientMetaStaysOnItsHop(t *testing.T) {
 	s.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
 		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello"}}}}, nil
+		})
+	s.AddResource(&mcp.Resource{URI: "file:///greeting", Name: "greeting"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "hi"}}}, nil
 		})
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(up.Close)
@@ -72,6 +77,10 @@ func TestClientMetaStaysOnItsHop(t *testing.T) {
 	p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "x"}})
 	if err != nil || len(p.Messages) != 1 {
 		t.Errorf("prompts/get: %v, %+v", err, p)
+	}
+	r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///greeting"})
+	if err != nil || len(r.Contents) != 1 || r.Contents[0].Text != "hi" {
+		t.Errorf("resources/read: %v, %+v", err, r)
 	}
 	c, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"},
 		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "w"}})

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -65,6 +66,32 @@ func (u *upstream) forward(ctx context.Context, method string, from mcp.Request,
 	}
 	u.flights.boarded(fl, cs)
 	return send(withState(ctx, func(s *requestState) { s.flight = fl }), cs)
+}
+
+// sendEarlier makes the request method with params on the raw side of
+// cs, when cs speaks a protocol before 2026-07-28, and decodes its answer;
+// sent is false on a link of 2026-07-28, whose SDK client answers the
+// upstream's rounds of questions in the middle of a read for it. What the
+// upstream said before its answer is passed on first (settle), as for a
+// call.
+func sendEarlier[R any](ctx context.Context, u *upstream, cs *mcp.ClientSession, method string, params any) (res *R, sent bool, err error) {
+	if ir := cs.InitializeResult(); ir == nil || ir.ProtocolVersion >= protocolNew {
+		return nil, false, nil
+	}
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, true, err
+	}
+	raw, err := u.rawLinkOf(cs).request(ctx, method, body)
+	if err != nil {
+		return nil, true, err
+	}
+	u.settle(cs)
+	res = new(R)
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, true, fmt.Errorf("the answer to %s is not of its form: %w", method, err)
+	}
+	return res, true, nil
 }
 
 // route picks the link a flight goes over.

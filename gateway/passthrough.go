@@ -376,7 +376,11 @@ func (g *Gateway) readResource(ctx context.Context, from mcp.Request, p *mcp.Rea
 	for _, u := range g.resourceOwners(ctx, p.URI) {
 		var res *mcp.ReadResourceResult
 		err := u.forward(ctx, "resources/read", from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) (err error) {
-			res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p.URI})
+			fwd := &mcp.ReadResourceParams{URI: p.URI}
+			var sent bool
+			if res, sent, err = sendEarlier[mcp.ReadResourceResult](ctx, u, cs, "resources/read", fwd); !sent {
+				res, err = cs.ReadResource(ctx, fwd)
+			}
 			return err
 		})
 		if err == nil {
@@ -452,7 +456,10 @@ func (g *Gateway) getPrompt(ctx context.Context, from mcp.Request, p *mcp.GetPro
 	fwd.Meta = nil
 	var res *mcp.GetPromptResult
 	err := u.forward(ctx, "prompts/get", from, sessionLink, func(ctx context.Context, cs *mcp.ClientSession) (err error) {
-		res, err = cs.GetPrompt(ctx, &fwd)
+		var sent bool
+		if res, sent, err = sendEarlier[mcp.GetPromptResult](ctx, u, cs, "prompts/get", &fwd); !sent {
+			res, err = cs.GetPrompt(ctx, &fwd)
+		}
 		return err
 	})
 	if err != nil {
