@@ -120,6 +120,8 @@ func Run(t *testing.T, open Open) {
 			{"acme:alice", "", []string{"apr_joined"}},
 			{"acme", "carol", nil},
 		} {
+			// Read twice through s: a store that forgets ended approvals
+			// as it reads them must read the same again.
 			for _, h := range []approval.Store{s, other, s} {
 				got, err := h.Waiting(ctx, tc.tenant, tc.principal)
 				if ids := idsOf(got); err != nil || fmt.Sprint(ids) != fmt.Sprint(tc.want) {
