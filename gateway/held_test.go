@@ -292,9 +292,13 @@ func TestHostileResults(t *testing.T) {
 		switch method {
 		case "initialize":
 			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("hostile-%d", sessions.Add(1)))
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}}`, id)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"hostile","version":"1"}}}`, id)
 		case "tools/list":
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"answer","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}`, id)
+		case "resources/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resources":[{"uri":"file:///null","name":"null"}]}}`, id)
+		case "resources/read":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":null}`, id)
 		case "tools/call":
 			var m struct {
 				Params struct {
@@ -342,6 +346,11 @@ func TestHostileResults(t *testing.T) {
 				}
 			})
 		}
+	}
+	// A read answered with null is no resource's contents.
+	reader := dial(t, nil, url, "bob-key", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if res, err := reader.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "file:///null"}); err == nil {
+		t.Errorf("a read answered with null gives %+v", res)
 	}
 	// A gateway of its own, whose circuits the calls above left alone.
 	_, url = httpGateway(t, up.URL, false, "")

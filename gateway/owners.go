@@ -88,6 +88,9 @@ func sendEarlier[R any](ctx context.Context, u *upstream, cs *mcp.ClientSession,
 	}
 	u.settle(cs)
 	res = new(R)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, true, fmt.Errorf("the answer to %s is not an object", method)
+	}
 	if err := json.Unmarshal(raw, res); err != nil {
 		return nil, true, fmt.Errorf("the answer to %s is not of its form: %w", method, err)
 	}
