@@ -177,6 +177,30 @@ func (s *Approvals) Waiting(ctx context.Context, tenant, principal string) ([]*a
 	return s.pending(ctx, s.callerKey(tenant, principal))
 }
 
+// indexCallers puts each pending approval in its caller's list. Gateways
+// before those lists wrote none, and their approvals would escape their
+// callers' max_pending until they ended. Each gateway does it as it opens
+// the store, so that what an older gateway still running beside it wrote
+// is found at the next start too.
+func (s *Approvals) indexCallers(ctx context.Context) error {
+	all, err := s.List(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, a := range all {
+			list := s.callerKey(a.Tenant, a.Principal)
+			p.ZAddNX(ctx, list, goredis.Z{Score: float64(a.CreatedAt.UnixMilli()), Member: a.ID})
+			p.Expire(ctx, list, kept)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis store: listing approvals by caller: %w", err)
+	}
+	return nil
+}
+
 // pending reads the approvals the sorted set list names that are still
 // pending, oldest first. The ids of the others leave the list as they
 // are found, since no approval is pending again.

@@ -71,7 +71,12 @@ func Open(ctx context.Context, url, prefix string) (*Tokens, error) {
 		client.Close()
 		return nil, fmt.Errorf("redis store: cannot reach %s: %w", opts.Addr, err)
 	}
-	return New(client, prefix), nil
+	t := New(client, prefix)
+	if err := t.Approvals().indexCallers(ctx); err != nil {
+		client.Close()
+		return nil, err
+	}
+	return t, nil
 }
 
 // New returns a store that uses client; every key starts with prefix.

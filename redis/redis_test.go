@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -207,6 +208,53 @@ func TestGrantsConformance(t *testing.T) {
 // one Redis.
 func TestRosterConformance(t *testing.T) {
 	rostertest.Run(t, both(func(s *redis.Tokens) roster.Store { return s.Roster() }))
+}
+
+// TestCountsApprovalsOfEarlierGateways reads approvals as a gateway
+// before the lists by caller wrote them (the approval, its binding, its id
+// in the list of all): a gateway that opens the store counts them among
+// their callers' waiting approvals, and each tenant's alone.
+func TestCountsApprovalsOfEarlierGateways(t *testing.T) {
+	ctx := context.Background()
+	s := store(t)
+	c := client()
+	defer c.Close()
+	now := time.Now()
+	for i, tenant := range []string{"acme", "globex", "acme"} {
+		a := approval.Approval{ID: fmt.Sprintf("apr_old%d", i), Key: fmt.Sprintf("k%d", i), Tenant: tenant, Principal: "alice",
+			Tool: "refund_invoice", Approvers: []string{"bob"}, Quorum: 1, CreatedAt: now.Add(time.Duration(i) * time.Second),
+			ExpiresAt: now.Add(time.Hour)}
+		if i == 2 {
+			a.ExpiresAt = now.Add(-time.Second) // ended: no longer waiting
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(ctx, s.Prefix()+"approval:"+a.ID, b, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.Set(ctx, s.Prefix()+"approval-key:"+a.Key, a.ID, time.Hour)
+		c.ZAdd(ctx, s.Prefix()+"approvals", goredis.Z{Score: float64(a.CreatedAt.UnixMilli()), Member: a.ID})
+	}
+	// Both gateways, the one that was running and the one that starts, see
+	// them.
+	for name, h := range map[string]*redis.Tokens{"running": s, "started": openAt(t, s.Prefix())} {
+		for tenant, want := range map[string]string{"acme": "apr_old0", "globex": "apr_old1"} {
+			got, err := h.Approvals().Waiting(ctx, tenant, "alice")
+			if err != nil || len(got) != 1 || got[0].ID != want {
+				t.Errorf("%s gateway: alice of %s waits on %v (%v); want %s alone", name, tenant, ids(got), err, want)
+			}
+		}
+	}
+}
+
+func ids(all []*approval.Approval) []string {
+	var out []string
+	for _, a := range all {
+		out = append(out, a.ID)
+	}
+	return out
 }
 
 // TestApprovedKeptUntilItsDeadline checks that Redis keeps an approved

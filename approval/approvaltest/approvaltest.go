@@ -131,6 +131,34 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("two tenants' callers of one name at once", func(t *testing.T) {
+		s, other := open(t)
+		const each = 12
+		tenants := []string{"acme", "globex"}
+		testproc.AtOnce(t, 2*each, s, other, func(h approval.Store, i int) (bool, error) {
+			tenant := tenants[i/2%2] // each tenant through both handles
+			a := newApproval(fmt.Sprintf("apr_t%d", i), fmt.Sprintf("kt%d", i), 1, time.Minute)
+			a.Tenant = tenant
+			if _, err := h.Request(ctx, a); err != nil {
+				return false, err
+			}
+			got, err := h.Waiting(ctx, tenant, "alice")
+			for _, w := range got {
+				if w.Tenant != tenant {
+					return false, fmt.Errorf("alice of %s waits on %s of %s", tenant, w.ID, w.Tenant)
+				}
+			}
+			return err == nil, err
+		})
+		for _, tenant := range tenants {
+			for _, h := range []approval.Store{s, other} {
+				if got, err := h.Waiting(ctx, tenant, "alice"); err != nil || len(got) != each {
+					t.Errorf("alice of %s waits on %d approvals (%v); want %d", tenant, len(got), err, each)
+				}
+			}
+		}
+	})
+
 	t.Run("racing requests share one approval", func(t *testing.T) {
 		s, other := open(t)
 		ids := idSet{}
