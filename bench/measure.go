@@ -40,8 +40,10 @@ type figures struct {
 	// rate holds calls per second by number of clients.
 	rate map[int][]float64
 	// cpu is the server's CPU time per call at the largest client count
-	// up to 8.
-	cpu []time.Duration
+	// up to 8; child is its children's (a gateway's stdio upstream), client
+	// the clients' (this process's), and machine every core's, whatever ran
+	// on it.
+	cpu, child, client, machine []time.Duration
 }
 
 func call(ctx context.Context, cs *mcp.ClientSession, token bool) error {
@@ -114,11 +116,12 @@ func measure(ctx context.Context, v *variant, calls int, clients []int, f *figur
 				return fmt.Errorf("%s: session %d: %w", v.name, i, err)
 			}
 		}
-		cpu0 := cpuTime(sv.pids)
+		kids := children(sv.pids)
+		cpu0, child0, client0, machine0 := cpuTime(sv.pids), cpuTime(kids), cpuTime([]int{os.Getpid()}), machineCPU()
 		start := time.Now()
 		err := callConcurrently(ctx, sessions, calls, v.token)
 		took := time.Since(start)
-		cpu := cpuTime(sv.pids) - cpu0
+		cpu, child, client, machine := cpuTime(sv.pids)-cpu0, cpuTime(kids)-child0, cpuTime([]int{os.Getpid()})-client0, machineCPU()-machine0
 		for _, s := range sessions {
 			s.Close()
 		}
@@ -128,6 +131,9 @@ func measure(ctx context.Context, v *variant, calls int, clients []int, f *figur
 		f.rate[n] = append(f.rate[n], float64(calls)/took.Seconds())
 		if n == cpuAt {
 			f.cpu = append(f.cpu, cpu/time.Duration(calls))
+			f.child = append(f.child, child/time.Duration(calls))
+			f.client = append(f.client, client/time.Duration(calls))
+			f.machine = append(f.machine, machine/time.Duration(calls))
 		}
 	}
 	return nil
@@ -180,6 +186,44 @@ func cpuTime(pids []int) time.Duration {
 	return total
 }
 
+// children are the processes the processes pids started, from /proc
+// (Linux); none elsewhere.
+func children(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+			for _, f := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(f); err == nil {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// machineCPU is the time every core of the machine has spent busy, from
+// /proc/stat (Linux); zero elsewhere.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var busy int64
+	for i, f := range fields {
+		if i == 0 || i == 4 || i == 5 || i > 8 {
+			continue // the label, idle and iowait, and guests (counted in user)
+		}
+		n, _ := strconv.ParseInt(f, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / clockTicks
+}
+
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times on Linux.
 const clockTicks = 100
 
@@ -195,11 +239,11 @@ func report(w io.Writer, variants []*variant, res map[string]*figures, clients [
 	for _, n := range clients {
 		fmt.Fprintf(w, " calls/s, %d clients |", n)
 	}
-	fmt.Fprintf(w, " server CPU per call |\n|---|---|---|---|---|")
+	fmt.Fprintf(w, " server CPU per call | its children's | client CPU per call | machine CPU per call |\n|---|---|---|---|---|")
 	for range clients {
 		fmt.Fprint(w, "---|")
 	}
-	fmt.Fprintln(w, "---|")
+	fmt.Fprintln(w, "---|---|---|---|")
 	dur := func(xs []time.Duration) string {
 		lo, mid, hi := stats(xs)
 		return fmt.Sprintf("%s / **%s** / %s", round(lo), round(mid), round(hi))
@@ -215,9 +259,9 @@ func report(w io.Writer, variants []*variant, res map[string]*figures, clients [
 			fmt.Fprintf(w, " %.0f / **%.0f** / %.0f (%.2f×) |", lo, m, hi, m/bm)
 		}
 		if len(f.cpu) > 0 {
-			fmt.Fprintf(w, " %s |\n", dur(f.cpu))
+			fmt.Fprintf(w, " %s | %s | %s | %s |\n", dur(f.cpu), dur(f.child), dur(f.client), dur(f.machine))
 		} else {
-			fmt.Fprintln(w, " – |")
+			fmt.Fprintln(w, " – | – | – | – |")
 		}
 	}
 }
