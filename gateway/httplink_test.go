@@ -465,3 +465,57 @@ func TestAStreamKeptOpenAfterItsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderBindingFollowsTheListing: whether a tool's calls go through
+// the SDK's client, which writes the headers its schema binds, follows the
+// upstream's last listing: a tool listed again without the binding, or no
+// longer listed, is no longer taken for bound, and an upstream that keeps
+// renaming such tools does not grow what the gateway keeps.
+func TestHeaderBindingFollowsTheListing(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "changing"}, nil)
+	bound := map[string]any{"type": "object", "properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}}}
+	plain := map[string]any{"type": "object", "properties": map[string]any{"region": map[string]any{"type": "string"}}}
+	answer := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
+	s.AddTool(&mcp.Tool{Name: "headed", InputSchema: bound}, answer)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	gw, _ := httpGateway(t, srv.URL, false, "")
+	u := gw.upstreams[0]
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   map[string]bool
+	}{
+		{"as first listed", func() {}, map[string]bool{"headed": true}},
+		{"listed again without the binding", func() { s.AddTool(&mcp.Tool{Name: "headed", InputSchema: plain}, answer) },
+			map[string]bool{"headed": false}},
+		{"bound again, then gone, and another bound", func() {
+			s.AddTool(&mcp.Tool{Name: "headed", InputSchema: bound}, answer)
+			if err := gw.refresh(context.Background(), u, nil, false); err != nil || !u.headed("headed") {
+				t.Fatalf("bound again: %v, headed %t", err, u.headed("headed"))
+			}
+			s.RemoveTools("headed")
+			s.AddTool(&mcp.Tool{Name: "renamed", InputSchema: bound}, answer)
+		}, map[string]bool{"headed": false, "renamed": true}},
+	} {
+		step.change()
+		if err := gw.refresh(context.Background(), u, nil, false); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		kept := 0
+		for tool, want := range step.want {
+			if got := u.headed(tool); got != want {
+				t.Errorf("%s: %s taken for bound to a header: %t, want %t", step.name, tool, got, want)
+			}
+			if want {
+				kept++
+			}
+		}
+		if n := len(*u.headerBound.Load()); n != kept {
+			t.Errorf("%s: the gateway keeps %d tools as bound, want %d", step.name, n, kept)
+		}
+	}
+}

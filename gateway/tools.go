@@ -107,6 +107,7 @@ func (g *Gateway) refresh(ctx context.Context, u *upstream, via *mcp.ClientSessi
 		}
 	}
 	var errs []error
+	bound := map[string]bool{}
 	for _, t := range tools {
 		name := u.cfg.Prefix + t.Name
 		if other, taken := next[name]; taken {
@@ -127,7 +128,11 @@ func (g *Gateway) refresh(ctx context.Context, u *upstream, via *mcp.ClientSessi
 			continue
 		}
 		next[name] = m
+		if m.headerBound {
+			bound[t.Name] = true
+		}
 	}
+	u.headerBound.Store(&bound)
 	g.publish(old, next)
 	return errors.Join(errs...)
 }
@@ -220,9 +225,6 @@ func (g *Gateway) mirror(u *upstream, name string, t *mcp.Tool, was *mirroredToo
 	}
 	schema, _ := json.Marshal(adv.InputSchema)
 	headerBound := bytes.Contains(schema, []byte(`"x-mcp-header"`))
-	if headerBound {
-		u.headers.Store(upstreamName, true)
-	}
 	return &mirroredTool{
 		upstream:   u,
 		advertised: adv,

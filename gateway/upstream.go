@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -89,10 +90,10 @@ type upstream struct {
 	// childConn); for every link, what its requests say of its client.
 	sidesMu sync.Mutex
 	sides   map[*mcp.ClientSession]rawSide
-	// headers holds, as keys, the upstream's names of the tools mirrored
-	// with an argument the SDK's client also sends in a header (see
-	// headed).
-	headers sync.Map
+	// headerBound holds the upstream's names of the tools of its last
+	// listing with an argument the SDK's client also sends in a header
+	// (see headed); each listing replaces it.
+	headerBound atomic.Pointer[map[string]bool]
 
 	// heldCalls are the calls of clients of 2026-07-28 parked at a
 	// question of an upstream of an earlier protocol (see held.go).
@@ -388,8 +389,8 @@ func (u *upstream) tools(ctx context.Context, via *mcp.ClientSession) ([]*mcp.To
 // the SDK's client writes such headers from the tool's schema, so such a
 // call goes through it rather than on the link's raw side.
 func (u *upstream) headed(tool string) bool {
-	_, ok := u.headers.Load(tool)
-	return ok
+	bound := u.headerBound.Load()
+	return bound != nil && (*bound)[tool]
 }
 
 func (u *upstream) log() *slog.Logger {
