@@ -249,6 +249,7 @@ func TestCountsApprovalsOfEarlierGateways(t *testing.T) {
 	}
 }
 
+// ids are the ids of all, in their order.
 func ids(all []*approval.Approval) []string {
 	var out []string
 	for _, a := range all {
