@@ -277,26 +277,29 @@ func TestTaskCallRefusedWithoutSession(t *testing.T) {
 	}
 }
 
-// TestHostileResults: an upstream of 2025-11-25 over HTTP answers a call
-// with whatever it likes. What is not a tool's result reaches the client
-// as UPSTREAM_ERROR, without the upstream's bytes; the upstream answered,
-// so its link is not taken for lost and made again.
-// A client of 2026-07-28, whose calls are held (held.go), one of
-// 2025-11-25, whose results travel verbatim (verbatim.go), and a caller
-// of the REST face alike; only a content type the gateway does not know
-// travels to a client of 2025-11-25 as written, as a newer one may.
-func TestHostileResults(t *testing.T) {
-	var sessions atomic.Int64
-	up := handRolledUpstream(t, func(w http.ResponseWriter, _ *http.Request, id json.RawMessage, method string, body []byte) {
+// hostileUpstream is an HTTP upstream of protocol version with one
+// read-only tool, answer, of schema, which answers each call with the JSON
+// its argument result holds, whatever it is, and a resource file:///null,
+// whose read answers null; handshakes counts its initialize requests. Of
+// an earlier protocol than 2026-07-28 it opens a session at each.
+func hostileUpstream(t *testing.T, version, schema string, handshakes *atomic.Int64) *httptest.Server {
+	complete := ""
+	if version >= protocolNew {
+		complete = `,"resultType":"complete"`
+	}
+	return handRolledUpstream(t, func(w http.ResponseWriter, _ *http.Request, id json.RawMessage, method string, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
+		result := func(fields string) { fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{%s%s}}`, id, fields, complete) }
 		switch method {
 		case "initialize":
-			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("hostile-%d", sessions.Add(1)))
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"hostile","version":"1"}}}`, id)
+			if n := handshakes.Add(1); version < protocolNew {
+				w.Header().Set("Mcp-Session-Id", fmt.Sprintf("hostile-%d", n))
+			}
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"hostile","version":"1"}}}`, id, version)
 		case "tools/list":
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"answer","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}`, id)
+			result(`"tools":[{"name":"answer","inputSchema":` + schema + `,"annotations":{"readOnlyHint":true}}]`)
 		case "resources/list":
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resources":[{"uri":"file:///null","name":"null"}]}}`, id)
+			result(`"resources":[{"uri":"file:///null","name":"null"}]`)
 		case "resources/read":
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":null}`, id)
 		case "tools/call":
@@ -308,9 +311,22 @@ func TestHostileResults(t *testing.T) {
 			json.Unmarshal(body, &m)
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, m.Params.Arguments.Result)
 		default:
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, id)
+			result(`"_meta":{}`)
 		}
 	})
+}
+
+// TestHostileResults: an upstream of 2025-11-25 over HTTP answers a call
+// with whatever it likes. What is not a tool's result reaches the client
+// as UPSTREAM_ERROR, without the upstream's bytes; the upstream answered,
+// so its link is not taken for lost and made again.
+// A client of 2026-07-28, whose calls are held (held.go), one of
+// 2025-11-25, whose results travel verbatim (verbatim.go), and a caller
+// of the REST face alike; only a content type the gateway does not know
+// travels to a client of 2025-11-25 as written, as a newer one may.
+func TestHostileResults(t *testing.T) {
+	var sessions atomic.Int64
+	up := hostileUpstream(t, "2025-11-25", `{"type":"object"}`, &sessions)
 	_, url := httpGateway(t, up.URL, false, "")
 	// Each generation's client is of a tenant of its own: three failures
 	// tried three times each leave its circuit closed.

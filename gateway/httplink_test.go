@@ -519,3 +519,62 @@ func TestHeaderBindingFollowsTheListing(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileResultsThroughTheSDKsClient: on a link of 2026-07-28 the
+// SDK's client carries the calls of tools bound to headers, and calls
+// with no client to ask (the REST face); an upstream that answers them
+// with something the SDK cannot read as a tool's result still answered.
+// The caller gets UPSTREAM_ERROR without the upstream's bytes, and the
+// link every tenant shares is kept, not closed under the others' calls
+// and made again.
+func TestHostileResultsThroughTheSDKsClient(t *testing.T) {
+	var handshakes atomic.Int64
+	up := hostileUpstream(t, "2026-07-28", `{"type":"object","properties":{"result":{"type":"string"},"region":{"type":"string","x-mcp-header":"Region"}}}`, &handshakes)
+	gw, url := httpGateway(t, up.URL, false, "")
+	u := gw.upstreams[0]
+	link := func() *mcp.ClientSession {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return u.session
+	}
+	was := link()
+	if !u.headed("answer") {
+		t.Fatal("the tool is not taken for bound to a header")
+	}
+	// Each case's caller is a tenant's principal of its own, so that no
+	// circuit opens on the failures tried again.
+	keys := []string{"alice-key", "bob-key", "other-alice-key"}
+	for i, tt := range []struct{ name, result, text string }{
+		{"a result", `{"content":[{"type":"text","text":"fine"}],"resultType":"complete"}`, "fine"},
+		{"not an object", `["secret-1"]`, ""},
+		{"content not a list", `{"content":"secret-2","resultType":"complete"}`, ""},
+		{"content of no known type", `{"content":[{"type":"secret-3"}],"resultType":"complete"}`, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := dial(t, nil, url, keys[i%len(keys)], &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+			// The client's SDK sends the header from the schema it listed.
+			if _, err := cs.ListTools(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			res := call(t, cs, "answer", map[string]any{"result": tt.result, "region": "eu"})
+			wire := resultJSON(t, res)
+			switch {
+			case tt.text != "":
+				if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != tt.text {
+					t.Errorf("the result reads %s", wire)
+				}
+			default:
+				if b := body(t, res); b.Code != interlock.CodeUpstreamError || strings.Contains(wire, "secret") {
+					t.Errorf("the client gets %s", wire)
+				}
+			}
+			if link() != was || handshakes.Load() != 1 {
+				t.Errorf("the link was dropped: %d handshakes with the upstream", handshakes.Load())
+			}
+		})
+	}
+	status, out := post(t, strings.TrimSuffix(url, MCPPath)+"/v1/tools/answer/call", "bob-key", `{"arguments":{"result":"{\"content\":\"secret-4\"}"}}`)
+	if out["code"] != string(interlock.CodeUpstreamError) || strings.Contains(fmt.Sprint(out), "secret") || link() != was {
+		t.Errorf("REST answers %d %v; link kept: %t", status, out, link() == was)
+	}
+}

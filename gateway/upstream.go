@@ -697,13 +697,7 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 	var junk *notAResult
 	switch {
 	case errors.As(err, &junk):
-		return &interlock.Error{
-			Code: interlock.CodeUpstreamError,
-			Message: fmt.Sprintf("The server behind %s answered the call with something that is not a tool's result; it may have run. "+
-				"Its answer is in the gateway's log (upstream %s), not passed on.", name, u.cfg.Name),
-			Hint: "Check the current state with a read-only tool before calling it again; if it keeps failing, tell the operator.",
-			Err:  err,
-		}
+		return notAResultError(name, u.cfg.Name, err)
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		u.forget(cs)
 		return &interlock.Error{
@@ -741,6 +735,20 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 			Hint: "Do not send the same call again: change what the server refused (its size, its arguments), or tell the operator.",
 			Err:  err,
 		}
+	case !answered && u.cfg.URL != "" && u.stillAnswers(cs):
+		// What the SDK's client could not read as a tool's result reads
+		// as no answer at all; the link answers still, and every tenant's
+		// calls share it.
+		if undecodable(err) {
+			return notAResultError(name, u.cfg.Name, err)
+		}
+		return &interlock.Error{
+			Code: interlock.CodeUpstreamError,
+			Message: fmt.Sprintf("The call to the server behind %s failed, though the server still answers; it may or may not have run. "+
+				"What went wrong is in the gateway's log (upstream %s).", name, u.cfg.Name),
+			Hint: "Check the current state with a read-only tool before calling it again; if it keeps failing, tell the operator.",
+			Err:  err,
+		}
 	case !answered && u.cfg.URL != "":
 		// Not an answer from the server but a failure to reach it (a
 		// refused connection, an expired session): a new session is made
@@ -770,6 +778,41 @@ func (u *upstream) failure(cs *mcp.ClientSession, name string, err error, timedO
 		Hint:    "Retry once; if it fails again, tell the operator.",
 		Err:     err,
 	}
+}
+
+// notAResultError is the answer to a call the upstream answered with
+// something that is not a tool's result.
+func notAResultError(tool, upstream string, err error) *interlock.Error {
+	return &interlock.Error{
+		Code: interlock.CodeUpstreamError,
+		Message: fmt.Sprintf("The server behind %s answered the call with something that is not a tool's result; it may have run. "+
+			"Its answer is in the gateway's log (upstream %s), not passed on.", tool, upstream),
+		Hint: "Check the current state with a read-only tool before calling it again; if it keeps failing, tell the operator.",
+		Err:  err,
+	}
+}
+
+// undecodable reports whether err is the SDK's client failing to decode
+// an answer as a tool's result: the JSON of the answer was not of the
+// result's shape.
+func undecodable(err error) bool {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	return errors.As(err, &typeErr) || errors.As(err, &syntaxErr)
+}
+
+// stillAnswersWithin bounds the ping that tells a link that answered
+// badly from one that is lost.
+const stillAnswersWithin = 2 * time.Second
+
+// stillAnswers reports whether link answers a ping, made as a request of
+// the gateway's own, within stillAnswersWithin.
+func (u *upstream) stillAnswers(link *mcp.ClientSession) bool {
+	ctx, stop := context.WithTimeout(context.Background(), stillAnswersWithin)
+	defer stop()
+	return u.forward(ctx, "ping", nil, onLink(link), func(ctx context.Context, cs *mcp.ClientSession) error {
+		return cs.Ping(ctx, nil)
+	}) == nil
 }
 
 // passed is the JSON-RPC error the upstream answered a call with, as its
