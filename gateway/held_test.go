@@ -305,10 +305,14 @@ func hostileUpstream(t *testing.T, version, schema string, handshakes *atomic.In
 		case "tools/call":
 			var m struct {
 				Params struct {
-					Arguments struct{ Result string } `json:"arguments"`
+					Arguments struct {
+						Result string
+						Wait   int // milliseconds before the answer
+					} `json:"arguments"`
 				} `json:"params"`
 			}
 			json.Unmarshal(body, &m)
+			time.Sleep(time.Duration(m.Params.Arguments.Wait) * time.Millisecond)
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, m.Params.Arguments.Result)
 		default:
 			result(`"_meta":{}`)

@@ -541,7 +541,7 @@ func TestHostileResultsThroughTheSDKsClient(t *testing.T) {
 	if !u.headed("answer") {
 		t.Fatal("the tool is not taken for bound to a header")
 	}
-	// Each case's caller is a tenant's principal of its own, so that no
+	// The callers take turns between two tenants, so that no tenant's
 	// circuit opens on the failures tried again.
 	keys := []string{"alice-key", "bob-key", "other-alice-key"}
 	for i, tt := range []struct{ name, result, text string }{
@@ -573,7 +573,37 @@ func TestHostileResultsThroughTheSDKsClient(t *testing.T) {
 			}
 		})
 	}
-	status, out := post(t, strings.TrimSuffix(url, MCPPath)+"/v1/tools/answer/call", "bob-key", `{"arguments":{"result":"{\"content\":\"secret-4\"}"}}`)
+	// Another tenant's call in flight on the link while one is answered
+	// badly still gets its answer.
+	t.Run("beside another tenant's call", func(t *testing.T) {
+		slow := dial(t, nil, url, "other-alice-key", &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		bad := dial(t, nil, url, "alice-key", &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		for _, cs := range []*mcp.ClientSession{slow, bad} {
+			if _, err := cs.ListTools(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := slow.CallTool(t.Context(), &mcp.CallToolParams{Name: "answer", Arguments: map[string]any{
+				"result": `{"content":[{"type":"text","text":"slow"}],"resultType":"complete"}`, "region": "eu", "wait": 500}})
+			if err != nil {
+				res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+			}
+			done <- res
+		}()
+		time.Sleep(100 * time.Millisecond) // the slow call is on the link
+		if b := body(t, call(t, bad, "answer", map[string]any{"result": `{"content":[{"type":"secret-5"}]}`, "region": "eu"})); b.Code != interlock.CodeUpstreamError {
+			t.Errorf("the bad answer gives %+v", b)
+		}
+		if res := <-done; res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "slow" {
+			t.Errorf("the other tenant's call gets %s", resultJSON(t, res))
+		}
+		if link() != was || handshakes.Load() != 1 {
+			t.Errorf("the link was dropped: %d handshakes with the upstream", handshakes.Load())
+		}
+	})
+	status, out := post(t, strings.TrimSuffix(url, MCPPath)+"/v1/tools/answer/call", "other-alice-key", `{"arguments":{"result":"{\"content\":\"secret-4\"}"}}`)
 	if out["code"] != string(interlock.CodeUpstreamError) || strings.Contains(fmt.Sprint(out), "secret") || link() != was {
 		t.Errorf("REST answers %d %v; link kept: %t", status, out, link() == was)
 	}
